@@ -1,0 +1,212 @@
+"""The pure entry points: `simulate` one configuration, `sweep` many.
+
+>>> import sim
+>>> model = sim.load_model("tests/data/tiny.csv")          # doctest: +SKIP
+>>> cluster = sim.Cluster(gpus=16, gpus_per_node=4, network="10gbe", intra="pcie3")
+>>> res = sim.simulate(model, cluster, scheduler="mgwfbp", batch_size=64)  # doctest: +SKIP
+>>> res.iteration_time_s, res.metrics, res.timeline, res.groups          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from sim.cluster import Cluster
+from sim.dag import build_dag, gradient_layers
+from sim.engine import run_dag
+from sim.errors import SimInputError
+from sim.model import Model, bytes_per_param
+from sim.schedulers import DEFAULT_BUCKET_MB, Plan, make_plan
+from sim.timeline import COMPUTE_KINDS, interval_overlap_s, timeline_frame
+
+__all__ = ["METRIC_KEYS", "SimResult", "simulate", "sweep"]
+
+METRIC_KEYS = (
+    "model", "scheduler", "gpus", "gpus_per_node", "nodes", "batch_size", "precision",
+    "network", "intra", "collective", "alpha_s", "beta_s_per_byte",
+    "iteration_time_s", "throughput_samples_per_s",
+    "compute_s", "forward_s", "backward_s", "update_s", "io_s", "h2d_s",
+    "comm_s", "comm_hidden_s", "comm_exposed_s",
+    "single_gpu_iteration_time_s", "speedup", "scaling_efficiency",
+    "num_messages", "groups",
+)
+MAX_ITERATIONS = 1000
+
+
+@dataclass(frozen=True, eq=False)
+class SimResult:
+    """What one simulation returns.
+
+    ``metrics`` holds the same keys as ``python -m sim run --format json``;
+    ``timeline`` follows `sim.timeline.TIMELINE_COLUMNS`; ``groups`` lists
+    the messages in sending order, each a list of layer names.
+    """
+
+    iteration_time_s: float
+    metrics: dict
+    timeline: pd.DataFrame
+    groups: list[list[str]]
+    plan: Plan
+    model: Model = field(repr=False)
+    cluster: Cluster = field(repr=False)
+
+
+def _check_run_args(batch_size: int, iterations: int, precision: str) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise SimInputError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
+    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or not 1 <= iterations <= MAX_ITERATIONS:
+        raise SimInputError(f"iterations must be a whole number from 1 to {MAX_ITERATIONS}, got {iterations!r}")
+    bytes_per_param(precision)
+
+
+def _run(model, cluster, scheduler, precision, iterations, prefetch, bucket_mb):
+    """Plan, build and time ``iterations`` iterations; return plan, timeline, cost."""
+    cost = cluster.comm_cost()
+    grads = gradient_layers(model, precision)
+    plan = make_plan(scheduler, grads, cost, bucket_mb=bucket_mb)
+    multi = cluster.gpus > 1
+    g = build_dag(model, plan, cost, precision=precision, iterations=iterations, prefetch=prefetch, include_comm=multi)
+    timeline = timeline_frame(g, run_dag(g))
+    return (plan if multi else Plan(plan.scheduler, ())), timeline, cost
+
+
+def _steady_iteration_s(timeline: pd.DataFrame) -> float:
+    """Period between the updates of the last two iterations."""
+    ends = timeline.loc[timeline["kind"] == "update"].sort_values("iteration")["end_s"].to_numpy()
+    return float(ends[-1] - ends[-2]) if len(ends) >= 2 else float(timeline["end_s"].max())
+
+
+def _phase_metrics(timeline: pd.DataFrame) -> dict:
+    """Compute and communication figures of the last (steady-state) iteration."""
+    last = timeline["iteration"].max()
+    it = timeline.loc[timeline["iteration"] == last]
+    by_kind = it.groupby("kind")["duration_s"].sum()
+    comm = it.loc[it["kind"] == "comm"]
+    compute = timeline.loc[timeline["kind"].isin(COMPUTE_KINDS)]
+    comm_s = float(comm["duration_s"].sum())
+    hidden = interval_overlap_s(comm["start_s"], comm["end_s"], compute["start_s"], compute["end_s"])
+    hidden = min(hidden, comm_s)
+    return {
+        "compute_s": float(sum(by_kind.get(k, 0.0) for k in COMPUTE_KINDS)),
+        "forward_s": float(by_kind.get("forward", 0.0)),
+        "backward_s": float(by_kind.get("backward", 0.0)),
+        "update_s": float(by_kind.get("update", 0.0)),
+        "io_s": float(by_kind.get("io", 0.0)),
+        "h2d_s": float(by_kind.get("h2d", 0.0)),
+        "comm_s": comm_s,
+        "comm_hidden_s": hidden,
+        "comm_exposed_s": max(comm_s - hidden, 0.0),
+    }
+
+
+def simulate(
+    model: Model,
+    cluster: Cluster,
+    scheduler: str = "wfbp",
+    *,
+    batch_size: int,
+    precision: str = "fp32",
+    iterations: int = 1,
+    prefetch: bool = False,
+    bucket_mb: float = DEFAULT_BUCKET_MB,
+    single_gpu_iteration_s: float | None = None,
+) -> SimResult:
+    """Time training iterations of ``model`` on ``cluster`` under ``scheduler``.
+
+    Parameters
+    ----------
+    model : Model
+        The workload; its compute times are per GPU at ``batch_size``.
+    cluster : Cluster
+        GPUs, nodes, links and collective.
+    scheduler : str
+        A name from `sim.schedulers.SCHEDULERS`.
+    batch_size : int
+        Samples per GPU per iteration.
+    precision : {"fp32", "fp16"}
+        Gradient width: 4 or 2 bytes per parameter.
+    iterations : int
+        Iterations in the returned timeline. The iteration time is that of
+        the steady state: the period between the last two updates of a run of
+        at least two iterations.
+    prefetch : bool
+        Let io and h2d of the next iteration overlap the current one.
+    bucket_mb : float
+        Bucket size for the ``bucket`` scheduler, in MiB.
+    single_gpu_iteration_s : float, optional
+        The one-GPU iteration time for speedup; simulated when not given.
+
+    Returns
+    -------
+    SimResult
+    """
+    _check_run_args(batch_size, iterations, precision)
+    n_run = max(iterations, 2)
+    plan, timeline, cost = _run(model, cluster, scheduler, precision, n_run, prefetch, bucket_mb)
+    t_iter = _steady_iteration_s(timeline)
+    if single_gpu_iteration_s is None:
+        if cluster.gpus == 1:
+            single_gpu_iteration_s = t_iter
+        else:
+            _, t1_line, _ = _run(model, cluster.with_gpus(1), "wfbp", precision, 2, prefetch, bucket_mb)
+            single_gpu_iteration_s = _steady_iteration_s(t1_line)
+    names = model.layer_names
+    groups = [[names[i] for i in members] for members in plan.groups]
+    if t_iter <= 0 or not math.isfinite(t_iter):
+        raise SimInputError("the iteration takes no time: give the model non-zero compute times")
+    metrics = {
+        "model": model.name,
+        "scheduler": scheduler,
+        "gpus": cluster.gpus,
+        "gpus_per_node": cluster.gpus_per_node,
+        "nodes": cluster.nodes,
+        "batch_size": int(batch_size),
+        "precision": precision,
+        "network": cluster.network,
+        "intra": cluster.intra,
+        "collective": cluster.collective,
+        "alpha_s": cost.alpha_s,
+        "beta_s_per_byte": cost.beta_s_per_byte,
+        "iteration_time_s": t_iter,
+        "throughput_samples_per_s": batch_size * cluster.gpus / t_iter,
+        **_phase_metrics(timeline),
+        "single_gpu_iteration_time_s": single_gpu_iteration_s,
+        "speedup": cluster.gpus * single_gpu_iteration_s / t_iter,
+        "scaling_efficiency": single_gpu_iteration_s / t_iter,
+        "num_messages": len(groups),
+        "groups": groups,
+    }
+    shown = timeline.loc[timeline["iteration"] < iterations].reset_index(drop=True)
+    return SimResult(t_iter, metrics, shown, groups, plan, model, cluster)
+
+
+def sweep(
+    model: Model,
+    cluster: Cluster,
+    *,
+    gpus: list[int],
+    schedulers: list[str],
+    batch_size: int,
+    precision: str = "fp32",
+    prefetch: bool = False,
+    bucket_mb: float = DEFAULT_BUCKET_MB,
+) -> pd.DataFrame:
+    """One row of `simulate` metrics per (gpus, scheduler), in that order."""
+    if not gpus or not schedulers:
+        raise SimInputError("sweep needs at least one GPU count and one scheduler")
+    _check_run_args(batch_size, 1, precision)
+    base = simulate(model, cluster.with_gpus(1), "wfbp", batch_size=batch_size, precision=precision,
+                    prefetch=prefetch, bucket_mb=bucket_mb)
+    t1 = base.iteration_time_s
+    rows = []
+    for p in gpus:
+        c = cluster.with_gpus(int(p))
+        for name in schedulers:
+            res = simulate(model, c, name, batch_size=batch_size, precision=precision, prefetch=prefetch,
+                           bucket_mb=bucket_mb, single_gpu_iteration_s=t1)
+            rows.append(res.metrics)
+    return pd.DataFrame(rows, columns=list(METRIC_KEYS))

@@ -1,0 +1,242 @@
+"""Command line: ``python -m sim run|sweep|trace|list``.
+
+Bad input (an unknown name, a malformed CSV, an absurd value, a flag that
+makes no sense) prints one line ``error: ...`` to stderr and exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+import pandas as pd
+
+from sim.api import simulate, sweep
+from sim.catalog import networks
+from sim.cluster import Cluster
+from sim.comm import COLLECTIVES
+from sim.errors import SimInputError
+from sim.model import BYTES_PER_PARAM, load_model
+from sim.schedulers import DEFAULT_BUCKET_MB, SCHEDULERS
+from sim.trace import chrome_trace
+
+__all__ = ["main"]
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise SimInputError(message)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
+    return value
+
+
+def _int_list(text: str) -> list[int]:
+    return [_positive_int(part.strip()) for part in text.split(",") if part.strip()] or _empty(text)
+
+
+def _name_list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()] or _empty(text)
+
+
+def _empty(text: str):
+    raise argparse.ArgumentTypeError(f"{text!r} is an empty list")
+
+
+def _nonneg_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _nonneg_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return value
+
+
+def _add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
+    p.add_argument("--model", required=True, help="zoo name or path to a layer CSV (name,params,fwd_ms,bwd_ms)")
+    if many:
+        p.add_argument("--gpus", type=_int_list, default=[1, 2, 4, 8, 16], help="GPU counts, e.g. 1,2,4,8")
+        p.add_argument("--scheduler", type=_name_list, default=["wfbp", "mgwfbp"], help="schedulers, e.g. wfbp,mgwfbp")
+    else:
+        p.add_argument("--gpus", type=_positive_int, default=1, help="number of GPUs P")
+        p.add_argument("--scheduler", default="wfbp", help=f"one of {', '.join(SCHEDULERS)}")
+    p.add_argument("--gpus-per-node", type=_positive_int, default=1, help="GPUs per node (sharing one NIC)")
+    p.add_argument("--network", default="10gbe", help="inter-node network preset")
+    p.add_argument("--intra", default="pcie3", help="intra-node link preset")
+    p.add_argument("--collective", default="ring", help=f"one of {', '.join(COLLECTIVES)}")
+    p.add_argument("--batch-size", type=_positive_int, default=32, help="samples per GPU per iteration")
+    p.add_argument("--precision", choices=list(BYTES_PER_PARAM), default="fp32", help="gradient precision")
+    p.add_argument("--alpha", type=_nonneg_float, default=None, help="all-reduce start-up time, seconds")
+    p.add_argument("--beta", type=_nonneg_float, default=None, help="all-reduce time per byte, seconds")
+    p.add_argument("--bucket-mb", type=_positive_float, default=None,
+                   help=f"bucket size in MiB for the bucket scheduler (default {DEFAULT_BUCKET_MB:g})")
+    p.add_argument("--iterations", type=_positive_int, default=1, help="iterations in the timeline")
+    p.add_argument("--prefetch", action="store_true", help="overlap io/h2d of the next iteration")
+    p.add_argument("--io-ms", type=_nonneg_float, default=0.0, help="data read time per iteration, ms")
+    p.add_argument("--h2d-ms", type=_nonneg_float, default=0.0, help="host-to-device copy time per iteration, ms")
+    p.add_argument("--update-ms", type=_nonneg_float, default=0.0, help="parameter update time per iteration, ms")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m sim", description="Simulate distributed synchronous SGD iterations.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="simulate one configuration")
+    _add_workload_flags(run, many=False)
+    run.add_argument("--format", choices=["json", "table"], default="table")
+
+    sw = sub.add_parser("sweep", help="simulate every (gpus, scheduler) pair")
+    _add_workload_flags(sw, many=True)
+    sw.add_argument("--format", choices=["json", "csv", "table"], default="table")
+
+    tr = sub.add_parser("trace", help="write the timeline as Chrome Trace Event JSON")
+    _add_workload_flags(tr, many=False)
+    tr.add_argument("-o", "--output", required=True, help="output file (.json)")
+
+    ls = sub.add_parser("list", help="show models, networks, collectives and schedulers")
+    ls.add_argument("what", nargs="?", default="all", choices=["all", "models", "networks", "collectives", "schedulers"])
+    ls.add_argument("--format", choices=["json", "table"], default="table")
+    return parser
+
+
+def _cluster(args, gpus: int) -> Cluster:
+    return Cluster(
+        gpus=gpus, gpus_per_node=args.gpus_per_node, network=args.network, intra=args.intra,
+        collective=args.collective, alpha_s=args.alpha, beta_s_per_byte=args.beta,
+    )
+
+
+def _check_flags(args, schedulers: list[str]) -> None:
+    if (args.alpha is None) != (args.beta is None):
+        raise SimInputError("--alpha and --beta go together: give both or neither")
+    if args.bucket_mb is not None and "bucket" not in schedulers:
+        raise SimInputError("--bucket-mb applies only to --scheduler bucket")
+    for name in schedulers:
+        if name not in SCHEDULERS:
+            raise SimInputError(f"--scheduler: unknown scheduler {name!r}; valid: {', '.join(SCHEDULERS)}")
+
+
+def _model(args):
+    return load_model(args.model, io_ms=args.io_ms, h2d_ms=args.h2d_ms, update_ms=args.update_ms)
+
+
+def _run_one(args):
+    _check_flags(args, [args.scheduler])
+    return simulate(
+        _model(args), _cluster(args, args.gpus), args.scheduler, batch_size=args.batch_size,
+        precision=args.precision, iterations=args.iterations, prefetch=args.prefetch,
+        bucket_mb=args.bucket_mb or DEFAULT_BUCKET_MB,
+    )
+
+
+def _table(metrics: dict) -> str:
+    width = max(len(k) for k in metrics)
+    lines = []
+    for key, value in metrics.items():
+        if key == "groups":
+            value = " | ".join("+".join(g) for g in value)
+        elif isinstance(value, float):
+            value = f"{value:.6g}"
+        lines.append(f"{key.ljust(width)}  {value}")
+    return "\n".join(lines)
+
+
+def _cmd_run(args, out) -> None:
+    res = _run_one(args)
+    if args.format == "json":
+        json.dump(res.metrics, out, indent=2)
+        out.write("\n")
+    else:
+        out.write(_table(res.metrics) + "\n")
+
+
+def _cmd_sweep(args, out) -> None:
+    _check_flags(args, args.scheduler)
+    model = _model(args)
+    frame = sweep(
+        model, _cluster(args, 1), gpus=args.gpus, schedulers=args.scheduler, batch_size=args.batch_size,
+        precision=args.precision, prefetch=args.prefetch, bucket_mb=args.bucket_mb or DEFAULT_BUCKET_MB,
+    )
+    if args.format == "json":
+        json.dump(frame.to_dict("records"), out, indent=2)
+        out.write("\n")
+        return
+    flat = frame.assign(groups=frame["groups"].map(lambda gs: "|".join("+".join(g) for g in gs)))
+    if args.format == "csv":
+        flat.to_csv(out, index=False)
+    else:
+        cols = ["gpus", "scheduler", "iteration_time_s", "throughput_samples_per_s", "comm_exposed_s",
+                "speedup", "scaling_efficiency", "num_messages"]
+        out.write(flat[cols].to_string(index=False) + "\n")
+
+
+def _cmd_trace(args, out) -> None:
+    res = _run_one(args)
+    trace = chrome_trace(res.timeline, title=f"{res.metrics['model']} {res.metrics['scheduler']} P={res.metrics['gpus']}")
+    try:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            json.dump(trace, fh)
+    except OSError as exc:
+        raise SimInputError(f"-o: cannot write {args.output!r}: {exc.strerror}") from None
+    out.write(f"wrote {len(trace['traceEvents'])} events to {args.output}\n")
+
+
+def _listing() -> dict[str, list[dict]]:
+    return {
+        "models": [{"name": "<path>.csv", "layers": None, "params": None, "source": "your layer CSV"}],
+        "networks": [
+            {"name": n.name, "scope": n.scope, "line_rate_gbps": n.line_rate_gbps, "effective_gbps": n.effective_gbps,
+             "alpha_s": n.alpha_s, "source": n.source}
+            for n in networks().values()
+        ],
+        "collectives": [{"name": k, "formula": (f.__doc__ or "").strip().splitlines()[0]} for k, f in COLLECTIVES.items()],
+        "schedulers": [{"name": k, "description": (f.__doc__ or "").strip().splitlines()[0]} for k, f in SCHEDULERS.items()],
+    }
+
+
+def _cmd_list(args, out) -> None:
+    listing = _listing()
+    chosen = listing if args.what == "all" else {args.what: listing[args.what]}
+    if args.format == "json":
+        json.dump(chosen if args.what == "all" else chosen[args.what], out, indent=2)
+        out.write("\n")
+        return
+    for what, rows in chosen.items():
+        out.write(f"{what}:\n")
+        out.write(pd.DataFrame(rows).to_string(index=False) + "\n\n")
+
+
+COMMANDS = {"run": _cmd_run, "sweep": _cmd_sweep, "trace": _cmd_trace, "list": _cmd_list}
+
+
+def main(argv: list[str] | None = None, out=None, err=None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        args = build_parser().parse_args(argv)
+        COMMANDS[args.command](args, out)
+    except SimInputError as exc:
+        err.write(f"error: {exc}\n")
+        return EXIT_BAD_INPUT
+    return 0

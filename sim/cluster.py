@@ -1,0 +1,103 @@
+"""The cluster: how many GPUs, how they are grouped in nodes, and their links."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from sim.catalog import get_network
+from sim.comm import COLLECTIVES, NO_COMM, CommCost, Link, allreduce_cost
+from sim.errors import SimInputError
+
+__all__ = ["MAX_GPUS", "Cluster"]
+
+MAX_GPUS = 1 << 20
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A data-parallel cluster of identical GPUs.
+
+    Parameters
+    ----------
+    gpus : int
+        Number of workers P.
+    gpus_per_node : int
+        GPUs that share a node (and its one network interface). A cluster
+        of fewer GPUs than ``gpus_per_node`` is one partly filled node.
+    network : str
+        Inter-node link preset (see ``python -m sim list networks``).
+    intra : str
+        Intra-node link preset.
+    collective : str
+        All-reduce algorithm (see `sim.comm.COLLECTIVES`).
+    alpha_s, beta_s_per_byte : float, optional
+        Give both to fix every all-reduce of M bytes at ``alpha_s +
+        beta_s_per_byte * M`` seconds, whatever P and the collective (the form
+        the MG-WFBP authors fit from measurements).
+    gamma_s_per_byte : float
+        Reduction time per byte on the GPU; 0 ignores it.
+    """
+
+    gpus: int = 1
+    gpus_per_node: int = 1
+    network: str = "10gbe"
+    intra: str = "pcie3"
+    collective: str = "ring"
+    alpha_s: float | None = None
+    beta_s_per_byte: float | None = None
+    gamma_s_per_byte: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("gpus", "gpus_per_node"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SimInputError(f"{name} must be a whole number >= 1, got {value!r}")
+            if value > MAX_GPUS:
+                raise SimInputError(f"{name} = {value} is absurd; at most {MAX_GPUS} are supported")
+        if self.gpus > self.gpus_per_node and self.gpus % self.gpus_per_node:
+            raise SimInputError(
+                f"gpus = {self.gpus} does not fill whole nodes of gpus_per_node = {self.gpus_per_node}"
+            )
+        if self.collective not in COLLECTIVES:
+            raise SimInputError(f"unknown collective {self.collective!r}; valid: {', '.join(COLLECTIVES)}")
+        if (self.alpha_s is None) != (self.beta_s_per_byte is None):
+            raise SimInputError("give both alpha and beta, or neither")
+        for name in ("alpha_s", "beta_s_per_byte", "gamma_s_per_byte"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise SimInputError(f"{name} must be a finite number >= 0, got {value}")
+        if self.alpha_s is not None and self.alpha_s > 10:
+            raise SimInputError(f"alpha = {self.alpha_s} s is absurd for one message (give seconds)")
+        get_network(self.network)
+        get_network(self.intra)
+
+    @property
+    def nodes(self) -> int:
+        return max(1, self.gpus // self.gpus_per_node)
+
+    @property
+    def gpus_in_node(self) -> int:
+        """GPUs actually used in each node."""
+        return min(self.gpus, self.gpus_per_node)
+
+    def with_gpus(self, gpus: int) -> Cluster:
+        return dataclasses.replace(self, gpus=gpus)
+
+    def comm_cost(self) -> CommCost:
+        """The all-reduce cost model for this cluster."""
+        if self.gpus == 1:
+            return NO_COMM
+        if self.alpha_s is not None:
+            return CommCost(self.alpha_s, self.beta_s_per_byte, "user alpha-beta")
+        intra = get_network(self.intra)
+        inter = get_network(self.network)
+        return allreduce_cost(
+            self.collective,
+            self.nodes,
+            self.gpus_in_node,
+            Link(intra.alpha_s, intra.beta_s_per_byte),
+            Link(inter.alpha_s, inter.beta_s_per_byte),
+            self.gamma_s_per_byte,
+        )

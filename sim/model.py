@@ -1,0 +1,264 @@
+"""Workloads: a DNN as an ordered table of layers, from input to output.
+
+A `Model` holds, per layer, its name, parameter count and its forward and
+backward time on one GPU at the model's batch size (``fwd_s``, ``bwd_s``).
+Times are converted from the CSV's milliseconds once, here.
+
+A CSV model holds only what it says: no I/O, host-to-device copy or update
+time is added unless given (``io_ms``, ``h2d_ms``, ``update_ms`` arguments).
+
+The gradient of a layer is ``params * bytes_per_param`` bytes, where the
+precision decides the width: fp32 = 4 bytes, fp16 = 2 bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from sim.errors import SimInputError
+
+__all__ = [
+    "BYTES_PER_PARAM",
+    "REQUIRED_COLUMNS",
+    "Model",
+    "bytes_per_param",
+    "load_model",
+    "model_from_frame",
+]
+
+REQUIRED_COLUMNS = ("name", "params", "fwd_ms", "bwd_ms")
+BYTES_PER_PARAM = {"fp32": 4, "fp16": 2}
+MAX_LAYERS = 100_000
+
+
+def bytes_per_param(precision: str) -> int:
+    """Gradient bytes per parameter for ``precision`` (fp32 or fp16)."""
+    if precision not in BYTES_PER_PARAM:
+        raise SimInputError(f"unknown precision {precision!r}; valid: {', '.join(BYTES_PER_PARAM)}")
+    return BYTES_PER_PARAM[precision]
+
+
+def _check_scalar(name: str, value: float) -> float:
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise SimInputError(f"{name} must be a finite number >= 0, got {value}")
+    return value
+
+
+@dataclass(frozen=True, eq=False)
+class Model:
+    """An ordered list of layers with their per-layer compute times.
+
+    Attributes
+    ----------
+    name : str
+        The model's name (zoo name or CSV file stem).
+    layer_names : tuple of str
+        Unique layer names, input to output.
+    params : ndarray of int64
+        Parameter count per layer; 0 for parameter-free layers.
+    fwd_s, bwd_s : ndarray of float
+        Forward and backward time of each layer on one GPU, in seconds.
+    comm_s : ndarray of float or None
+        Measured all-reduce time of each layer's gradient alone (trace-driven
+        mode); None when communication comes from a cost model.
+    io_s, h2d_s, update_s : float
+        Per-iteration read, host-to-device copy and parameter-update times.
+    """
+
+    name: str
+    layer_names: tuple[str, ...]
+    params: np.ndarray
+    fwd_s: np.ndarray
+    bwd_s: np.ndarray
+    layer_types: tuple[str, ...] | None = None
+    comm_s: np.ndarray | None = None
+    io_s: float = 0.0
+    h2d_s: float = 0.0
+    update_s: float = 0.0
+    source: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = len(self.layer_names)
+        if n == 0:
+            raise SimInputError(f"model {self.name!r} has no layers")
+        if n > MAX_LAYERS:
+            raise SimInputError(f"model {self.name!r} has {n} layers; at most {MAX_LAYERS} are allowed")
+        for attr in ("params", "fwd_s", "bwd_s"):
+            arr = getattr(self, attr)
+            if len(arr) != n:
+                raise SimInputError(f"model {self.name!r}: {attr} has {len(arr)} entries for {n} layers")
+            if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+                raise SimInputError(f"model {self.name!r}: {attr} must be finite and >= 0")
+        if len(set(self.layer_names)) != n:
+            raise SimInputError(f"model {self.name!r}: layer names must be unique")
+        for attr in ("io_s", "h2d_s", "update_s"):
+            _check_scalar(attr, getattr(self, attr))
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layer_names)
+
+    @property
+    def total_params(self) -> int:
+        return int(self.params.sum())
+
+    def gradient_bytes(self, precision: str = "fp32") -> np.ndarray:
+        """Bytes of each layer's gradient at ``precision``."""
+        return self.params.astype(np.int64) * bytes_per_param(precision)
+
+    def layers_frame(self) -> pd.DataFrame:
+        """The layer table in CSV units (milliseconds)."""
+        frame = pd.DataFrame(
+            {
+                "name": list(self.layer_names),
+                "params": self.params,
+                "fwd_ms": self.fwd_s * 1e3,
+                "bwd_ms": self.bwd_s * 1e3,
+            }
+        )
+        if self.layer_types is not None:
+            frame["type"] = list(self.layer_types)
+        if self.comm_s is not None:
+            frame["comm_ms"] = self.comm_s * 1e3
+        return frame
+
+    def scaled(self, factor: float) -> Model:
+        """The same model with every compute time multiplied by ``factor``."""
+        if not (math.isfinite(factor) and factor > 0):
+            raise SimInputError(f"compute scale factor must be > 0, got {factor}")
+        return Model(
+            name=self.name,
+            layer_names=self.layer_names,
+            params=self.params,
+            fwd_s=self.fwd_s * factor,
+            bwd_s=self.bwd_s * factor,
+            layer_types=self.layer_types,
+            comm_s=self.comm_s,
+            io_s=self.io_s,
+            h2d_s=self.h2d_s,
+            update_s=self.update_s * factor,
+            source=self.source,
+            extra=dict(self.extra),
+        )
+
+
+def _numeric_column(frame: pd.DataFrame, column: str, where: str, *, integer: bool) -> np.ndarray:
+    values = pd.to_numeric(frame[column], errors="coerce")
+    for i, (raw, val) in enumerate(zip(frame[column], values, strict=True)):
+        row = i + 2  # header is line 1
+        if pd.isna(val) or not math.isfinite(float(val)):
+            raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} is not a finite number")
+        if val < 0:
+            raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} is negative")
+        if integer and float(val) != int(val):
+            raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} is not a whole number")
+    return values.to_numpy(dtype=np.int64 if integer else float)
+
+
+def model_from_frame(
+    frame: pd.DataFrame,
+    name: str,
+    *,
+    where: str | None = None,
+    io_ms: float = 0.0,
+    h2d_ms: float = 0.0,
+    update_ms: float = 0.0,
+    source: str = "",
+) -> Model:
+    """Validate a layer table with columns ``name,params,fwd_ms,bwd_ms``.
+
+    Optional columns: ``type`` (free text) and ``comm_ms`` (measured all-reduce
+    time of the layer's gradient alone). Errors name the row and column.
+    """
+    where = where or name
+    frame = frame.rename(columns=lambda c: str(c).strip())
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise SimInputError(f"{where}: missing column(s) {', '.join(missing)}; need {', '.join(REQUIRED_COLUMNS)}")
+    if len(frame) == 0:
+        raise SimInputError(f"{where}: no layer rows")
+    names = [str(v).strip() for v in frame["name"]]
+    seen: dict[str, int] = {}
+    for i, layer in enumerate(names):
+        row = i + 2
+        if not layer or layer.lower() == "nan":
+            raise SimInputError(f"{where} row {row}, column 'name': empty layer name")
+        if layer in seen:
+            raise SimInputError(f"{where} row {row}, column 'name': duplicate layer name {layer!r} (first at row {seen[layer]})")
+        seen[layer] = row
+    params = _numeric_column(frame, "params", where, integer=True)
+    fwd_ms = _numeric_column(frame, "fwd_ms", where, integer=False)
+    bwd_ms = _numeric_column(frame, "bwd_ms", where, integer=False)
+    comm_s = None
+    if "comm_ms" in frame.columns:
+        comm_s = _numeric_column(frame, "comm_ms", where, integer=False) * 1e-3
+    types = None
+    if "type" in frame.columns:
+        types = tuple(str(v) for v in frame["type"])
+    return Model(
+        name=name,
+        layer_names=tuple(names),
+        params=params,
+        fwd_s=fwd_ms * 1e-3,
+        bwd_s=bwd_ms * 1e-3,
+        layer_types=types,
+        comm_s=comm_s,
+        io_s=_check_scalar("io_ms", io_ms) * 1e-3,
+        h2d_s=_check_scalar("h2d_ms", h2d_ms) * 1e-3,
+        update_s=_check_scalar("update_ms", update_ms) * 1e-3,
+        source=source,
+    )
+
+
+def _read_csv(text_or_path: str | Path, where: str) -> pd.DataFrame:
+    try:
+        if isinstance(text_or_path, Path):
+            return pd.read_csv(text_or_path, comment="#", skipinitialspace=True)
+        return pd.read_csv(io.StringIO(text_or_path), comment="#", skipinitialspace=True)
+    except pd.errors.EmptyDataError:
+        raise SimInputError(f"{where}: empty file") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SimInputError(f"{where}: not a readable CSV ({first})") from None
+
+
+def load_model(
+    source: str | Path,
+    *,
+    io_ms: float = 0.0,
+    h2d_ms: float = 0.0,
+    update_ms: float = 0.0,
+) -> Model:
+    """Load a model from a layer CSV path (or, once the zoo exists, a zoo name).
+
+    Parameters
+    ----------
+    source : str or Path
+        A path to a CSV with at least ``name,params,fwd_ms,bwd_ms``.
+    io_ms, h2d_ms, update_ms : float
+        Per-iteration times to add; zero unless given.
+
+    Raises
+    ------
+    SimInputError
+        For a missing file, an unknown name or a malformed table, naming the
+        row and column at fault.
+    """
+    path = Path(source)
+    if path.suffix.lower() == ".csv" or path.exists():
+        if not path.is_file():
+            raise SimInputError(f"model file {str(path)!r} does not exist")
+        frame = _read_csv(path, path.name)
+        return model_from_frame(
+            frame, path.stem, where=path.name, io_ms=io_ms, h2d_ms=h2d_ms, update_ms=update_ms,
+            source=f"user CSV {path.name}",
+        )
+    raise SimInputError(f"unknown model {str(source)!r}: give a path to a layer CSV")

@@ -1,0 +1,230 @@
+"""Gradient-communication schedulers: the scheduler decides, the engine times.
+
+A scheduler is a small pure function from the gradient-bearing layers (their
+ready times and sizes) and a communication cost to a `Plan`: which layers'
+gradients travel together in one message, and in what order the messages go.
+Layers without parameters send nothing and never appear in a plan.
+
+Notation (Shi, Chu and Li, "MG-WFBP", INFOCOM 2019, Sec. III): layers are
+numbered from input (0) to output (n-1); backward runs from n-1 down to 0.
+``tau_b[l]`` is the backward start of layer l, ``t_b[l]`` its duration, so its
+gradient is ready at ``r[l] = tau_b[l] + t_b[l]``; ``t_c`` is the all-reduce
+time of a message and ``tau_c`` its start on the communication channel.
+
+Adding a scheduler means one function and one entry in `SCHEDULERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.comm import CommCost
+from sim.errors import SimInputError
+
+__all__ = [
+    "DEFAULT_BUCKET_MB",
+    "SCHEDULERS",
+    "GradientLayers",
+    "Plan",
+    "bucket",
+    "comm_end_s",
+    "make_plan",
+    "mgwfbp",
+    "optimal",
+    "sequential",
+    "synceasgd",
+    "wfbp",
+]
+
+DEFAULT_BUCKET_MB = 25.0
+MIB = 1 << 20
+
+
+@dataclass(frozen=True, eq=False)
+class GradientLayers:
+    """The layers that have parameters, in model order (input to output).
+
+    ``index`` maps back to the model's layer numbers. ``ready_s`` is when each
+    gradient is ready, measured from the start of backward; it decreases with
+    the index, since backward runs from the output down.
+    """
+
+    index: np.ndarray
+    ready_s: np.ndarray
+    nbytes: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.index)
+
+    @property
+    def backward_end_s(self) -> float:
+        return float(self.ready_s[0]) if self.n else 0.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Messages in sending order, each a tuple of model layer indices.
+
+    ``after_backward`` holds every message until the whole backward pass has
+    ended (no overlap of communication with backward).
+    """
+
+    scheduler: str
+    groups: tuple[tuple[int, ...], ...]
+    after_backward: bool = False
+
+
+def _plan(name: str, grads: GradientLayers, spans: list[tuple[int, int]], after_backward: bool = False) -> Plan:
+    """Turn spans of gradient positions [hi down to lo] into a plan of model indices."""
+    groups = tuple(tuple(int(grads.index[i]) for i in range(hi, lo - 1, -1)) for hi, lo in spans)
+    return Plan(name, groups, after_backward)
+
+
+def comm_end_s(ready_s: np.ndarray, t_c_s: np.ndarray) -> np.ndarray:
+    """End time of each message sent in order on one channel.
+
+    ``end[g] = max(end[g-1], ready[g]) + t_c[g]``, the WFBP recurrence
+    (MG-WFBP paper, Eq. 5), evaluated as a max-plus prefix scan:
+    ``end = C + cummax(ready - C_prev)`` with ``C`` the cumulative sum of t_c.
+    """
+    c = np.cumsum(t_c_s)
+    c_prev = c - t_c_s
+    return c + np.maximum.accumulate(ready_s - c_prev)
+
+
+def sequential(grads: GradientLayers, cost: CommCost) -> Plan:
+    """No overlap: one message per layer, all sent after backward ends."""
+    return _plan("sequential", grads, [(i, i) for i in range(grads.n - 1, -1, -1)], after_backward=True)
+
+
+def wfbp(grads: GradientLayers, cost: CommCost) -> Plan:
+    """Wait-free backpropagation: one message per layer, sent as soon as its
+    gradient is ready; the channel serves messages in order.
+
+    tau_c(l) = max(tau_c(l+1) + t_c(l+1), tau_b(l) + t_b(l))  (MG-WFBP, Eq. 5).
+    """
+    return _plan("wfbp", grads, [(i, i) for i in range(grads.n - 1, -1, -1)])
+
+
+def synceasgd(grads: GradientLayers, cost: CommCost) -> Plan:
+    """SyncEASGD: one message with every gradient, sent after backward ends."""
+    return _plan("synceasgd", grads, [(grads.n - 1, 0)] if grads.n else [])
+
+
+def mgwfbp(grads: GradientLayers, cost: CommCost) -> Plan:
+    """Merged-gradient WFBP (Shi, Chu and Li, INFOCOM 2019, arXiv 1811.11141),
+    with the merge rule of the authors' published implementation.
+
+    Walk l from the last layer down to the second. Let r = tau_b(l-1) +
+    t_b(l-1), when layer l-1's gradient is ready. If r < tau_c(l) + t_c(l),
+    merge layer l into layer l-1 when either tau_c(l) > r (l would not start
+    before l-1 is ready anyway) or r - tau_c(l) < alpha (waiting costs less
+    than the start-up a merge saves). t_c and tau_c of the merged message are
+    recomputed after each merge; messages already committed do not change, so
+    one pass in O(n) suffices.
+    """
+    n = grads.n
+    if n == 0:
+        return Plan("mgwfbp", ())
+    r = grads.ready_s
+    spans: list[tuple[int, int]] = []
+    prev_end = -np.inf
+    hi = n - 1
+    group_bytes = float(grads.nbytes[n - 1])
+    for l in range(n - 1, 0, -1):
+        tau_c = max(prev_end, r[l])  # the current message is ready once layer l is
+        t_c = float(cost.time_s(group_bytes))
+        r_next = r[l - 1]
+        if r_next < tau_c + t_c and (tau_c > r_next or r_next - tau_c < cost.alpha_s):
+            group_bytes += float(grads.nbytes[l - 1])
+        else:
+            spans.append((hi, l))
+            prev_end = tau_c + t_c
+            hi = l - 1
+            group_bytes = float(grads.nbytes[l - 1])
+    spans.append((hi, 0))
+    return _plan("mgwfbp", grads, spans)
+
+
+def optimal(grads: GradientLayers, cost: CommCost) -> Plan:
+    """The fastest grouping of consecutive layers into messages, exactly.
+
+    Dynamic programming over prefixes in sending order (output layer first).
+    With E[j] the earliest end of the first j+1 layers' messages, a message
+    holding layers j..i (sending positions) ends at
+    ``max(E[j-1], r_i) + T(bytes_j..i)``; that is non-decreasing in E[j-1],
+    so the best prefix is part of the best whole, and
+    ``E[i] = min_j max(E[j-1], r_i) + T(B_j..i)``. O(n^2) time, vectorised
+    over j. Among equal ends it keeps the smaller last message (merges only
+    where merging strictly helps).
+    """
+    n = grads.n
+    if n == 0:
+        return Plan("optimal", ())
+    r = grads.ready_s[::-1]  # sending order: output layer first, ready times non-decreasing
+    b = grads.nbytes[::-1].astype(float)
+    cum = np.concatenate(([0.0], np.cumsum(b)))
+    best = np.empty(n)
+    choice = np.empty(n, dtype=np.int64)
+    prev = np.empty(n)  # prev[j] = E[j-1], with E[-1] = -inf
+    prev[0] = -np.inf
+    for i in range(n):
+        ends = np.maximum(prev[: i + 1], r[i]) + cost.time_s(cum[i + 1] - cum[: i + 1])
+        j = i - int(np.argmin(ends[::-1]))  # the largest j among the minima
+        best[i] = ends[j]
+        choice[i] = j
+        if i + 1 < n:
+            prev[i + 1] = best[i]
+    spans_send: list[tuple[int, int]] = []
+    i = n - 1
+    while i >= 0:
+        j = int(choice[i])
+        spans_send.append((j, i))
+        i = j - 1
+    spans_send.reverse()
+    # sending positions j..i map to gradient positions n-1-j down to n-1-i
+    return _plan("optimal", grads, [(n - 1 - j, n - 1 - i) for j, i in spans_send])
+
+
+def bucket(grads: GradientLayers, cost: CommCost, bucket_mb: float = DEFAULT_BUCKET_MB) -> Plan:
+    """Fixed-size buckets in gradient-ready order, as PyTorch DDP and Horovod
+    tensor fusion do: gradients join the open bucket, which is sent once it
+    holds at least ``bucket_mb`` MiB (2^20 bytes, as DDP's ``bucket_cap_mb``);
+    the last bucket takes what is left.
+    """
+    if not (np.isfinite(bucket_mb) and bucket_mb > 0):
+        raise SimInputError(f"bucket_mb must be > 0, got {bucket_mb}")
+    cap_bytes = bucket_mb * MIB
+    spans: list[tuple[int, int]] = []
+    hi, filled = grads.n - 1, 0.0
+    for l in range(grads.n - 1, -1, -1):
+        filled += float(grads.nbytes[l])
+        if filled >= cap_bytes:
+            spans.append((hi, l))
+            hi, filled = l - 1, 0.0
+    if hi >= 0:
+        spans.append((hi, 0))
+    return _plan("bucket", grads, spans)
+
+
+SCHEDULERS: dict[str, Callable[..., Plan]] = {
+    "sequential": sequential,
+    "wfbp": wfbp,
+    "synceasgd": synceasgd,
+    "mgwfbp": mgwfbp,
+    "optimal": optimal,
+    "bucket": bucket,
+}
+
+
+def make_plan(name: str, grads: GradientLayers, cost: CommCost, *, bucket_mb: float = DEFAULT_BUCKET_MB) -> Plan:
+    """Run the scheduler called ``name``; an unknown name lists the valid ones."""
+    if name not in SCHEDULERS:
+        raise SimInputError(f"unknown scheduler {name!r}; valid: {', '.join(SCHEDULERS)}")
+    if name == "bucket":
+        return bucket(grads, cost, bucket_mb=bucket_mb)
+    return SCHEDULERS[name](grads, cost)
