@@ -23,7 +23,7 @@ from sim.model import Model, bytes_per_param
 from sim.schedulers import DEFAULT_BUCKET_MB, Plan, make_plan
 from sim.timeline import COMPUTE_KINDS, interval_overlap_s, timeline_frame
 
-__all__ = ["METRIC_KEYS", "SimResult", "simulate", "sweep"]
+__all__ = ["METRIC_KEYS", "SimResult", "calibrate", "resolve_model", "simulate", "single_gpu_iteration_s_of", "sweep"]
 
 METRIC_KEYS = (
     "model", "scheduler", "gpus", "gpus_per_node", "nodes", "batch_size", "precision",
@@ -74,6 +74,43 @@ def _run(model, cluster, scheduler, precision, iterations, prefetch, bucket_mb):
     return (plan if multi else Plan(plan.scheduler, ())), timeline, cost
 
 
+def single_gpu_iteration_s_of(model: Model, precision: str = "fp32", prefetch: bool = False) -> float:
+    """Steady-state iteration time of ``model`` (with its times) on one GPU."""
+    _, line, _ = _run(model, Cluster(gpus=1), "wfbp", precision, 2, prefetch, DEFAULT_BUCKET_MB)
+    return _steady_iteration_s(line)
+
+
+def calibrate(model: Model, measured_iteration_s: float, *, precision: str = "fp32", prefetch: bool = False) -> Model:
+    """Scale ``model``'s compute times so its one-GPU iteration takes ``measured_iteration_s``.
+
+    One factor s multiplies every forward, backward and update time, keeping
+    the per-layer proportions. io and h2d stay as given. The one-GPU
+    iteration is io + h2d + s * C without prefetch (C the compute time), so
+    s = (T - io - h2d) / C; with prefetch it is max(io, h2d, s * C), so s = T / C.
+    """
+    t = float(measured_iteration_s)
+    if not (math.isfinite(t) and t > 0):
+        raise SimInputError(f"calibrate_iteration_s must be a finite number > 0, got {measured_iteration_s}")
+    compute = float(model.fwd_s.sum() + model.bwd_s.sum() + model.update_s)
+    if compute <= 0:
+        raise SimInputError("cannot calibrate a model with no compute time")
+    fixed = max(model.io_s, model.h2d_s) if prefetch else model.io_s + model.h2d_s
+    target = t if prefetch else t - fixed
+    if target <= 0 or (prefetch and t < fixed):
+        raise SimInputError(
+            f"calibrate_iteration_s = {t:g} s is shorter than the model's io and h2d time ({fixed:g} s)"
+        )
+    return model.scaled(target / compute)
+
+
+def resolve_model(model: Model, cluster: Cluster, batch_size: int, precision: str, prefetch: bool = False,
+                  calibrate_iteration_s: float | None = None) -> Model:
+    """The model with compute times for this GPU and batch, calibrated if asked."""
+    if calibrate_iteration_s is not None:
+        model = calibrate(model, calibrate_iteration_s, precision=precision, prefetch=prefetch)
+    return model
+
+
 def _steady_iteration_s(timeline: pd.DataFrame) -> float:
     """Period between the updates of the last two iterations."""
     ends = timeline.loc[timeline["kind"] == "update"].sort_values("iteration")["end_s"].to_numpy()
@@ -114,6 +151,7 @@ def simulate(
     prefetch: bool = False,
     bucket_mb: float = DEFAULT_BUCKET_MB,
     single_gpu_iteration_s: float | None = None,
+    calibrate_iteration_s: float | None = None,
 ) -> SimResult:
     """Time training iterations of ``model`` on ``cluster`` under ``scheduler``.
 
@@ -139,12 +177,17 @@ def simulate(
         Bucket size for the ``bucket`` scheduler, in MiB.
     single_gpu_iteration_s : float, optional
         The one-GPU iteration time for speedup; simulated when not given.
+    calibrate_iteration_s : float, optional
+        A measured one-GPU iteration time at ``batch_size``. Every compute time
+        of the model is scaled by one factor, keeping the per-layer
+        proportions, so that the simulated one-GPU iteration takes exactly this.
 
     Returns
     -------
     SimResult
     """
     _check_run_args(batch_size, iterations, precision)
+    model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s)
     n_run = max(iterations, 2)
     plan, timeline, cost = _run(model, cluster, scheduler, precision, n_run, prefetch, bucket_mb)
     t_iter = _steady_iteration_s(timeline)
@@ -152,8 +195,7 @@ def simulate(
         if cluster.gpus == 1:
             single_gpu_iteration_s = t_iter
         else:
-            _, t1_line, _ = _run(model, cluster.with_gpus(1), "wfbp", precision, 2, prefetch, bucket_mb)
-            single_gpu_iteration_s = _steady_iteration_s(t1_line)
+            single_gpu_iteration_s = single_gpu_iteration_s_of(model, precision, prefetch)
     names = model.layer_names
     groups = [[names[i] for i in members] for members in plan.groups]
     if t_iter <= 0 or not math.isfinite(t_iter):
@@ -194,14 +236,14 @@ def sweep(
     precision: str = "fp32",
     prefetch: bool = False,
     bucket_mb: float = DEFAULT_BUCKET_MB,
+    calibrate_iteration_s: float | None = None,
 ) -> pd.DataFrame:
     """One row of `simulate` metrics per (gpus, scheduler), in that order."""
     if not gpus or not schedulers:
         raise SimInputError("sweep needs at least one GPU count and one scheduler")
     _check_run_args(batch_size, 1, precision)
-    base = simulate(model, cluster.with_gpus(1), "wfbp", batch_size=batch_size, precision=precision,
-                    prefetch=prefetch, bucket_mb=bucket_mb)
-    t1 = base.iteration_time_s
+    model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s)
+    t1 = single_gpu_iteration_s_of(model, precision, prefetch)
     rows = []
     for p in gpus:
         c = cluster.with_gpus(int(p))

@@ -38,6 +38,9 @@ class Cluster:
         the MG-WFBP authors fit from measurements).
     gamma_s_per_byte : float
         Reduction time per byte on the GPU; 0 ignores it.
+    gpu : str
+        GPU type (see ``python -m sim list gpus``); it sets the estimated
+        compute times of zoo models. CSV models carry their own times.
     """
 
     gpus: int = 1
@@ -48,6 +51,7 @@ class Cluster:
     alpha_s: float | None = None
     beta_s_per_byte: float | None = None
     gamma_s_per_byte: float = 0.0
+    gpu: str = "v100-sxm2"
 
     def __post_init__(self) -> None:
         for name in ("gpus", "gpus_per_node"):
