@@ -1,0 +1,115 @@
+"""All-reduce cost formulas against values worked out by hand (Thakur et al. 2005)."""
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import sim
+from sim.comm import (
+    Link,
+    allreduce_cost,
+    binary_tree,
+    hierarchical,
+    recursive_doubling,
+    recursive_halving_doubling,
+    ring,
+)
+
+INTRA = Link(1e-6, 1e-10)
+INTER = Link(1e-5, 1e-9)
+M = 1e6
+
+
+def t(cost, m=M):
+    return float(cost.time_s(m))
+
+
+class TestRing:
+    def test_four_nodes_one_gpu_each(self):
+        # 2(P-1) alpha + 2(P-1)/P M beta = 6e-5 + 1.5e-3
+        assert t(ring(4, 1, INTRA, INTER, 0.0)) == pytest.approx(6e-5 + 1.5e-9 * M, rel=1e-12)
+
+    def test_gamma_term(self):
+        # (P-1)/P M gamma = 0.75 * 1e6 * 2e-12
+        assert t(ring(4, 1, INTRA, INTER, 2e-12)) - t(ring(4, 1, INTRA, INTER, 0.0)) == pytest.approx(1.5e-6)
+
+    def test_single_node_uses_intra_link(self):
+        assert t(ring(1, 4, INTRA, INTER, 0.0)) == pytest.approx(6e-6 + 1.5e-10 * M, rel=1e-12)
+
+    def test_mixed_cluster_is_bound_by_slowest_link(self):
+        # 2 nodes x 2 GPUs, P = 4: every step as slow as the inter-node edge
+        assert t(ring(2, 2, INTRA, INTER, 0.0)) == pytest.approx(6e-5 + 1.5e-9 * M, rel=1e-12)
+
+
+class TestTree:
+    def test_eight_nodes(self):
+        # reduce + broadcast: 2 * 3 (alpha + M beta)
+        assert t(binary_tree(8, 1, INTRA, INTER, 0.0)) == pytest.approx(6 * (1e-5 + 1e-3), rel=1e-12)
+
+    def test_two_by_two_splits_steps_between_links(self):
+        # one intra step and one inter step each way
+        expect = 2 * (1e-6 + 1e-10 * M) + 2 * (1e-5 + 1e-9 * M)
+        assert t(binary_tree(2, 2, INTRA, INTER, 0.0)) == pytest.approx(expect, rel=1e-12)
+
+
+class TestRecursiveDoubling:
+    def test_power_of_two(self):
+        assert t(recursive_doubling(8, 1, INTRA, INTER, 0.0)) == pytest.approx(3 * (1e-5 + 1e-3), rel=1e-12)
+
+    def test_non_power_of_two_adds_two_steps(self):
+        # P = 6: lg 4 = 2 steps, plus 2 alpha + 2 M beta for the extra ranks
+        assert t(recursive_doubling(6, 1, INTRA, INTER, 0.0)) == pytest.approx(4 * (1e-5 + 1e-3), rel=1e-12)
+
+    def test_shared_interface_carries_k_messages(self):
+        # 2 nodes x 2 GPUs: 1 intra step (M), 1 inter step with 2 GPUs sharing the NIC (2M)
+        expect = (1e-6 + 1e-10 * M) + (1e-5 + 2e-9 * M)
+        assert t(recursive_doubling(2, 2, INTRA, INTER, 0.0)) == pytest.approx(expect, rel=1e-12)
+
+
+class TestHalvingDoubling:
+    def test_power_of_two(self):
+        expect = 2 * 3 * 1e-5 + 2 * (7 / 8) * 1e-9 * M
+        assert t(recursive_halving_doubling(8, 1, INTRA, INTER, 0.0)) == pytest.approx(expect, rel=1e-12)
+
+
+class TestHierarchical:
+    def test_two_by_two(self):
+        # intra RS + AG: 2 alpha_i + 2 * 1/2 M beta_i; inter ring of 2 nodes: 2 alpha_e + 2 * 1/2 M beta_e
+        expect = 2e-6 + 1e-10 * M + 2e-5 + 1e-9 * M
+        assert t(hierarchical(2, 2, INTRA, INTER, 0.0)) == pytest.approx(expect, rel=1e-12)
+
+    @given(st.integers(2, 64), st.booleans())
+    def test_degenerates_to_ring_on_one_level(self, p, across_nodes):
+        nodes, k = (p, 1) if across_nodes else (1, p)
+        h = hierarchical(nodes, k, INTRA, INTER, 3e-12)
+        r = ring(nodes, k, INTRA, INTER, 3e-12)
+        assert h.alpha_s == pytest.approx(r.alpha_s, rel=1e-12)
+        assert h.beta_s_per_byte == pytest.approx(r.beta_s_per_byte, rel=1e-12)
+
+
+@given(st.sampled_from(sorted(sim.COLLECTIVES)), st.integers(1, 32), st.integers(1, 8),
+       st.floats(0, 1e9), st.floats(0, 1e9))
+def test_costs_are_affine_nonnegative_and_monotone(name, nodes, k, m1, m2):
+    cost = allreduce_cost(name, nodes, k, INTRA, INTER, 1e-12)
+    lo, hi = sorted((m1, m2))
+    assert 0 <= float(cost.time_s(lo)) <= float(cost.time_s(hi))
+    assert math.isclose(float(cost.time_s(lo)), cost.alpha_s + cost.beta_s_per_byte * lo, rel_tol=1e-12)
+
+
+def test_one_gpu_is_free():
+    assert allreduce_cost("ring", 1, 1, INTRA, INTER).is_free
+    assert sim.Cluster(gpus=1).comm_cost().is_free
+
+
+def test_user_alpha_beta_override_ignores_p_and_collective():
+    for p, coll in [(2, "ring"), (64, "binary_tree"), (16, "hierarchical")]:
+        c = sim.Cluster(gpus=p, gpus_per_node=2 if coll == "hierarchical" else 1, collective=coll,
+                        alpha_s=2e-4, beta_s_per_byte=3e-10)
+        assert float(c.comm_cost().time_s(1e6)) == pytest.approx(2e-4 + 3e-4, rel=1e-12)
+
+
+def test_unknown_collective_lists_valid_ones():
+    with pytest.raises(sim.SimInputError, match="valid: ring"):
+        sim.Cluster(gpus=4, collective="butterfly")
