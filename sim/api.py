@@ -106,6 +106,7 @@ def calibrate(model: Model, measured_iteration_s: float, *, precision: str = "fp
 def resolve_model(model: Model, cluster: Cluster, batch_size: int, precision: str, prefetch: bool = False,
                   calibrate_iteration_s: float | None = None) -> Model:
     """The model with compute times for this GPU and batch, calibrated if asked."""
+    model = model.timed(gpu=cluster.gpu, batch_size=batch_size, precision=precision)
     if calibrate_iteration_s is not None:
         model = calibrate(model, calibrate_iteration_s, precision=precision, prefetch=prefetch)
     return model

@@ -14,11 +14,11 @@ import sys
 import pandas as pd
 
 from sim.api import simulate, sweep
-from sim.catalog import networks
+from sim.catalog import gpus, networks
 from sim.cluster import Cluster
 from sim.comm import COLLECTIVES
 from sim.errors import SimInputError
-from sim.model import BYTES_PER_PARAM, load_model
+from sim.model import BYTES_PER_PARAM, load_model, zoo_model, zoo_names
 from sim.schedulers import DEFAULT_BUCKET_MB, SCHEDULERS
 from sim.trace import chrome_trace
 
@@ -82,6 +82,11 @@ def _add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
         p.add_argument("--gpus", type=_positive_int, default=1, help="number of GPUs P")
         p.add_argument("--scheduler", default="wfbp", help=f"one of {', '.join(SCHEDULERS)}")
     p.add_argument("--gpus-per-node", type=_positive_int, default=1, help="GPUs per node (sharing one NIC)")
+    p.add_argument("--gpu", default="v100-sxm2", help="GPU type, for the estimated compute times of zoo models")
+    p.add_argument("--calibrate-iteration-s", type=_positive_float, default=None,
+                   help="measured one-GPU iteration time at this batch size; compute times are scaled to match")
+    p.add_argument("--seq-len", type=_positive_int, default=None, help="sequence length of a transformer zoo model")
+    p.add_argument("--image-size", type=_positive_int, default=None, help="input image side of a CNN zoo model")
     p.add_argument("--network", default="10gbe", help="inter-node network preset")
     p.add_argument("--intra", default="pcie3", help="intra-node link preset")
     p.add_argument("--collective", default="ring", help=f"one of {', '.join(COLLECTIVES)}")
@@ -115,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("-o", "--output", required=True, help="output file (.json)")
 
     ls = sub.add_parser("list", help="show models, networks, collectives and schedulers")
-    ls.add_argument("what", nargs="?", default="all", choices=["all", "models", "networks", "collectives", "schedulers"])
+    ls.add_argument("what", nargs="?", default="all", choices=["all", "models", "gpus", "networks", "collectives", "schedulers"])
     ls.add_argument("--format", choices=["json", "table"], default="table")
     return parser
 
@@ -123,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _cluster(args, gpus: int) -> Cluster:
     return Cluster(
         gpus=gpus, gpus_per_node=args.gpus_per_node, network=args.network, intra=args.intra,
-        collective=args.collective, alpha_s=args.alpha, beta_s_per_byte=args.beta,
+        collective=args.collective, alpha_s=args.alpha, beta_s_per_byte=args.beta, gpu=args.gpu,
     )
 
 
@@ -138,7 +143,10 @@ def _check_flags(args, schedulers: list[str]) -> None:
 
 
 def _model(args):
-    return load_model(args.model, io_ms=args.io_ms, h2d_ms=args.h2d_ms, update_ms=args.update_ms)
+    arch = {k: v for k, v in (("seq_len", args.seq_len), ("image_size", args.image_size)) if v is not None}
+    if arch and args.model not in zoo_names():
+        raise SimInputError("--seq-len and --image-size apply only to zoo models")
+    return load_model(args.model, io_ms=args.io_ms, h2d_ms=args.h2d_ms, update_ms=args.update_ms, **arch)
 
 
 def _run_one(args):
@@ -146,7 +154,7 @@ def _run_one(args):
     return simulate(
         _model(args), _cluster(args, args.gpus), args.scheduler, batch_size=args.batch_size,
         precision=args.precision, iterations=args.iterations, prefetch=args.prefetch,
-        bucket_mb=args.bucket_mb or DEFAULT_BUCKET_MB,
+        bucket_mb=args.bucket_mb or DEFAULT_BUCKET_MB, calibrate_iteration_s=args.calibrate_iteration_s,
     )
 
 
@@ -177,6 +185,7 @@ def _cmd_sweep(args, out) -> None:
     frame = sweep(
         model, _cluster(args, 1), gpus=args.gpus, schedulers=args.scheduler, batch_size=args.batch_size,
         precision=args.precision, prefetch=args.prefetch, bucket_mb=args.bucket_mb or DEFAULT_BUCKET_MB,
+        calibrate_iteration_s=args.calibrate_iteration_s,
     )
     if args.format == "json":
         json.dump(frame.to_dict("records"), out, indent=2)
@@ -203,8 +212,17 @@ def _cmd_trace(args, out) -> None:
 
 
 def _listing() -> dict[str, list[dict]]:
+    models = [zoo_model(name) for name in zoo_names()]
     return {
-        "models": [{"name": "<path>.csv", "layers": None, "params": None, "source": "your layer CSV"}],
+        "models": [
+            {"name": m.name, "layers": m.num_layers, "params": m.total_params, "source": m.source} for m in models
+        ],
+        "gpus": [
+            {"name": g.name, "fp32_tflops": g.fp32_tflops, "tf32_tflops": g.tf32_tflops,
+             "fp16_tensor_tflops": g.fp16_tensor_tflops, "mem_bw_gb_per_s": g.mem_bw_gb_per_s,
+             "mem_gb": g.mem_gb, "source": g.source}
+            for g in gpus().values()
+        ],
         "networks": [
             {"name": n.name, "scope": n.scope, "line_rate_gbps": n.line_rate_gbps, "effective_gbps": n.effective_gbps,
              "alpha_s": n.alpha_s, "source": n.source}

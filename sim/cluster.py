@@ -6,7 +6,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from sim.catalog import get_network
+from sim.catalog import get_gpu, get_network
 from sim.comm import COLLECTIVES, NO_COMM, CommCost, Link, allreduce_cost
 from sim.errors import SimInputError
 
@@ -76,6 +76,7 @@ class Cluster:
             raise SimInputError(f"alpha = {self.alpha_s} s is absurd for one message (give seconds)")
         get_network(self.network)
         get_network(self.intra)
+        get_gpu(self.gpu)
 
     @property
     def nodes(self) -> int:

@@ -13,6 +13,8 @@ precision decides the width: fp32 = 4 bytes, fp16 = 2 bytes.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import io
 import math
 from dataclasses import dataclass, field
@@ -30,6 +32,8 @@ __all__ = [
     "bytes_per_param",
     "load_model",
     "model_from_frame",
+    "zoo_model",
+    "zoo_names",
 ]
 
 REQUIRED_COLUMNS = ("name", "params", "fwd_ms", "bwd_ms")
@@ -63,8 +67,10 @@ class Model:
         Unique layer names, input to output.
     params : ndarray of int64
         Parameter count per layer; 0 for parameter-free layers.
-    fwd_s, bwd_s : ndarray of float
-        Forward and backward time of each layer on one GPU, in seconds.
+    fwd_s, bwd_s : ndarray of float or None
+        Forward and backward time of each layer on one GPU, in seconds. None
+        for a zoo model, whose times are estimated for the cluster's GPU, the
+        batch size and the precision when it is simulated (`sim.compute`).
     comm_s : ndarray of float or None
         Measured all-reduce time of each layer's gradient alone (trace-driven
         mode); None when communication comes from a cost model.
@@ -75,14 +81,16 @@ class Model:
     name: str
     layer_names: tuple[str, ...]
     params: np.ndarray
-    fwd_s: np.ndarray
-    bwd_s: np.ndarray
+    fwd_s: np.ndarray | None
+    bwd_s: np.ndarray | None
     layer_types: tuple[str, ...] | None = None
     comm_s: np.ndarray | None = None
     io_s: float = 0.0
     h2d_s: float = 0.0
     update_s: float = 0.0
     source: str = ""
+    fwd_flops: np.ndarray | None = None
+    out_elems: np.ndarray | None = None
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -91,8 +99,14 @@ class Model:
             raise SimInputError(f"model {self.name!r} has no layers")
         if n > MAX_LAYERS:
             raise SimInputError(f"model {self.name!r} has {n} layers; at most {MAX_LAYERS} are allowed")
-        for attr in ("params", "fwd_s", "bwd_s"):
+        if (self.fwd_s is None) != (self.bwd_s is None):
+            raise SimInputError(f"model {self.name!r}: give both forward and backward times, or neither")
+        if self.fwd_s is None and (self.fwd_flops is None or self.out_elems is None or self.layer_types is None):
+            raise SimInputError(f"model {self.name!r}: without times, a model needs fwd_flops, out_elems and types")
+        for attr in ("params", "fwd_s", "bwd_s", "fwd_flops", "out_elems"):
             arr = getattr(self, attr)
+            if arr is None:
+                continue
             if len(arr) != n:
                 raise SimInputError(f"model {self.name!r}: {attr} has {len(arr)} entries for {n} layers")
             if not np.all(np.isfinite(arr)) or np.any(arr < 0):
@@ -107,6 +121,11 @@ class Model:
         return len(self.layer_names)
 
     @property
+    def is_timed(self) -> bool:
+        """True when the model carries its own compute times."""
+        return self.fwd_s is not None
+
+    @property
     def total_params(self) -> int:
         return int(self.params.sum())
 
@@ -116,14 +135,13 @@ class Model:
 
     def layers_frame(self) -> pd.DataFrame:
         """The layer table in CSV units (milliseconds)."""
-        frame = pd.DataFrame(
-            {
-                "name": list(self.layer_names),
-                "params": self.params,
-                "fwd_ms": self.fwd_s * 1e3,
-                "bwd_ms": self.bwd_s * 1e3,
-            }
-        )
+        frame = pd.DataFrame({"name": list(self.layer_names), "params": self.params})
+        if self.fwd_s is not None:
+            frame["fwd_ms"] = self.fwd_s * 1e3
+            frame["bwd_ms"] = self.bwd_s * 1e3
+        if self.fwd_flops is not None:
+            frame["fwd_flops"] = self.fwd_flops
+            frame["out_elems"] = self.out_elems
         if self.layer_types is not None:
             frame["type"] = list(self.layer_types)
         if self.comm_s is not None:
@@ -134,20 +152,26 @@ class Model:
         """The same model with every compute time multiplied by ``factor``."""
         if not (math.isfinite(factor) and factor > 0):
             raise SimInputError(f"compute scale factor must be > 0, got {factor}")
-        return Model(
-            name=self.name,
-            layer_names=self.layer_names,
-            params=self.params,
-            fwd_s=self.fwd_s * factor,
-            bwd_s=self.bwd_s * factor,
-            layer_types=self.layer_types,
-            comm_s=self.comm_s,
-            io_s=self.io_s,
-            h2d_s=self.h2d_s,
-            update_s=self.update_s * factor,
-            source=self.source,
-            extra=dict(self.extra),
+        if not self.is_timed:
+            raise SimInputError(f"model {self.name!r} has no compute times to scale yet")
+        return dataclasses.replace(
+            self, fwd_s=self.fwd_s * factor, bwd_s=self.bwd_s * factor, update_s=self.update_s * factor
         )
+
+    def timed(self, *, gpu: str, batch_size: int, precision: str = "fp32") -> Model:
+        """This model with compute times: its own, or estimated by `sim.compute`
+        for ``gpu``, ``batch_size`` and ``precision`` (plus the update time)."""
+        if self.is_timed:
+            return self
+        from sim.compute import layer_times_s, update_time_s
+
+        fwd, bwd = layer_times_s(
+            self.layer_types, self.fwd_flops, self.params, self.out_elems,
+            gpu=gpu, batch_size=batch_size, precision=precision,
+        )
+        update = self.update_s + update_time_s(self.total_params, gpu=gpu, precision=precision)
+        extra = {**self.extra, "times": f"estimated for {gpu}, batch {batch_size}, {precision} (roofline)"}
+        return dataclasses.replace(self, fwd_s=fwd, bwd_s=bwd, update_s=update, extra=extra)
 
 
 def _numeric_column(frame: pd.DataFrame, column: str, where: str, *, integer: bool) -> np.ndarray:
@@ -236,13 +260,15 @@ def load_model(
     io_ms: float = 0.0,
     h2d_ms: float = 0.0,
     update_ms: float = 0.0,
+    **arch_kwargs,
 ) -> Model:
-    """Load a model from a layer CSV path (or, once the zoo exists, a zoo name).
+    """Load a model from a layer CSV path or the zoo.
 
     Parameters
     ----------
     source : str or Path
-        A path to a CSV with at least ``name,params,fwd_ms,bwd_ms``.
+        A zoo name (``python -m sim list models``) or a path to a CSV with at
+        least ``name,params,fwd_ms,bwd_ms``.
     io_ms, h2d_ms, update_ms : float
         Per-iteration times to add; zero unless given.
 
@@ -261,4 +287,45 @@ def load_model(
             frame, path.stem, where=path.name, io_ms=io_ms, h2d_ms=h2d_ms, update_ms=update_ms,
             source=f"user CSV {path.name}",
         )
-    raise SimInputError(f"unknown model {str(source)!r}: give a path to a layer CSV")
+    return zoo_model(str(source), io_ms=io_ms, h2d_ms=h2d_ms, update_ms=update_ms, **arch_kwargs)
+
+
+def zoo_names() -> list[str]:
+    """Names of the models in the zoo."""
+    from sim.zoo import ARCHITECTURES
+
+    return list(ARCHITECTURES)
+
+
+@functools.lru_cache(maxsize=64)
+def _zoo_table(name: str, kwargs: tuple) -> pd.DataFrame:
+    from sim.zoo import build_table
+
+    return build_table(name, **dict(kwargs))
+
+
+def zoo_model(name: str, *, io_ms: float = 0.0, h2d_ms: float = 0.0, update_ms: float = 0.0, **arch_kwargs) -> Model:
+    """A zoo model (layer shapes, no times yet); ``arch_kwargs`` such as
+    ``seq_len`` or ``image_size`` go to its builder."""
+    from sim.zoo import ARCHITECTURES
+
+    if name not in ARCHITECTURES:
+        raise SimInputError(
+            f"unknown model {name!r}; valid: {', '.join(ARCHITECTURES)}, or a path to a layer CSV"
+        )
+    table = _zoo_table(name, tuple(sorted(arch_kwargs.items())))
+    return Model(
+        name=name,
+        layer_names=tuple(table["name"]),
+        params=table["params"].to_numpy(dtype=np.int64),
+        fwd_s=None,
+        bwd_s=None,
+        layer_types=tuple(table["type"]),
+        io_s=_check_scalar("io_ms", io_ms) * 1e-3,
+        h2d_s=_check_scalar("h2d_ms", h2d_ms) * 1e-3,
+        update_s=_check_scalar("update_ms", update_ms) * 1e-3,
+        source=ARCHITECTURES[name].source,
+        fwd_flops=table["fwd_flops"].to_numpy(dtype=float),
+        out_elems=table["out_elems"].to_numpy(dtype=float),
+        extra={"arch_kwargs": dict(arch_kwargs)},
+    )

@@ -1,0 +1,100 @@
+"""Compute-time model: per-layer forward and backward time from FLOPs and bytes.
+
+A roofline per layer (Williams, Waterman and Patterson, "Roofline", CACM 2009):
+
+    t = max(FLOPs / (peak_flops * efficiency[type]),  bytes / (mem_bw * MEM_EFFICIENCY))
+
+* FLOPs: the zoo's forward FLOPs per sample (2 per multiply-add) times the batch.
+* bytes: the layer's input and output activations (batch x elements x width)
+  plus its weights (params x width), read or written once.
+* peak_flops: the GPU's datasheet rate at the precision (fp32: FP32 CUDA
+  cores; fp16: FP16 tensor cores), from ``data/gpus.csv``.
+
+Backward costs ``BACKWARD_FACTOR[type]`` times the forward: 2 for layers with
+weights (the gradient with respect to the input and to the weights each cost
+about one forward), 1 for parameter-free and normalisation layers, which are
+memory-bound. The update of SGD with momentum reads the parameter, its
+gradient and its momentum and writes the parameter and the momentum: 5 words
+per parameter through memory.
+
+This is an estimate. The efficiencies below are assumptions, not fits to any
+measurement in this project; measured times beat them. Calibrate with a
+measured one-GPU iteration (``--calibrate-iteration-s``), which scales every
+layer by one factor and keeps these proportions, or bring a layer CSV.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.catalog import get_gpu
+from sim.errors import SimInputError
+
+__all__ = [
+    "BACKWARD_FACTOR",
+    "COMPUTE_EFFICIENCY",
+    "MEM_EFFICIENCY",
+    "UPDATE_WORDS_PER_PARAM",
+    "layer_times_s",
+    "update_time_s",
+]
+
+#: Fraction of the datasheet peak reached by each layer type. Assumed: dense
+#: convolutions and GEMMs in cuDNN/cuBLAS commonly run at one half to two
+#: thirds of peak on large shapes; we take 0.5 and lower values for layer
+#: types with small or irregular GEMMs. Parameter-free layers are memory-bound
+#: and their FLOPs barely matter.
+COMPUTE_EFFICIENCY = {
+    "conv": 0.5,
+    "conv_bn": 0.5,
+    "linear": 0.5,
+    "mlp": 0.5,
+    "attention": 0.4,
+    "embedding": 0.1,
+    "bn": 0.1,
+    "layernorm": 0.1,
+    "pool": 0.1,
+    "elementwise": 0.1,
+}
+DEFAULT_EFFICIENCY = 0.3
+#: Fraction of the datasheet memory bandwidth reached by streaming kernels
+#: (assumed; STREAM-like copies reach 80-90% on recent GPUs).
+MEM_EFFICIENCY = 0.8
+BACKWARD_FACTOR = {"bn": 1.0, "layernorm": 1.0, "pool": 1.0, "elementwise": 1.0, "embedding": 1.0}
+DEFAULT_BACKWARD_FACTOR = 2.0
+UPDATE_WORDS_PER_PARAM = 5
+COMPUTE_PRECISION = {"fp32": "fp32", "fp16": "fp16"}
+WIDTH_BYTES = {"fp32": 4, "fp16": 2}
+
+
+def layer_times_s(
+    layer_types,
+    fwd_flops: np.ndarray,
+    params: np.ndarray,
+    out_elems: np.ndarray,
+    *,
+    gpu: str,
+    batch_size: int,
+    precision: str = "fp32",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Forward and backward time of each layer on ``gpu`` at ``batch_size``."""
+    if precision not in COMPUTE_PRECISION:
+        raise SimInputError(f"unknown precision {precision!r}; valid: {', '.join(COMPUTE_PRECISION)}")
+    spec = get_gpu(gpu)
+    width = WIDTH_BYTES[precision]
+    peak = spec.peak_flops(COMPUTE_PRECISION[precision])
+    eff = np.array([COMPUTE_EFFICIENCY.get(t, DEFAULT_EFFICIENCY) for t in layer_types])
+    back = np.array([BACKWARD_FACTOR.get(t, DEFAULT_BACKWARD_FACTOR) for t in layer_types])
+    out_elems = np.asarray(out_elems, dtype=float)
+    in_elems = np.concatenate(([out_elems[0]], out_elems[:-1]))  # a layer reads its predecessor's output
+    flops = np.asarray(fwd_flops, dtype=float) * batch_size
+    nbytes = (in_elems + out_elems) * batch_size * width + np.asarray(params, dtype=float) * width
+    fwd = np.maximum(flops / (peak * eff), nbytes / (spec.mem_bw_bytes_per_s * MEM_EFFICIENCY))
+    return fwd, fwd * back
+
+
+def update_time_s(total_params: int, *, gpu: str, precision: str = "fp32") -> float:
+    """SGD-with-momentum update: 5 words per parameter through memory."""
+    spec = get_gpu(gpu)
+    width = WIDTH_BYTES.get(precision, 4)
+    return total_params * UPDATE_WORDS_PER_PARAM * width / (spec.mem_bw_bytes_per_s * MEM_EFFICIENCY)
