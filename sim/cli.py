@@ -119,6 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_workload_flags(tr, many=False)
     tr.add_argument("-o", "--output", required=True, help="output file (.json)")
 
+    gp = sub.add_parser("gap", help="how far mgwfbp falls short of optimal on seeded random models")
+    gp.add_argument("--trials", type=_positive_int, default=1000, help="random models to draw")
+    gp.add_argument("--seed", type=int, default=0, help="random seed")
+    gp.add_argument("--gpus", type=_positive_int, default=16, help="workers P")
+    gp.add_argument("--format", choices=["json", "table", "csv"], default="table")
+
     ls = sub.add_parser("list", help="show models, networks, collectives and schedulers")
     ls.add_argument("what", nargs="?", default="all", choices=["all", "models", "gpus", "networks", "collectives", "schedulers"])
     ls.add_argument("--format", choices=["json", "table"], default="table")
@@ -245,7 +251,31 @@ def _cmd_list(args, out) -> None:
         out.write(pd.DataFrame(rows).to_string(index=False) + "\n\n")
 
 
-COMMANDS = {"run": _cmd_run, "sweep": _cmd_sweep, "trace": _cmd_trace, "list": _cmd_list}
+def _cmd_gap(args, out) -> None:
+    from sim.gap import gap_study
+
+    cases = gap_study(args.trials, seed=args.seed, gpus=args.gpus)
+    if args.format == "csv":
+        cases.to_csv(out, index=False)
+        return
+    worse = cases.loc[cases["gap"] > 1e-9, "gap"]
+    summary = {
+        "trials": len(cases),
+        "seed": args.seed,
+        "mgwfbp_slower_fraction": len(worse) / len(cases),
+        "gap_mean_pct": 100 * float(cases["gap"].mean()),
+        "gap_median_pct_when_slower": 100 * float(worse.median()) if len(worse) else 0.0,
+        "gap_p95_pct_when_slower": 100 * float(worse.quantile(0.95)) if len(worse) else 0.0,
+        "gap_max_pct": 100 * float(cases["gap"].max()),
+    }
+    if args.format == "json":
+        json.dump(summary, out, indent=2)
+        out.write("\n")
+    else:
+        out.write(_table(summary) + "\n")
+
+
+COMMANDS = {"run": _cmd_run, "sweep": _cmd_sweep, "trace": _cmd_trace, "list": _cmd_list, "gap": _cmd_gap}
 
 
 def main(argv: list[str] | None = None, out=None, err=None) -> int:
