@@ -119,6 +119,21 @@ def build_parser() -> argparse.ArgumentParser:
     _add_workload_flags(tr, many=False)
     tr.add_argument("-o", "--output", required=True, help="output file (.json)")
 
+    fn = sub.add_parser("fit-network", help="fit alpha and beta to an OSU or nccl-tests all-reduce log")
+    fn.add_argument("file", help="osu_allreduce or all_reduce_perf output")
+    fn.add_argument("--gpus", type=_positive_int, default=None, help="ranks in the all-reduce (read from the log if it says)")
+    fn.add_argument("--min-bytes", type=_positive_int, default=None, help="ignore messages smaller than this")
+    fn.add_argument("--weighting", choices=["relative", "absolute"], default="relative")
+    fn.add_argument("--save", metavar="NAME", default=None, help="save as a network preset that --network accepts")
+    fn.add_argument("--line-rate-gbps", type=_positive_float, default=None, help="the link's nominal rate (with --save)")
+    fn.add_argument("--scope", choices=["inter", "intra"], default="inter", help="link scope of the saved preset")
+    fn.add_argument("--format", choices=["json", "table"], default="table")
+
+    ib = sub.add_parser("import-bcaffe", help="turn a B-Caffe per-blob log into a layer CSV with comm_ms")
+    ib.add_argument("log", help="a B-Caffe tmp*comm.log")
+    ib.add_argument("-o", "--output", required=True, help="layer CSV to write")
+    ib.add_argument("--dump", type=int, default=0, help="which dump of the log (0 = first, -1 = last)")
+
     gp = sub.add_parser("gap", help="how far mgwfbp falls short of optimal on seeded random models")
     gp.add_argument("--trials", type=_positive_int, default=1000, help="random models to draw")
     gp.add_argument("--seed", type=int, default=0, help="random seed")
@@ -251,6 +266,78 @@ def _cmd_list(args, out) -> None:
         out.write(pd.DataFrame(rows).to_string(index=False) + "\n\n")
 
 
+def _cmd_fit_network(args, out) -> None:
+    import csv
+    from pathlib import Path
+
+    from sim.catalog import USER_NETWORKS_ENV, Network, user_networks_path
+    from sim.fit import fit_alpha_beta, fit_to_network, parse_allreduce_log
+
+    path = Path(args.file)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise SimInputError(f"cannot read {args.file!r}: {exc.strerror}") from None
+    points = parse_allreduce_log(text)
+    fit = fit_alpha_beta(points["bytes"], points["time_s"], min_bytes=args.min_bytes, weighting=args.weighting)
+    ranks = args.gpus or points.attrs.get("ranks")
+    result = {
+        "file": path.name, "format": points.attrs.get("format"), "ranks": ranks,
+        "alpha_s": fit.alpha_s, "beta_s_per_byte": fit.beta_s_per_byte, "r2": fit.r2,
+        "n_points": fit.n_points, "min_bytes": fit.min_bytes, "max_bytes": fit.max_bytes, "weighting": fit.weighting,
+    }
+    if args.save:
+        if args.line_rate_gbps is None:
+            raise SimInputError("--save needs --line-rate-gbps, the link's nominal rate")
+        if not ranks:
+            raise SimInputError("--save needs --gpus: the log does not say how many ranks ran")
+        row = fit_to_network(fit, args.save, int(ranks), scope=args.scope, line_rate_gbps=args.line_rate_gbps,
+                             source=f"fit of {path.name} by python -m sim fit-network")
+        Network.from_row(row)  # validate before writing
+        target = user_networks_path()
+        columns = ["name", "scope", "line_rate_gbps", "effective_gbps", "alpha_us", "source", "note"]
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists() or target.stat().st_size == 0:
+                with target.open("w", newline="", encoding="utf-8") as fh:
+                    csv.DictWriter(fh, fieldnames=columns).writeheader()
+            if args.save in networks():
+                raise SimInputError(f"--save: a network called {args.save!r} exists already")
+            with target.open("a", newline="", encoding="utf-8") as fh:
+                csv.DictWriter(fh, fieldnames=columns).writerow({k: row[k] for k in columns})
+        except OSError as exc:
+            raise SimInputError(f"--save: cannot write {str(target)!r}: {exc.strerror}") from None
+        result["saved_as"] = args.save
+        result["saved_to"] = f"{target} (set ${USER_NETWORKS_ENV} to use another file)"
+        result["preset"] = row
+    if args.format == "json":
+        json.dump(result, out, indent=2)
+        out.write("\n")
+    else:
+        out.write(_table({k: v for k, v in result.items() if k != "preset"}) + "\n")
+
+
+def _cmd_import_bcaffe(args, out) -> None:
+    from pathlib import Path
+
+    from sim.importers import bcaffe_layers
+
+    path = Path(args.log)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise SimInputError(f"cannot read {args.log!r}: {exc.strerror}") from None
+    table = bcaffe_layers(text, where=path.name, dump=args.dump)
+    try:
+        table.to_csv(args.output, index=False)
+    except OSError as exc:
+        raise SimInputError(f"-o: cannot write {args.output!r}: {exc.strerror}") from None
+    out.write(
+        f"wrote {len(table)} layers ({int(table['params'].sum()):,} params, backward {table['bwd_ms'].sum():.1f} ms, "
+        f"all-reduce {table['comm_ms'].sum():.1f} ms) to {args.output}\n"
+    )
+
+
 def _cmd_gap(args, out) -> None:
     from sim.gap import gap_study
 
@@ -275,7 +362,8 @@ def _cmd_gap(args, out) -> None:
         out.write(_table(summary) + "\n")
 
 
-COMMANDS = {"run": _cmd_run, "sweep": _cmd_sweep, "trace": _cmd_trace, "list": _cmd_list, "gap": _cmd_gap}
+COMMANDS = {"run": _cmd_run, "sweep": _cmd_sweep, "trace": _cmd_trace, "list": _cmd_list, "gap": _cmd_gap, "fit-network": _cmd_fit_network,
+            "import-bcaffe": _cmd_import_bcaffe}
 
 
 def main(argv: list[str] | None = None, out=None, err=None) -> int:
