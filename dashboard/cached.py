@@ -1,0 +1,162 @@
+"""Cached simulator calls: ``st.cache_data`` around `sim`, keyed by plain data.
+
+Every function takes a `Config` (frozen, hashable) or plain values; the model
+is rebuilt inside from its zoo name or its CSV text, so no `sim.Model` object
+ever has to be hashed. Bad input raises `sim.SimInputError`, which
+``st.cache_data`` does not cache: pages catch it and show ``st.error``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import networkx as nx
+import pandas as pd
+import streamlit as st
+
+import sim
+from dashboard.state import UPLOAD, Config, model_options
+from dashboard.upload import model_from_csv_text
+from sim.api import resolve_model, single_gpu_iteration_s_of
+from sim.dag import build_dag
+
+__all__ = [
+    "TOY_LAYERS",
+    "iteration_dag",
+    "load_model",
+    "model_of",
+    "scaling_frame",
+    "scaling_point",
+    "simulate",
+    "single_gpu_s",
+    "toy_alpha_sweep",
+    "toy_model",
+    "toy_results",
+]
+
+_CACHE = {"show_spinner": False, "max_entries": 512}
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def load_model(name: str, csv_text: str | None = None, csv_name: str | None = None) -> sim.Model:
+    """A zoo model by name, or the uploaded CSV when ``name`` is `UPLOAD`.
+
+    Names outside the zoo are refused (never read as a path from a URL).
+    """
+    if name == UPLOAD:
+        if not csv_text:
+            raise sim.SimInputError("no layer CSV uploaded yet: choose a file in the sidebar")
+        return model_from_csv_text(csv_text, csv_name or "uploaded.csv")
+    if name not in model_options():
+        raise sim.SimInputError(f"unknown model {name!r}; choose one from the sidebar")
+    return sim.load_model(name)
+
+
+def model_of(cfg: Config) -> sim.Model:
+    return load_model(cfg.model, cfg.csv_text, cfg.csv_name)
+
+
+def _t1_key(cfg: Config) -> Config:
+    """The fields that decide the one-GPU iteration time (the rest reset)."""
+    return Config(
+        model=cfg.model, csv_text=cfg.csv_text, csv_name=cfg.csv_name, batch_size=cfg.batch_size,
+        precision=cfg.precision, gpu=cfg.gpu, gpus=1, gpus_per_node=1,
+        calibrate_iteration_s=cfg.calibrate_iteration_s,
+    )
+
+
+@st.cache_data(**_CACHE)
+def _single_gpu_s(cfg: Config) -> float:
+    model = resolve_model(model_of(cfg), cfg.cluster(), cfg.batch_size, cfg.precision,
+                          calibrate_iteration_s=cfg.calibrate_iteration_s)
+    return single_gpu_iteration_s_of(model, cfg.precision)
+
+
+def single_gpu_s(cfg: Config) -> float:
+    """Steady-state one-GPU iteration time of the workload, in seconds."""
+    return _single_gpu_s(_t1_key(cfg))
+
+
+@st.cache_data(**_CACHE)
+def simulate(cfg: Config, scheduler: str, iterations: int = 1) -> sim.SimResult:
+    """`sim.simulate` for the sidebar's configuration and one scheduler."""
+    return sim.simulate(
+        model_of(cfg), cfg.cluster(), scheduler,
+        batch_size=cfg.batch_size, precision=cfg.precision, iterations=iterations,
+        calibrate_iteration_s=cfg.calibrate_iteration_s, single_gpu_iteration_s=single_gpu_s(cfg),
+    )
+
+
+@st.cache_data(**_CACHE)
+def iteration_dag(cfg: Config, scheduler: str) -> nx.DiGraph:
+    """The task DAG of one iteration under ``scheduler`` (for drawing small models)."""
+    res = simulate(cfg, scheduler)
+    return build_dag(res.model, res.plan, res.cluster.comm_cost(), precision=cfg.precision, iterations=1,
+                     include_comm=cfg.gpus > 1)
+
+
+@st.cache_data(**_CACHE)
+def scaling_point(cfg: Config, gpus: int, network: str, scheduler: str) -> dict:
+    """Metrics of one (GPU count, network, scheduler) point of a scaling sweep."""
+    res = sim.simulate(
+        model_of(cfg), cfg.cluster(gpus=gpus, network=network), scheduler,
+        batch_size=cfg.batch_size, precision=cfg.precision,
+        calibrate_iteration_s=cfg.calibrate_iteration_s, single_gpu_iteration_s=single_gpu_s(cfg),
+    )
+    return {k: v for k, v in res.metrics.items() if k != "groups"}
+
+
+def scaling_frame(
+    cfg: Config,
+    gpu_counts: Sequence[int],
+    networks: Sequence[str],
+    schedulers: Sequence[str],
+    progress: Callable[[float], None] | None = None,
+) -> pd.DataFrame:
+    """Rows of `sim.METRIC_KEYS` (without groups) for every point; cached per point.
+
+    ``progress`` is called with the fraction done after each point.
+    """
+    base = cfg.replace(gpus=1)  # the sweep does not depend on the picked count
+    points = [(p, net, s) for net in networks for s in schedulers for p in gpu_counts]
+    rows = []
+    for i, (p, net, s) in enumerate(points, start=1):
+        rows.append(scaling_point(base, int(p), net, s))
+        if progress is not None:
+            progress(i / len(points))
+    return pd.DataFrame(rows)
+
+
+# --- the Learn page's toy model --------------------------------------------
+
+#: Four layers, input to output: two small convolutions, two large dense layers.
+TOY_LAYERS = pd.DataFrame(
+    {
+        "name": ["conv1", "conv2", "fc1", "fc2"],
+        "params": [100_000, 100_000, 1_000_000, 1_000_000],
+        "fwd_ms": [2.0, 0.5, 0.5, 1.0],
+        "bwd_ms": [4.0, 1.0, 1.0, 2.0],
+    }
+)
+
+
+def toy_model() -> sim.Model:
+    return sim.model_from_frame(TOY_LAYERS, "toy")
+
+
+@st.cache_data(**_CACHE)
+def toy_results(alpha_s: float, beta_s_per_byte: float, schedulers: tuple[str, ...]) -> dict[str, sim.SimResult]:
+    """The toy model on 2 GPUs whose all-reduce costs ``alpha + beta * M``."""
+    cluster = sim.Cluster(gpus=2, alpha_s=alpha_s, beta_s_per_byte=beta_s_per_byte)
+    return {s: sim.simulate(toy_model(), cluster, s, batch_size=1) for s in schedulers}
+
+
+@st.cache_data(**_CACHE)
+def toy_alpha_sweep(alphas_s: tuple[float, ...], beta_s_per_byte: float, schedulers: tuple[str, ...]) -> pd.DataFrame:
+    """Iteration time and message count of the toy model for each alpha."""
+    rows = []
+    for a in alphas_s:
+        for s, res in toy_results(a, beta_s_per_byte, schedulers).items():
+            rows.append({"alpha_us": a * 1e6, "scheduler": s, "iteration_ms": res.iteration_time_s * 1e3,
+                         "num_messages": res.metrics["num_messages"]})
+    return pd.DataFrame(rows)

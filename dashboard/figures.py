@@ -1,0 +1,467 @@
+"""Pure figure builders: DataFrame (or DAG) in, plotly Figure out. No Streamlit here.
+
+Times are drawn in milliseconds. Every timeline figure reads the one timeline
+schema of `sim.timeline` (``kind, layer, group, resource, start_s, end_s,
+duration_s, bytes, iteration``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dashboard.tables import fmt_bytes, short_layers
+
+__all__ = [
+    "KIND_COLORS",
+    "LANES",
+    "SCHEDULER_COLORS",
+    "alpha_sweep_figure",
+    "breakdown_figure",
+    "dag_figure",
+    "dag_positions",
+    "gantt_figure",
+    "gantt_frame",
+    "gantt_stack_figure",
+    "layer_figure",
+    "scaling_figure",
+]
+
+KIND_COLORS = {
+    "io": "#9D755D",
+    "h2d": "#B279A2",
+    "forward": "#4C78A8",
+    "backward": "#F58518",
+    "update": "#54A24B",
+    "comm": "#E45756",
+}
+KIND_LABELS = {
+    "io": "read batch (I/O)",
+    "h2d": "copy to GPU (H2D)",
+    "forward": "forward",
+    "backward": "backward",
+    "update": "update",
+    "comm": "all-reduce",
+}
+#: Resource -> lane name, top to bottom.
+LANES = {"io": "I/O", "h2d": "H2D copy", "compute": "GPU compute", "comm": "all-reduce"}
+SCHEDULER_COLORS = {
+    "sequential": "#7F7F7F",
+    "wfbp": "#1F77B4",
+    "synceasgd": "#9467BD",
+    "mgwfbp": "#D62728",
+    "optimal": "#2CA02C",
+    "bucket": "#FF7F0E",
+}
+IDEAL_STYLE = {"color": "#444444", "dash": "dot", "width": 1.5}
+_HOVER = (
+    "<b>%{customdata[0]}</b> %{customdata[1]}<br>"
+    "bytes: %{customdata[2]}<br>"
+    "start: %{customdata[3]:.3f} ms<br>"
+    "duration: %{customdata[4]:.3f} ms<br>"
+    "iteration %{customdata[5]}<extra></extra>"
+)
+
+
+def _scheduler_color(name: str, i: int = 0) -> str:
+    palette = ["#1F77B4", "#D62728", "#2CA02C", "#9467BD", "#FF7F0E", "#8C564B", "#E377C2"]
+    return SCHEDULER_COLORS.get(name, palette[i % len(palette)])
+
+
+# --- timelines -----------------------------------------------------------------
+
+
+def gantt_frame(timeline: pd.DataFrame) -> pd.DataFrame:
+    """One row per task of non-zero duration, ready to draw.
+
+    Adds ``lane``, ``start_ms``, ``duration_ms``, ``label`` (the bar's text:
+    ``"g3 (5 layers)"`` for a merged message), ``what`` (layer or message
+    contents for the hover) and ``bytes_text``.
+    """
+    df = timeline.loc[timeline["duration_s"] > 0].copy()
+    df["lane"] = df["resource"].map(LANES).fillna(df["resource"])
+    df["start_ms"] = df["start_s"] * 1e3
+    df["duration_ms"] = df["duration_s"] * 1e3
+    layers = df["layer"].fillna("").astype(str)
+    n_layers = layers.str.count(r"\+") + 1
+    is_comm = df["kind"] == "comm"
+    df["n_layers"] = np.where(is_comm, n_layers, 1)
+    df["label"] = ""
+    df.loc[is_comm, "label"] = [
+        f"g{g} ({n} layers)" if n > 1 else f"g{g}" for g, n in zip(df.loc[is_comm, "group"], n_layers[is_comm], strict=True)
+    ]
+    what = layers.map(short_layers)
+    what = what.where(~is_comm, df["label"] + ": " + what)
+    what = what.where(layers != "", df["kind"].map(KIND_LABELS))
+    df["what"] = what
+    df["bytes_text"] = [fmt_bytes(b) if b else "—" for b in df["bytes"]]
+    return df.reset_index(drop=True)
+
+
+def _gantt_traces(bars: pd.DataFrame, *, showlegend: bool = True) -> list[go.Bar]:
+    traces = []
+    for kind in KIND_COLORS:
+        part = bars.loc[bars["kind"] == kind]
+        if part.empty:
+            continue
+        traces.append(
+            go.Bar(
+                name=KIND_LABELS[kind],
+                legendgroup=kind,
+                showlegend=showlegend,
+                orientation="h",
+                y=part["lane"],
+                x=part["duration_ms"],
+                base=part["start_ms"],
+                marker={"color": KIND_COLORS[kind], "line": {"color": "white", "width": 0.5}},
+                text=part["label"] if kind == "comm" else None,
+                textposition="inside",
+                insidetextanchor="middle",
+                textfont={"color": "white", "size": 11},
+                customdata=np.stack(
+                    [part["kind"].map(KIND_LABELS), part["what"], part["bytes_text"], part["start_ms"],
+                     part["duration_ms"], part["iteration"]],
+                    axis=-1,
+                ),
+                hovertemplate=_HOVER,
+            )
+        )
+    return traces
+
+
+def _lane_order(bars: pd.DataFrame) -> list[str]:
+    """Lanes present, bottom to top (plotly draws the first category lowest)."""
+    present = set(bars["lane"])
+    return [lane for lane in reversed(LANES.values()) if lane in present]
+
+
+def gantt_figure(timeline: pd.DataFrame, title: str = "", height: int | None = None) -> go.Figure:
+    """A Gantt chart of a timeline: one bar per task, one lane per resource."""
+    bars = gantt_frame(timeline)
+    fig = go.Figure(_gantt_traces(bars))
+    lanes = _lane_order(bars)
+    fig.update_layout(
+        title={"text": title},
+        barmode="overlay",
+        bargap=0.25,
+        height=height or 150 + 55 * len(lanes),
+        margin={"l": 10, "r": 10, "t": 60 if title else 30, "b": 40},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1},
+        uniformtext={"minsize": 9, "mode": "hide"},
+        hoverlabel={"align": "left"},
+    )
+    fig.update_yaxes(categoryorder="array", categoryarray=lanes, title=None)
+    fig.update_xaxes(title="time (ms)", rangemode="tozero")
+    _iteration_marks(fig, timeline)
+    return fig
+
+
+def _iteration_marks(fig: go.Figure, timeline: pd.DataFrame, **where) -> None:
+    """Dotted lines where each iteration after the first starts."""
+    if timeline.empty or timeline["iteration"].max() < 1:
+        return
+    starts = timeline.groupby("iteration")["start_s"].min() * 1e3
+    for it, x in starts.items():
+        if it > 0:
+            fig.add_vline(x=float(x), line={"color": "#888", "dash": "dot", "width": 1}, **where)
+
+
+def gantt_stack_figure(timelines: Mapping[str, pd.DataFrame], titles: Mapping[str, str] | None = None) -> go.Figure:
+    """Several timelines stacked on one shared time axis, one row each."""
+    names = list(timelines)
+    titles = titles or {}
+    fig = make_subplots(
+        rows=len(names), cols=1, shared_xaxes=True, vertical_spacing=0.35 / max(len(names), 1) if len(names) > 1 else 0.1,
+        subplot_titles=[titles.get(n, n) for n in names],
+    )
+    seen: set[str] = set()
+    for row, name in enumerate(names, start=1):
+        bars = gantt_frame(timelines[name])
+        for trace in _gantt_traces(bars):
+            trace.showlegend = trace.legendgroup not in seen
+            seen.add(trace.legendgroup)
+            fig.add_trace(trace, row=row, col=1)
+        fig.update_yaxes(categoryorder="array", categoryarray=_lane_order(bars), row=row, col=1)
+    fig.update_layout(
+        barmode="overlay",
+        bargap=0.25,
+        height=110 + 150 * len(names),
+        margin={"l": 10, "r": 10, "t": 60, "b": 40},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.04, "xanchor": "right", "x": 1},
+        uniformtext={"minsize": 9, "mode": "hide"},
+        hoverlabel={"align": "left"},
+    )
+    fig.update_xaxes(title="time (ms)", row=len(names), col=1)
+    fig.update_xaxes(rangemode="tozero")
+    for ann in fig.layout.annotations:  # subplot titles: left-aligned, small
+        ann.update(x=0, xanchor="left", font={"size": 13})
+    return fig
+
+
+# --- comparison ------------------------------------------------------------------
+
+
+def breakdown_figure(metrics: pd.DataFrame) -> go.Figure:
+    """Per scheduler: compute, hidden and exposed communication (stacked, ms).
+
+    ``metrics`` needs ``scheduler, compute_s, comm_hidden_s, comm_exposed_s,
+    iteration_time_s``. The bars of a row add up to compute + all-reduce time;
+    a diamond marks the iteration time.
+    """
+    y = metrics["scheduler"]
+    parts = [
+        ("compute", "compute_s", KIND_COLORS["forward"]),
+        ("all-reduce hidden behind compute", "comm_hidden_s", "#F4A6A6"),
+        ("all-reduce exposed (waited for)", "comm_exposed_s", KIND_COLORS["comm"]),
+    ]
+    fig = go.Figure()
+    for label, col, color in parts:
+        fig.add_trace(
+            go.Bar(
+                name=label, y=y, x=metrics[col] * 1e3, orientation="h", marker={"color": color},
+                hovertemplate=f"{label}: %{{x:.2f}} ms<extra>%{{y}}</extra>",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            name="iteration time", y=y, x=metrics["iteration_time_s"] * 1e3, mode="markers",
+            marker={"symbol": "diamond", "size": 11, "color": "black"},
+            hovertemplate="iteration: %{x:.2f} ms<extra>%{y}</extra>",
+        )
+    )
+    fig.update_layout(
+        barmode="stack",
+        height=120 + 45 * len(metrics),
+        margin={"l": 10, "r": 10, "t": 40, "b": 40},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1},
+    )
+    fig.update_xaxes(title="time per iteration (ms)")
+    fig.update_yaxes(autorange="reversed", title=None)
+    return fig
+
+
+# --- scaling -----------------------------------------------------------------------
+
+
+def scaling_figure(sweep: pd.DataFrame, picked_gpus: int | None = None) -> go.Figure:
+    """Throughput, speedup and scaling efficiency against GPU count (log2 axis).
+
+    ``sweep`` has the `sim.METRIC_KEYS` columns (``gpus, scheduler, network,
+    throughput_samples_per_s, speedup, scaling_efficiency, batch_size,
+    single_gpu_iteration_time_s``); one curve per (scheduler, network), and a
+    dotted ideal-scaling line in each panel.
+    """
+    panels = [
+        ("throughput_samples_per_s", "throughput (samples/s)"),
+        ("speedup", "speedup over 1 GPU"),
+        ("scaling_efficiency", "scaling efficiency"),
+    ]
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[t for _, t in panels], horizontal_spacing=0.07)
+    counts = sorted(sweep["gpus"].unique())
+    networks = list(dict.fromkeys(sweep["network"]))
+    schedulers = list(dict.fromkeys(sweep["scheduler"]))
+    dashes = ["solid", "dash", "dashdot", "longdash", "dot"]
+    for si, sched in enumerate(schedulers):
+        for ni, net in enumerate(networks):
+            part = sweep.loc[(sweep["scheduler"] == sched) & (sweep["network"] == net)].sort_values("gpus")
+            if part.empty:
+                continue
+            name = sched if len(networks) == 1 else f"{sched} · {net}"
+            for col, (key, _) in enumerate(panels, start=1):
+                fig.add_trace(
+                    go.Scatter(
+                        x=part["gpus"], y=part[key], name=name, legendgroup=name, showlegend=col == 1,
+                        mode="lines+markers",
+                        line={"color": _scheduler_color(sched, si), "dash": dashes[ni % len(dashes)]},
+                        marker={"size": 7},
+                        hovertemplate=f"<b>{name}</b><br>%{{x}} GPUs<br>%{{y:.3~g}}<extra></extra>",
+                    ),
+                    row=1, col=col,
+                )
+    # ideal scaling: throughput P * B / t1, speedup P, efficiency 1
+    t1 = float(sweep["single_gpu_iteration_time_s"].iloc[0])
+    batch = float(sweep["batch_size"].iloc[0])
+    x = np.array(counts, dtype=float)
+    ideal = [x * batch / t1, x, np.ones_like(x)]
+    for col, y in enumerate(ideal, start=1):
+        fig.add_trace(
+            go.Scatter(
+                x=x, y=y, name="ideal (linear) scaling", legendgroup="ideal", showlegend=col == 1,
+                mode="lines", line=IDEAL_STYLE, hoverinfo="skip",
+            ),
+            row=1, col=col,
+        )
+    fig.update_xaxes(type="log", tickvals=counts, ticktext=[str(c) for c in counts], title="GPUs", tickangle=0)
+    fig.update_yaxes(type="log", row=1, col=1)
+    fig.update_yaxes(type="log", row=1, col=2)
+    fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=1, col=3)
+    if picked_gpus is not None:
+        for col in (1, 2, 3):
+            fig.add_vline(x=picked_gpus, line={"color": "#999", "width": 1}, row=1, col=col)
+    fig.update_layout(
+        height=430,
+        margin={"l": 10, "r": 10, "t": 90, "b": 40},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.12, "xanchor": "left", "x": 0},
+        clickmode="event+select",
+    )
+    return fig
+
+
+# --- the model -----------------------------------------------------------------------
+
+
+def layer_figure(layers: pd.DataFrame) -> go.Figure:
+    """Per layer: parameters, compute time, and all-reduce time split into alpha and beta*M.
+
+    ``layers`` is `dashboard.tables.layer_table`'s output. Shared x axis: the
+    layer index, input to output; names in the hover.
+    """
+    fig = make_subplots(
+        rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+        subplot_titles=[
+            "parameters per layer",
+            "compute time per layer (ms)",
+            "all-reduce time of each layer's gradient sent alone (ms): start-up α vs transfer β·M",
+        ],
+    )
+    x = layers["layer"]
+    names = layers["name"]
+
+    def bar(y, label, color, row, fmt):
+        return go.Bar(
+            x=x, y=y, name=label, marker={"color": color}, customdata=names,
+            hovertemplate=f"%{{customdata}}<br>{label}: %{{y:{fmt}}}<extra></extra>",
+        ), row
+
+    for trace, row in (
+        bar(layers["params"], "parameters", "#72B7B2", 1, ",.0f"),
+        bar(layers["fwd_ms"], "forward", KIND_COLORS["forward"], 2, ".3f"),
+        bar(layers["bwd_ms"], "backward", KIND_COLORS["backward"], 2, ".3f"),
+        bar(layers["alpha_ms"], "α (start-up)", "#8C564B", 3, ".3f"),
+        bar(layers["beta_ms"], "β·M (transfer)", KIND_COLORS["comm"], 3, ".3f"),
+    ):
+        fig.add_trace(trace, row=row, col=1)
+    fig.update_layout(
+        barmode="stack", bargap=0.1, height=640,
+        margin={"l": 10, "r": 10, "t": 70, "b": 40},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.04, "xanchor": "right", "x": 1},
+    )
+    if len(layers) <= 40:
+        fig.update_xaxes(tickvals=list(x), ticktext=list(names), tickangle=-45, row=3, col=1)
+    else:
+        fig.update_xaxes(title="layer (input → output)", row=3, col=1)
+    for ann in fig.layout.annotations:
+        ann.update(x=0, xanchor="left", font={"size": 13})
+    return fig
+
+
+def dag_positions(g: nx.DiGraph) -> dict:
+    """Layout of an iteration DAG: forward left to right on top, backward
+    below it (so backpropagation reads right to left), messages under the
+    layers whose gradients they carry; io and h2d before the first layer,
+    the update after the last backward. Iterations sit side by side.
+
+    Node keys are ``(iteration, kind, index)`` as built by `sim.dag.build_dag`.
+    """
+    n = 1 + max((i for (_, kind, i) in g.nodes if kind in ("forward", "backward")), default=0)
+    width = n + 4
+    rows = {"io": 2, "h2d": 2, "forward": 2, "backward": 1, "update": 1, "comm": 0}
+    pos: dict = {}
+    for node in g.nodes:
+        k, kind, i = node
+        off = k * width
+        if kind == "io":
+            x = -2
+        elif kind == "h2d":
+            x = -1
+        elif kind in ("forward", "backward"):
+            x = i
+        elif kind == "update":
+            x = -1
+        elif kind == "comm":
+            members = [p[2] for p in g.predecessors(node) if p[1] == "backward" and p[0] == k]
+            x = float(np.mean(members)) if members else n
+        else:
+            x = n + 1
+        pos[node] = (off + float(x), float(rows.get(kind, -1)))
+    return pos
+
+
+def dag_figure(g: nx.DiGraph, title: str = "") -> go.Figure:
+    """Draw an iteration DAG: nodes coloured by kind, edges as light lines."""
+    pos = dag_positions(g)
+    ex, ey = [], []
+    for u, v in g.edges:
+        (x0, y0), (x1, y1) = pos[u], pos[v]
+        ex += [x0, x1, None]
+        ey += [y0, y1, None]
+    fig = go.Figure(go.Scatter(x=ex, y=ey, mode="lines", line={"color": "#BBBBBB", "width": 1},
+                               hoverinfo="skip", showlegend=False))
+    for kind, color in KIND_COLORS.items():
+        nodes = [u for u, d in g.nodes(data=True) if d["kind"] == kind]
+        if not nodes:
+            continue
+        data = [g.nodes[u] for u in nodes]
+        text = [short_layers(d["layer"], 2) if kind != "comm" else f"g{d['group']}" for d in data]
+        fig.add_trace(
+            go.Scatter(
+                x=[pos[u][0] for u in nodes], y=[pos[u][1] for u in nodes], mode="markers+text",
+                name=KIND_LABELS[kind], marker={"color": color, "size": 16 if kind == "comm" else 12,
+                                                "symbol": "diamond" if kind == "comm" else "circle"},
+                text=text, textposition="bottom center" if kind == "comm" else "top center",
+                textfont={"size": 9},
+                customdata=np.array(
+                    [[KIND_LABELS[kind], short_layers(d["layer"], 4) or KIND_LABELS[kind], d["duration_s"] * 1e3,
+                      fmt_bytes(d["bytes"]) if d["bytes"] else "—"] for d in data],
+                    dtype=object,
+                ),
+                hovertemplate="<b>%{customdata[0]}</b> %{customdata[1]}<br>%{customdata[2]:.3f} ms<br>"
+                              "bytes: %{customdata[3]}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        title={"text": title}, height=360, margin={"l": 10, "r": 10, "t": 50 if title else 20, "b": 10},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1},
+    )
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False, range=[-0.6, 2.6])
+    return fig
+
+
+# --- the Learn page ----------------------------------------------------------------
+
+
+def alpha_sweep_figure(sweep: pd.DataFrame, marked_alpha_us: float | None = None) -> go.Figure:
+    """Iteration time and message count against alpha (log axis), per scheduler.
+
+    ``sweep`` has ``alpha_us, scheduler, iteration_ms, num_messages``.
+    """
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["iteration time (ms)", "messages per iteration"],
+                        horizontal_spacing=0.1)
+    for i, (sched, part) in enumerate(sweep.groupby("scheduler", sort=False)):
+        color = _scheduler_color(str(sched), i)
+        for col, key in ((1, "iteration_ms"), (2, "num_messages")):
+            fig.add_trace(
+                go.Scatter(x=part["alpha_us"], y=part[key], name=str(sched), legendgroup=str(sched),
+                           showlegend=col == 1, mode="lines+markers", line={"color": color, "shape": "linear"},
+                           hovertemplate=f"<b>{sched}</b><br>α = %{{x:.0f}} µs<br>%{{y:.3~g}}<extra></extra>"),
+                row=1, col=col,
+            )
+    fig.update_xaxes(type="log", title="α, start-up cost per message (µs)")
+    if marked_alpha_us is not None:
+        for col in (1, 2):
+            fig.add_vline(x=marked_alpha_us, line={"color": "#999", "width": 1}, row=1, col=col)
+    fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 60, "b": 40},
+                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.1, "xanchor": "right", "x": 1})
+    return fig
+
+
+def scheduler_order(names: Sequence[str]) -> list[str]:
+    """Schedulers in a stable, readable order (as in `SCHEDULER_COLORS`)."""
+    order = list(SCHEDULER_COLORS)
+    return sorted(names, key=lambda s: order.index(s) if s in order else len(order))

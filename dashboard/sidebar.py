@@ -1,0 +1,79 @@
+"""The shared sidebar: workload and cluster, the same on every page.
+
+Each widget's key is its query parameter (``bind="query-params"``), and its
+value lives in ``st.session_state`` (defaults from `dashboard.state`), so the
+choice carries across pages and into a shared link.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import sim
+from dashboard import state
+from dashboard.upload import MAX_UPLOAD_MB, read_layer_csv
+
+__all__ = ["render"]
+
+_BIND = "query-params"
+
+
+def _model_label(name: str) -> str:
+    return "Upload a layer CSV…" if name == state.UPLOAD else name
+
+
+def _upload() -> None:
+    """Read the uploaded file into ``csv_text`` (from memory only)."""
+    file = st.file_uploader(
+        "Layer CSV (name, params, fwd_ms, bwd_ms)", type=["csv", "txt"], key="upload",
+        max_upload_size=MAX_UPLOAD_MB,
+        help="One row per layer, input to output: parameter count and forward/backward time in ms "
+             "on one GPU at your batch size. Optional columns: type, comm_ms.",
+    )
+    if file is not None:
+        try:
+            st.session_state["csv_text"] = read_layer_csv(file.name, file.getvalue())
+        except sim.SimInputError as exc:  # too large or not text: keep no table
+            st.session_state["csv_text"] = None
+            st.error(str(exc))
+        st.session_state["csv_name"] = file.name
+    if st.session_state.get("csv_name"):
+        st.caption(f"Using **{st.session_state['csv_name']}** (uploads are not part of a shared link).")
+
+
+def render() -> None:
+    """Draw the sidebar's widgets; their values land in ``st.session_state``."""
+    with st.sidebar:
+        st.subheader("Workload")
+        st.selectbox("Model", state.model_options(), key="model", bind=_BIND, format_func=_model_label)
+        if st.session_state.get("model") == state.UPLOAD:
+            _upload()
+        c1, c2 = st.columns(2)
+        c1.number_input("Batch per GPU", min_value=1, max_value=65536, step=1, key="batch", bind=_BIND)
+        c2.selectbox("Precision", ["fp32", "fp16"], key="precision", bind=_BIND,
+                     help="Gradient width (4 or 2 bytes per parameter) and the GPU rate used for compute.")
+
+        st.subheader("Cluster")
+        st.selectbox("GPU type", state.gpu_options(), key="gpu", bind=_BIND,
+                     help="Sets the estimated compute times of zoo models (a CSV carries its own).")
+        c1, c2 = st.columns(2)
+        c1.number_input("GPUs", min_value=1, max_value=65536, step=1, key="gpus", bind=_BIND,
+                        help="Workers P; must fill whole nodes.")
+        c2.number_input("GPUs per node", min_value=1, max_value=64, step=1, key="per_node", bind=_BIND)
+        st.selectbox("Between nodes", state.network_options("inter"), key="net", bind=_BIND)
+        st.selectbox("Inside a node", state.network_options("intra"), key="intra", bind=_BIND)
+        st.selectbox("All-reduce", state.collective_options(), key="coll", bind=_BIND)
+
+        with st.expander("α-β override and calibration"):
+            st.toggle("Override α and β", key="ab", bind=_BIND,
+                      help="Every all-reduce of M bytes then costs α + β·M, whatever P and the collective.")
+            if st.session_state.get("ab"):
+                c1, c2 = st.columns(2)
+                c1.number_input("α (µs)", min_value=0.0, max_value=1e7, step=10.0, key="alpha_us", bind=_BIND)
+                c2.number_input("β (ns/byte)", min_value=0.0, max_value=1e6, step=0.1, format="%.4f",
+                                key="beta_ns", bind=_BIND, help="1 ns/byte is 1 GB/s.")
+            st.toggle("Calibrate compute", key="calib", bind=_BIND,
+                      help="Scale every layer's compute time so one GPU takes the measured iteration time.")
+            if st.session_state.get("calib"):
+                st.number_input("Measured 1-GPU iteration (s)", min_value=1e-6, max_value=1e4, step=0.01,
+                                format="%.4f", key="calib_s", bind=_BIND)

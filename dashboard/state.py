@@ -1,0 +1,203 @@
+"""Session state: every key, its default, and the `Config` the sidebar describes.
+
+Every key the dashboard keeps in ``st.session_state`` is initialised here, in
+`init_state`, and nowhere else. Widgets whose value belongs in a shared link
+are created with ``bind="query-params"``; their key is the query parameter's
+name, so a URL such as ``/timeline?model=vgg16&gpus=64&net=ib-edr-100``
+reproduces a view (the URL wins over these defaults on first load).
+
+`config_from_state` turns the values into a frozen, hashable `Config`, the one
+argument the cached simulator calls take.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+
+import sim
+import sim.catalog
+
+__all__ = [
+    "DEFAULTS",
+    "PAGE_DEFAULTS",
+    "UPLOAD",
+    "Config",
+    "collective_options",
+    "config_from_state",
+    "gpu_options",
+    "init_state",
+    "model_options",
+    "network_options",
+    "scheduler_options",
+]
+
+#: The model option that means "use the uploaded layer CSV".
+UPLOAD = "upload"
+
+#: Sidebar keys (also query parameters) and their first-load values.
+DEFAULTS: dict[str, object] = {
+    "model": "resnet50",
+    "batch": 32,
+    "precision": "fp32",
+    "gpu": "v100-sxm2",
+    "gpus": 16,
+    "per_node": 4,
+    "net": "10gbe",
+    "intra": "pcie3",
+    "coll": "ring",
+    "ab": False,  # override alpha and beta
+    "alpha_us": 500.0,
+    "beta_ns": 1.0,
+    "calib": False,  # calibrate to a measured one-GPU iteration
+    "calib_s": 0.25,
+}
+
+#: Page controls (also query parameters) and their first-load values.
+PAGE_DEFAULTS: dict[str, object] = {
+    "scheduler": "mgwfbp",  # Timeline, Model
+    "baseline": "wfbp",  # Timeline
+    "iters": 1,  # Timeline
+    "compare": ["wfbp", "mgwfbp", "synceasgd", "optimal"],  # Compare
+    "scale_schedulers": ["wfbp", "mgwfbp", "optimal"],  # Scaling
+    "scale_nets": [],  # Scaling: networks besides the sidebar's
+    "scale_timeline_scheduler": "mgwfbp",  # Scaling: whose timeline is shown
+    "pick_gpus": 16,  # Scaling: the slider, kept equal to the sidebar's "gpus"
+    "toy_alpha_us": 2000,  # Learn
+}
+
+#: Session keys that no widget owns: the uploaded CSV, kept across pages.
+SESSION_DEFAULTS: dict[str, object] = {
+    "csv_text": None,
+    "csv_name": None,
+}
+
+
+def init_state(session: MutableMapping) -> None:
+    """Give every dashboard key its default unless it already has a value."""
+    for table in (DEFAULTS, PAGE_DEFAULTS, SESSION_DEFAULTS):
+        for key, value in table.items():
+            if key not in session:
+                session[key] = copy.copy(value)
+
+
+# --- options ---------------------------------------------------------------
+
+
+def model_options() -> list[str]:
+    """Zoo model names, then `UPLOAD`."""
+    try:
+        from sim.model import zoo_names
+
+        names = list(zoo_names())
+    except (ImportError, AttributeError):
+        names = [str(DEFAULTS["model"])]
+    return [*names, UPLOAD]
+
+
+def gpu_options() -> list[str]:
+    """GPU names from the catalog (a fixed list if the catalog has none)."""
+    catalog_gpus = getattr(sim.catalog, "gpus", None)
+    if catalog_gpus is None:
+        return ["v100-sxm2"]
+    try:
+        return list(catalog_gpus()) or ["v100-sxm2"]
+    except sim.SimInputError:
+        return ["v100-sxm2"]
+
+
+def network_options(scope: str) -> list[str]:
+    """Network presets usable ``scope`` ("intra" or "inter")."""
+    return [name for name, net in sim.catalog.networks().items() if net.scope in (scope, "any")]
+
+
+def collective_options() -> list[str]:
+    return list(sim.COLLECTIVES)
+
+
+def scheduler_options() -> list[str]:
+    return list(sim.SCHEDULERS)
+
+
+# --- the configuration -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Config:
+    """What the sidebar describes: a workload and a cluster.
+
+    ``csv_text`` holds an uploaded layer table when ``model`` is `UPLOAD`.
+    ``alpha_s`` and ``beta_s_per_byte`` are set only when overridden;
+    ``calibrate_iteration_s`` only when calibrating.
+    """
+
+    model: str = "resnet50"
+    csv_text: str | None = None
+    csv_name: str | None = None
+    batch_size: int = 32
+    precision: str = "fp32"
+    gpu: str = "v100-sxm2"
+    gpus: int = 16
+    gpus_per_node: int = 4
+    network: str = "10gbe"
+    intra: str = "pcie3"
+    collective: str = "ring"
+    alpha_s: float | None = None
+    beta_s_per_byte: float | None = None
+    calibrate_iteration_s: float | None = None
+
+    @property
+    def model_label(self) -> str:
+        if self.model == UPLOAD:
+            return self.csv_name or "uploaded CSV"
+        return self.model
+
+    def replace(self, **changes) -> Config:
+        return dataclasses.replace(self, **changes)
+
+    def cluster(self, gpus: int | None = None, network: str | None = None) -> sim.Cluster:
+        """The `sim.Cluster`; raises `sim.SimInputError` for absurd settings."""
+        return sim.Cluster(
+            gpus=self.gpus if gpus is None else gpus,
+            gpus_per_node=self.gpus_per_node,
+            network=self.network if network is None else network,
+            intra=self.intra,
+            collective=self.collective,
+            alpha_s=self.alpha_s,
+            beta_s_per_byte=self.beta_s_per_byte,
+            gpu=self.gpu,
+        )
+
+    @property
+    def compute_source(self) -> str:
+        """Where the compute times come from, in a few words."""
+        if self.calibrate_iteration_s is not None:
+            return f"compute calibrated to a measured {self.calibrate_iteration_s:g} s one-GPU iteration"
+        if self.model == UPLOAD:
+            return "compute times from the uploaded CSV"
+        return f"compute estimated (roofline) for {self.gpu}"
+
+
+def config_from_state(session: Mapping) -> Config:
+    """The `Config` described by the session's sidebar keys."""
+    override = bool(session.get("ab", False))
+    calibrate = bool(session.get("calib", False))
+    uploaded = session.get("model") == UPLOAD
+    return Config(
+        model=str(session.get("model", DEFAULTS["model"])),
+        csv_text=session.get("csv_text") if uploaded else None,
+        csv_name=session.get("csv_name") if uploaded else None,
+        batch_size=int(session.get("batch", DEFAULTS["batch"])),
+        precision=str(session.get("precision", DEFAULTS["precision"])),
+        gpu=str(session.get("gpu", DEFAULTS["gpu"])),
+        gpus=int(session.get("gpus", DEFAULTS["gpus"])),
+        gpus_per_node=int(session.get("per_node", DEFAULTS["per_node"])),
+        network=str(session.get("net", DEFAULTS["net"])),
+        intra=str(session.get("intra", DEFAULTS["intra"])),
+        collective=str(session.get("coll", DEFAULTS["coll"])),
+        alpha_s=float(session.get("alpha_us", DEFAULTS["alpha_us"])) * 1e-6 if override else None,
+        beta_s_per_byte=float(session.get("beta_ns", DEFAULTS["beta_ns"])) * 1e-9 if override else None,
+        calibrate_iteration_s=float(session.get("calib_s", DEFAULTS["calib_s"])) if calibrate else None,
+    )

@@ -1,0 +1,121 @@
+"""Pure table builders: simulator objects in, tidy DataFrames out.
+
+They prepare what the figures in `dashboard.figures` draw and what the pages
+show as tables. No Streamlit here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+import sim
+from sim.comm import CommCost
+
+__all__ = [
+    "METRIC_LABELS",
+    "fmt_bytes",
+    "layer_table",
+    "metrics_table",
+    "scaling_gpu_counts",
+    "short_layers",
+]
+
+#: Metric columns shown to people, with their display names (ms, %, ...).
+METRIC_LABELS = {
+    "scheduler": "scheduler",
+    "iteration_ms": "iteration (ms)",
+    "throughput_samples_per_s": "throughput (samples/s)",
+    "compute_ms": "compute (ms)",
+    "comm_ms": "all-reduce (ms)",
+    "comm_hidden_ms": "hidden comm (ms)",
+    "comm_exposed_ms": "exposed comm (ms)",
+    "num_messages": "messages",
+    "speedup": "speedup",
+    "scaling_efficiency_pct": "scaling efficiency (%)",
+}
+
+
+def fmt_bytes(n: float) -> str:
+    """``1536`` -> ``'1.5 KiB'``; binary units, one decimal."""
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def short_layers(joined: str, limit: int = 3) -> str:
+    """``'a+b+c+d+e'`` -> ``'a, b, c … (+2 more)'``: a message's layers, briefly."""
+    names = [x for x in str(joined).split("+") if x]
+    if len(names) <= limit:
+        return ", ".join(names)
+    return ", ".join(names[:limit]) + f" … (+{len(names) - limit} more)"
+
+
+def metrics_table(metrics: Iterable[Mapping]) -> pd.DataFrame:
+    """One row per result's metrics dict, in display units (ms, %)."""
+    frame = pd.DataFrame(list(metrics))
+    out = pd.DataFrame(
+        {
+            "scheduler": frame["scheduler"],
+            "iteration_ms": frame["iteration_time_s"] * 1e3,
+            "throughput_samples_per_s": frame["throughput_samples_per_s"],
+            "compute_ms": frame["compute_s"] * 1e3,
+            "comm_ms": frame["comm_s"] * 1e3,
+            "comm_hidden_ms": frame["comm_hidden_s"] * 1e3,
+            "comm_exposed_ms": frame["comm_exposed_s"] * 1e3,
+            "num_messages": frame["num_messages"].astype(int),
+            "speedup": frame["speedup"],
+            "scaling_efficiency_pct": frame["scaling_efficiency"] * 100,
+        }
+    )
+    return out.rename(columns=METRIC_LABELS)
+
+
+def layer_table(model: sim.Model, cost: CommCost, precision: str, groups: list[list[str]] | None = None) -> pd.DataFrame:
+    """Per-layer parameters, compute time and all-reduce time split into alpha and beta*M.
+
+    ``model`` must carry compute times (a resolved model, e.g. ``SimResult.model``).
+    The all-reduce columns are for the layer's gradient sent alone:
+    ``T(M) = alpha + beta * M`` (0 for layers without parameters).
+    """
+    nbytes = model.gradient_bytes(precision).astype(float)
+    has = model.params > 0
+    group_of = {name: gi for gi, members in enumerate(groups or []) for name in members}
+    frame = pd.DataFrame(
+        {
+            "layer": np.arange(model.num_layers),
+            "name": list(model.layer_names),
+            "type": list(model.layer_types) if model.layer_types is not None else "",
+            "params": model.params.astype(np.int64),
+            "grad_bytes": nbytes.astype(np.int64),
+            "fwd_ms": np.asarray(model.fwd_s) * 1e3,
+            "bwd_ms": np.asarray(model.bwd_s) * 1e3,
+            "alpha_ms": np.where(has, cost.alpha_s * 1e3, 0.0),
+            "beta_ms": np.where(has, cost.beta_s_per_byte * nbytes * 1e3, 0.0),
+            "message": [group_of.get(n, -1) for n in model.layer_names],
+        }
+    )
+    frame["allreduce_ms"] = frame["alpha_ms"] + frame["beta_ms"]
+    return frame
+
+
+def scaling_gpu_counts(gpus_per_node: int, current: int | None = None, max_gpus: int = 1024) -> list[int]:
+    """GPU counts for a scaling sweep that fill whole nodes.
+
+    Powers of two and ``gpus_per_node`` times powers of two up to ``max_gpus``,
+    plus ``current``; counts below one node are one partly filled node. Counts
+    that do not fill whole nodes are left out (the cluster would refuse them).
+    """
+    candidates = {1 << k for k in range(max_gpus.bit_length())}
+    candidates |= {gpus_per_node << k for k in range(max_gpus.bit_length())}
+    if current is not None:
+        candidates.add(int(current))
+    return sorted(
+        p for p in candidates
+        if p >= 1 and (p <= max_gpus or p == current) and (p <= gpus_per_node or p % gpus_per_node == 0)
+    )

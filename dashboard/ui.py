@@ -1,0 +1,95 @@
+"""Small page helpers: check the configuration, state the assumptions, offer downloads."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TypeVar
+
+import pandas as pd
+import streamlit as st
+
+import sim
+from dashboard import cached
+from dashboard.state import UPLOAD, Config, config_from_state, init_state
+from sim.trace import chrome_trace
+
+__all__ = [
+    "PLOTLY_CONFIG",
+    "assumptions",
+    "config_or_stop",
+    "download_metrics",
+    "download_trace",
+    "fmt_alpha",
+    "fmt_ms",
+    "guarded",
+]
+
+T = TypeVar("T")
+
+PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
+
+
+def fmt_ms(seconds: float) -> str:
+    ms = seconds * 1e3
+    return f"{ms:.3g} ms" if ms < 100 else f"{ms:,.0f} ms"
+
+
+def fmt_alpha(seconds: float) -> str:
+    return f"{seconds * 1e6:.3g} µs" if seconds < 1e-3 else f"{seconds * 1e3:.3g} ms"
+
+
+def config_or_stop() -> Config:
+    """The sidebar's configuration, checked: on bad input, an error box and stop."""
+    init_state(st.session_state)
+    cfg = config_from_state(st.session_state)
+    try:
+        cfg.cluster()
+        cached.model_of(cfg)
+    except sim.SimInputError as exc:
+        if cfg.model == UPLOAD and not cfg.csv_text:
+            st.info("Upload a layer CSV in the sidebar (columns name, params, fwd_ms, bwd_ms), "
+                    "or pick a zoo model.")
+        else:
+            st.error(str(exc))
+            if cfg.model != UPLOAD:
+                st.caption("Fix the setting in the sidebar; the other pages keep working.")
+        st.stop()
+    return cfg
+
+
+def guarded(fn: Callable[..., T], *args, **kwargs) -> T:
+    """Call a simulator function; on `sim.SimInputError` show it and stop the page."""
+    try:
+        return fn(*args, **kwargs)
+    except sim.SimInputError as exc:
+        st.error(str(exc))
+        st.stop()
+        raise  # unreachable: st.stop() raises
+
+
+def assumptions(cfg: Config, what: str = "") -> None:
+    """One line stating the model behind the page's numbers."""
+    cost = cfg.cluster().comm_cost()
+    if cfg.alpha_s is not None:
+        comm = f"every all-reduce of M bytes takes α + β·M with your α = {fmt_alpha(cost.alpha_s)}"
+    else:
+        nodes = max(1, cfg.gpus // cfg.gpus_per_node)
+        comm = (f"{cfg.collective} all-reduce on {nodes} node(s) × {min(cfg.gpus, cfg.gpus_per_node)} GPUs "
+                f"costs α + β·M with α = {fmt_alpha(cost.alpha_s)}, β = {cost.beta_s_per_byte * 1e9:.3g} ns/byte")
+    st.caption(
+        f"Assumptions: α-β cost model ({comm}); {cfg.gpus} identical workers, no stragglers; "
+        f"{cfg.compute_source}; batch {cfg.batch_size} per GPU, {cfg.precision}.{(' ' + what) if what else ''}"
+    )
+
+
+def download_metrics(frame: pd.DataFrame, name: str, key: str, label: str = "Metrics (CSV)") -> None:
+    st.download_button(label, frame.to_csv(index=False).encode(), file_name=f"{name}.csv",
+                       mime="text/csv", key=key, icon=":material/download:", on_click="ignore")
+
+
+def download_trace(timeline: pd.DataFrame, name: str, key: str, title: str) -> None:
+    trace = json.dumps(chrome_trace(timeline, title=title))
+    st.download_button("Timeline (Chrome trace JSON)", trace.encode(), file_name=f"{name}.trace.json",
+                       mime="application/json", key=key, icon=":material/download:", on_click="ignore",
+                       help="Open in https://ui.perfetto.dev or chrome://tracing")

@@ -1,0 +1,56 @@
+"""Reading an uploaded layer CSV, from memory only (nothing is written to disk).
+
+>>> text = read_layer_csv("m.csv", b"name,params,fwd_ms,bwd_ms\\nfc,10,1,2\\n")
+>>> model_from_csv_text(text, "m.csv").layer_names
+('fc',)
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import PurePath
+
+import pandas as pd
+
+import sim
+
+__all__ = ["MAX_UPLOAD_BYTES", "MAX_UPLOAD_MB", "model_from_csv_text", "read_layer_csv"]
+
+MAX_UPLOAD_MB = 5
+MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 1024 * 1024
+
+
+def read_layer_csv(filename: str, data: bytes) -> str:
+    """The text of an uploaded file, checked for size and encoding.
+
+    Raises
+    ------
+    sim.SimInputError
+        If the file is empty, larger than `MAX_UPLOAD_MB` MiB or not UTF-8 text.
+    """
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise sim.SimInputError(
+            f"{filename}: {len(data) / 2**20:.1f} MiB is too large; the limit is {MAX_UPLOAD_MB} MiB"
+        )
+    if not data.strip():
+        raise sim.SimInputError(f"{filename}: empty file")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise sim.SimInputError(f"{filename}: not UTF-8 text (byte {exc.start})") from None
+
+
+def model_from_csv_text(text: str, filename: str) -> sim.Model:
+    """Parse and validate a layer table (``name,params,fwd_ms,bwd_ms``).
+
+    Errors are `sim.SimInputError` with one line naming the row and column.
+    """
+    try:
+        frame = pd.read_csv(io.StringIO(text), comment="#", skipinitialspace=True)
+    except pd.errors.EmptyDataError:
+        raise sim.SimInputError(f"{filename}: empty file") from None
+    except pd.errors.ParserError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "parse error"
+        raise sim.SimInputError(f"{filename}: not a readable CSV ({first})") from None
+    stem = PurePath(filename).stem or "uploaded"
+    return sim.model_from_frame(frame, stem, where=filename, source=f"uploaded CSV {filename}")

@@ -1,0 +1,48 @@
+"""Compare schedulers: timelines on one time axis, overlap breakdown, metrics."""
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import cached, figures, state, tables, ui
+
+cfg = ui.config_or_stop()
+st.title("Compare schedulers")
+ui.assumptions(cfg)
+
+chosen = st.multiselect("Schedulers", state.scheduler_options(), key="compare", bind="query-params")
+if not chosen:
+    st.info("Pick at least one scheduler.")
+    st.stop()
+chosen = figures.scheduler_order(chosen)
+results = {s: ui.guarded(cached.simulate, cfg, s) for s in chosen}
+mg = ui.guarded(cached.simulate, cfg, "mgwfbp")
+opt = ui.guarded(cached.simulate, cfg, "optimal")
+
+best = min(results, key=lambda s: results[s].iteration_time_s)
+gap = mg.iteration_time_s / opt.iteration_time_s - 1
+c1, c2, c3 = st.columns(3)
+c1.metric("Fastest here", best, f"{ui.fmt_ms(results[best].iteration_time_s)} per iteration", delta_color="off")
+c2.metric("MG-WFBP vs optimal", f"{gap:+.2%}", f"{(mg.iteration_time_s - opt.iteration_time_s) * 1e3:+.2f} ms",
+          delta_color="inverse",
+          help="How much longer MG-WFBP's greedy merging takes than the best grouping of consecutive layers.")
+c3.metric("Messages (mgwfbp / optimal)", f"{mg.metrics['num_messages']} / {opt.metrics['num_messages']}")
+if gap > 1e-9:
+    st.caption(f"MG-WFBP is **{gap:.2%} slower** than the optimal grouping for this configuration.")
+else:
+    st.caption("MG-WFBP matches the optimal grouping for this configuration.")
+
+titles = {s: f"<b>{s}</b>: {ui.fmt_ms(r.iteration_time_s)}, {r.metrics['num_messages']} messages"
+          for s, r in results.items()}
+st.plotly_chart(figures.gantt_stack_figure({s: r.timeline for s, r in results.items()}, titles),
+                key="compare_chart", config=ui.PLOTLY_CONFIG)
+
+metrics = pd.DataFrame([r.metrics for r in results.values()])
+left, right = st.columns([3, 2])
+with left:
+    st.subheader("Where the time goes")
+    st.plotly_chart(figures.breakdown_figure(metrics), key="breakdown_chart", config=ui.PLOTLY_CONFIG)
+with right:
+    st.subheader("Metrics")
+    table = tables.metrics_table(r.metrics for r in results.values())
+    st.dataframe(table.set_index("scheduler").T.style.format("{:,.3g}"), key="metrics_table")
+    ui.download_metrics(table, f"compare-{cfg.model_label}-{cfg.gpus}gpus", "dl_compare")

@@ -1,0 +1,63 @@
+"""Model: the layer table, per-layer bars, and (for small models) the iteration DAG."""
+
+import streamlit as st
+
+from dashboard import cached, figures, state, tables, ui
+
+MAX_DAG_LAYERS = 40
+
+cfg = ui.config_or_stop()
+st.title(f"Model: {cfg.model_label}")
+ui.assumptions(cfg)
+
+scheduler = st.selectbox("Scheduler (for the message grouping)", state.scheduler_options(), key="scheduler",
+                         bind="query-params")
+res = ui.guarded(cached.simulate, cfg, scheduler)
+model = res.model  # with the compute times used for this GPU, batch and precision
+cost = res.cluster.comm_cost()
+layers = tables.layer_table(model, cost, cfg.precision, res.groups)
+
+with_params = layers.loc[layers["params"] > 0]
+alpha_bound = int((with_params["alpha_ms"] > with_params["beta_ms"]).sum())
+c = st.columns(4)
+c[0].metric("Layers", f"{model.num_layers}", f"{len(with_params)} with parameters", delta_color="off")
+c[1].metric("Parameters", f"{model.total_params / 1e6:,.2f} M")
+c[2].metric("Gradient per iteration", tables.fmt_bytes(layers["grad_bytes"].sum()), cfg.precision,
+            delta_color="off")
+c[3].metric("Layers where α > β·M", f"{alpha_bound} of {len(with_params)}",
+            help="For these layers, sending the gradient alone costs more in start-up than in transfer: "
+                 "merging them with neighbours saves most.")
+if cfg.gpus > 1:
+    st.caption(
+        f"All-reduce here: T(M) = α + β·M with α = {ui.fmt_alpha(cost.alpha_s)} and β = "
+        f"{cost.beta_s_per_byte * 1e9:.3g} ns/byte, so a gradient smaller than α/β = "
+        f"{tables.fmt_bytes(cost.alpha_s / cost.beta_s_per_byte) if cost.beta_s_per_byte else '∞'} "
+        "spends more time starting up than transferring."
+    )
+else:
+    st.caption("One GPU: no all-reduce, so the α and β·M bars are empty. Pick more GPUs in the sidebar.")
+
+st.plotly_chart(figures.layer_figure(layers), key="layer_chart", config=ui.PLOTLY_CONFIG)
+
+st.subheader("Iteration DAG")
+if model.num_layers <= MAX_DAG_LAYERS:
+    dag = ui.guarded(cached.iteration_dag, cfg, scheduler)
+    st.plotly_chart(
+        figures.dag_figure(dag, f"{dag.number_of_nodes()} tasks, {dag.number_of_edges()} dependencies ({scheduler})"),
+        key="dag_chart", config=ui.PLOTLY_CONFIG,
+    )
+    st.caption("Top row: forward, input to output. Middle: backward, which runs right to left. "
+               "Bottom: all-reduce messages, each under the layers whose gradients it carries; "
+               "the update waits for all of them.")
+else:
+    st.caption(f"The DAG is drawn for models of at most {MAX_DAG_LAYERS} layers "
+               f"(this one has {model.num_layers}); try alexnet, vgg16, bert_base or gpt2.")
+
+st.subheader("Layer table")
+st.dataframe(
+    layers.rename(columns={"grad_bytes": "gradient bytes", "fwd_ms": "forward (ms)", "bwd_ms": "backward (ms)",
+                           "alpha_ms": "α (ms)", "beta_ms": "β·M (ms)", "allreduce_ms": "all-reduce alone (ms)",
+                           "message": "message (-1: none)"}),
+    hide_index=True, key="layer_table",
+)
+ui.download_metrics(layers, f"layers-{cfg.model_label}", "dl_layers", label="Layer table (CSV)")

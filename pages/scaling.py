@@ -1,0 +1,73 @@
+"""Scaling: throughput, speedup and efficiency from 1 to 1024 GPUs."""
+
+import time
+
+import streamlit as st
+
+from dashboard import cached, figures, state, tables, ui
+
+cfg = ui.config_or_stop()
+st.title("Scaling")
+ui.assumptions(cfg, "Other GPU counts keep everything else.")
+
+inter = [n for n in state.network_options("inter") if n != cfg.network]
+c1, c2 = st.columns(2)
+schedulers = c1.multiselect("Schedulers", state.scheduler_options(), key="scale_schedulers",
+                            bind="query-params")
+extra = c2.multiselect(f"Also try networks besides {cfg.network}", inter, key="scale_nets",
+                       bind="query-params", help="What would a faster network buy? One curve per network.")
+if not schedulers:
+    st.info("Pick at least one scheduler.")
+    st.stop()
+schedulers = figures.scheduler_order(schedulers)
+networks = [cfg.network, *extra]
+counts = tables.scaling_gpu_counts(cfg.gpus_per_node, cfg.gpus)
+
+slot = st.empty()
+started = time.perf_counter()
+
+
+def _progress(done: float) -> None:
+    if time.perf_counter() - started > 0.3:  # only slow sweeps get a progress bar
+        slot.progress(done, text=f"Simulating {len(counts) * len(networks) * len(schedulers)} configurations…")
+
+
+sweep = ui.guarded(cached.scaling_frame, cfg, counts, networks, schedulers, progress=_progress)
+slot.empty()
+
+
+def _clicked() -> None:
+    points = st.session_state["scaling_chart"].selection.get("points", [])
+    if points:
+        st.session_state["gpus"] = int(round(points[0]["x"]))
+
+
+st.plotly_chart(figures.scaling_figure(sweep, picked_gpus=cfg.gpus), key="scaling_chart", on_select=_clicked,
+                selection_mode="points", config=ui.PLOTLY_CONFIG)
+st.caption(f"GPU counts that do not fill whole nodes of {cfg.gpus_per_node} are skipped. "
+           "Click a point (or use the slider) to see that configuration's timeline.")
+
+
+def _picked() -> None:
+    st.session_state["gpus"] = st.session_state["pick_gpus"]
+
+
+if st.session_state.get("pick_gpus") != cfg.gpus:
+    st.session_state["pick_gpus"] = cfg.gpus
+st.select_slider("GPU count for the timeline below (sets the sidebar's GPUs)", counts, key="pick_gpus",
+                 on_change=_picked)
+
+if st.session_state.get("scale_timeline_scheduler") not in schedulers:
+    st.session_state["scale_timeline_scheduler"] = "mgwfbp" if "mgwfbp" in schedulers else schedulers[0]
+chosen = st.selectbox("Timeline of", schedulers, key="scale_timeline_scheduler")
+res = ui.guarded(cached.simulate, cfg, chosen)
+m = res.metrics
+c = st.columns(4)
+c[0].metric("Iteration", ui.fmt_ms(res.iteration_time_s))
+c[1].metric("Throughput", f"{m['throughput_samples_per_s']:,.0f} samples/s")
+c[2].metric("Speedup", f"{m['speedup']:.1f}×")
+c[3].metric("Scaling efficiency", f"{m['scaling_efficiency']:.0%}")
+title = f"{cfg.model_label} · {chosen} · {cfg.gpus} GPUs · {cfg.network} · iteration {ui.fmt_ms(res.iteration_time_s)}"
+st.plotly_chart(figures.gantt_figure(res.timeline, title), key="scaling_timeline", config=ui.PLOTLY_CONFIG)
+
+ui.download_metrics(sweep, f"scaling-{cfg.model_label}", "dl_scaling", label="Sweep metrics (CSV)")

@@ -1,0 +1,73 @@
+"""Timeline: one scheduler's iteration as a Gantt chart, with its key figures."""
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import cached, figures, state, tables, ui
+
+cfg = ui.config_or_stop()
+st.title("Timeline of an iteration")
+ui.assumptions(cfg)
+
+options = state.scheduler_options()
+c1, c2, c3 = st.columns([2, 2, 1])
+scheduler = c1.selectbox("Scheduler", options, key="scheduler", bind="query-params",
+                         help="How gradients are grouped into messages and when they are sent.")
+baseline = c2.selectbox("Compared with", options, key="baseline", bind="query-params",
+                        help="The deltas under the key figures are against this scheduler.")
+iterations = c3.number_input("Iterations shown", min_value=1, max_value=5, step=1, key="iters",
+                             bind="query-params")
+
+res = ui.guarded(cached.simulate, cfg, scheduler, int(iterations))
+base = ui.guarded(cached.simulate, cfg, baseline, 1)
+m, b = res.metrics, base.metrics
+
+title = (f"{cfg.model_label} · {scheduler} · {cfg.gpus} GPUs ({m['nodes']} node{'s' * (m['nodes'] > 1)}) "
+         f"· {cfg.network} · iteration {ui.fmt_ms(res.iteration_time_s)}")
+chart, figures_col = st.columns([4, 1])
+with chart:
+    st.plotly_chart(figures.gantt_figure(res.timeline, title), key="timeline_chart", config=ui.PLOTLY_CONFIG)
+    st.caption("Hover a bar for its layer, bytes, start and duration. Red bars are all-reduce messages; "
+               "a merged message is labelled with its group and layer count, e.g. *g3 (5 layers)*.")
+
+
+def _pct(a: float, b: float) -> str:
+    return f"{(a / b - 1) * 100:+.1f}% vs {baseline}" if b else None
+
+
+with figures_col:
+    st.metric("Iteration time", ui.fmt_ms(m["iteration_time_s"]),
+              delta=_pct(m["iteration_time_s"], b["iteration_time_s"]), delta_color="inverse")
+    st.metric("Throughput", f"{m['throughput_samples_per_s']:,.0f} samples/s",
+              delta=_pct(m["throughput_samples_per_s"], b["throughput_samples_per_s"]))
+    st.metric("Hidden communication", ui.fmt_ms(m["comm_hidden_s"]),
+              help="All-reduce time that overlaps computation.")
+    st.metric("Exposed communication", ui.fmt_ms(m["comm_exposed_s"]),
+              delta=f"{(m['comm_exposed_s'] - b['comm_exposed_s']) * 1e3:+.1f} ms vs {baseline}",
+              delta_color="inverse", help="All-reduce time the GPUs wait for.")
+    st.metric("Scaling efficiency", f"{m['scaling_efficiency']:.0%}",
+              delta=f"{(m['scaling_efficiency'] - b['scaling_efficiency']) * 100:+.1f} pts vs {baseline}",
+              help="Speedup over one GPU divided by the GPU count.")
+
+messages = res.timeline.loc[(res.timeline["kind"] == "comm") & (res.timeline["iteration"] == 0)]
+with st.expander(f"{len(messages)} messages of {scheduler}", expanded=False):
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "message": [f"g{g}" for g in messages["group"]],
+                "layers": messages["layer"].str.count(r"\+") + 1,
+                "contents": messages["layer"].map(tables.short_layers),
+                "size": messages["bytes"].map(tables.fmt_bytes),
+                "start (ms)": messages["start_s"] * 1e3,
+                "duration (ms)": messages["duration_s"] * 1e3,
+            }
+        ),
+        hide_index=True,
+    )
+
+d1, d2, _ = st.columns([1, 1, 2])
+with d1:
+    ui.download_metrics(tables.metrics_table([m, b]), f"metrics-{cfg.model_label}-{cfg.gpus}gpus", "dl_metrics")
+with d2:
+    ui.download_trace(res.timeline, f"timeline-{cfg.model_label}-{scheduler}-{cfg.gpus}gpus", "dl_trace",
+                      title=title)
