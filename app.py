@@ -9,10 +9,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard import sidebar, state
+from dashboard import sidebar, state, ui
 
 HERE = Path(__file__).resolve().parent
 
+ui.ensure_frame()
 st.set_page_config(page_title="S-SGD Scaling Explorer", page_icon=":material/hub:", layout="wide")
 state.init_state(st.session_state)
 

@@ -119,9 +119,10 @@ def _gantt_traces(bars: pd.DataFrame, *, showlegend: bool = True) -> list[go.Bar
                 x=part["duration_ms"],
                 base=part["start_ms"],
                 marker={"color": KIND_COLORS[kind], "line": {"color": "white", "width": 0.5}},
-                text=part["label"] if kind == "comm" else None,
+                text=part["label"] if kind == "comm" else part["layer"],
                 textposition="inside",
                 insidetextanchor="middle",
+                textangle=0,
                 textfont={"color": "white", "size": 11},
                 customdata=np.stack(
                     [part["kind"].map(KIND_LABELS), part["what"], part["bytes_text"], part["start_ms"],
@@ -236,9 +237,10 @@ def breakdown_figure(metrics: pd.DataFrame) -> go.Figure:
     )
     fig.update_layout(
         barmode="stack",
-        height=120 + 45 * len(metrics),
-        margin={"l": 10, "r": 10, "t": 40, "b": 40},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1},
+        height=150 + 45 * len(metrics),
+        margin={"l": 10, "r": 10, "t": 50, "b": 40},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0,
+                "traceorder": "normal"},
     )
     fig.update_xaxes(title="time per iteration (ms)")
     fig.update_yaxes(autorange="reversed", title=None)
@@ -296,13 +298,16 @@ def scaling_figure(sweep: pd.DataFrame, picked_gpus: int | None = None) -> go.Fi
             ),
             row=1, col=col,
         )
-    fig.update_xaxes(type="log", tickvals=counts, ticktext=[str(c) for c in counts], title="GPUs", tickangle=0)
-    fig.update_yaxes(type="log", row=1, col=1)
-    fig.update_yaxes(type="log", row=1, col=2)
+    ticks = counts if len(counts) <= 6 else counts[::2] + ([counts[-1]] if len(counts) % 2 == 0 else [])
+    fig.update_xaxes(type="log", tickvals=ticks, ticktext=[str(c) for c in ticks], title="GPUs", tickangle=0)
+    fig.update_yaxes(type="log", dtick=1, tickformat="~s", row=1, col=1)
+    fig.update_yaxes(type="log", dtick=1, tickformat="~s", row=1, col=2)
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=1, col=3)
     if picked_gpus is not None:
         for col in (1, 2, 3):
-            fig.add_vline(x=picked_gpus, line={"color": "#999", "width": 1}, row=1, col=col)
+            fig.add_vline(x=picked_gpus, line={"color": "#999", "width": 1}, row=1, col=col,
+                          annotation_text=f"{picked_gpus} GPUs" if col == 1 else None,
+                          annotation_position="top left", annotation_font_size=10)
     fig.update_layout(
         height=430,
         margin={"l": 10, "r": 10, "t": 90, "b": 40},
@@ -342,14 +347,15 @@ def layer_figure(layers: pd.DataFrame) -> go.Figure:
         bar(layers["params"], "parameters", "#72B7B2", 1, ",.0f"),
         bar(layers["fwd_ms"], "forward", KIND_COLORS["forward"], 2, ".3f"),
         bar(layers["bwd_ms"], "backward", KIND_COLORS["backward"], 2, ".3f"),
-        bar(layers["alpha_ms"], "α (start-up)", "#8C564B", 3, ".3f"),
+        bar(layers["alpha_ms"], "α (start-up)", "#6A3D9A", 3, ".3f"),
         bar(layers["beta_ms"], "β·M (transfer)", KIND_COLORS["comm"], 3, ".3f"),
     ):
         fig.add_trace(trace, row=row, col=1)
     fig.update_layout(
         barmode="stack", bargap=0.1, height=640,
         margin={"l": 10, "r": 10, "t": 70, "b": 40},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.04, "xanchor": "right", "x": 1},
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.04, "xanchor": "right", "x": 1,
+                "traceorder": "normal"},
     )
     if len(layers) <= 40:
         fig.update_xaxes(tickvals=list(x), ticktext=list(names), tickangle=-45, row=3, col=1)

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 import sim
-from dashboard import cached
+from dashboard import cached, tables
 from dashboard.state import UPLOAD, Config, config_from_state, init_state
 from sim.trace import chrome_trace
 
@@ -20,9 +20,12 @@ __all__ = [
     "config_or_stop",
     "download_metrics",
     "download_trace",
+    "ensure_frame",
     "fmt_alpha",
     "fmt_ms",
     "guarded",
+    "metric_columns",
+    "plural",
 ]
 
 T = TypeVar("T")
@@ -35,12 +38,36 @@ def fmt_ms(seconds: float) -> str:
     return f"{ms:.3g} ms" if ms < 100 else f"{ms:,.0f} ms"
 
 
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def fmt_alpha(seconds: float) -> str:
     return f"{seconds * 1e6:.3g} µs" if seconds < 1e-3 else f"{seconds * 1e3:.3g} ms"
 
 
+def ensure_frame() -> None:
+    """Make sure ``app.py`` (the frame with the sidebar) runs around every page.
+
+    Streamlit 1.67 decides at the first session of a process whether an app
+    with a ``pages/`` folder is a legacy (v1) multipage app. Until some run
+    calls ``st.navigation`` it runs ``pages/*.py`` on their own, so a deep link
+    opened on a freshly started server (or any AppTest run) would show a page
+    without the sidebar. ``st.navigation`` in ``app.py`` clears that flag; this
+    clears it too and reruns, so the next run goes through ``app.py``.
+    """
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:  # a later Streamlit without the flag
+        return
+    if getattr(PagesManager, "uses_pages_directory", False):
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def config_or_stop() -> Config:
     """The sidebar's configuration, checked: on bad input, an error box and stop."""
+    ensure_frame()
     init_state(st.session_state)
     cfg = config_from_state(st.session_state)
     try:
@@ -81,6 +108,15 @@ def assumptions(cfg: Config, what: str = "") -> None:
         f"Assumptions: α-β cost model ({comm}); {cfg.gpus} identical workers, no stragglers; "
         f"{cfg.compute_source}; batch {cfg.batch_size} per GPU, {cfg.precision}.{(' ' + what) if what else ''}"
     )
+
+
+def metric_columns() -> dict:
+    """Number formats for `dashboard.tables.metrics_table` shown with ``st.dataframe``."""
+    fmt = {"throughput (samples/s)": "%.0f", "messages": "%d", "speedup": "%.2f", "scaling efficiency (%)": "%.1f"}
+    return {
+        label: st.column_config.NumberColumn(format=fmt.get(label, "%.2f"))
+        for label in tables.METRIC_LABELS.values() if label != "scheduler"
+    }
 
 
 def download_metrics(frame: pd.DataFrame, name: str, key: str, label: str = "Metrics (CSV)") -> None:

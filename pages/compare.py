@@ -21,7 +21,8 @@ opt = ui.guarded(cached.simulate, cfg, "optimal")
 best = min(results, key=lambda s: results[s].iteration_time_s)
 gap = mg.iteration_time_s / opt.iteration_time_s - 1
 c1, c2, c3 = st.columns(3)
-c1.metric("Fastest here", best, f"{ui.fmt_ms(results[best].iteration_time_s)} per iteration", delta_color="off")
+c1.metric("Fastest here", best, f"{ui.fmt_ms(results[best].iteration_time_s)} per iteration", delta_color="off",
+          delta_arrow="off")
 c2.metric("MG-WFBP vs optimal", f"{gap:+.2%}", f"{(mg.iteration_time_s - opt.iteration_time_s) * 1e3:+.2f} ms",
           delta_color="inverse",
           help="How much longer MG-WFBP's greedy merging takes than the best grouping of consecutive layers.")
@@ -31,18 +32,18 @@ if gap > 1e-9:
 else:
     st.caption("MG-WFBP matches the optimal grouping for this configuration.")
 
-titles = {s: f"<b>{s}</b>: {ui.fmt_ms(r.iteration_time_s)}, {r.metrics['num_messages']} messages"
+titles = {s: f"<b>{s}</b>: {ui.fmt_ms(r.iteration_time_s)}, {ui.plural(r.metrics['num_messages'], 'message')}"
           for s, r in results.items()}
 st.plotly_chart(figures.gantt_stack_figure({s: r.timeline for s, r in results.items()}, titles),
                 key="compare_chart", config=ui.PLOTLY_CONFIG)
 
 metrics = pd.DataFrame([r.metrics for r in results.values()])
-left, right = st.columns([3, 2])
-with left:
-    st.subheader("Where the time goes")
-    st.plotly_chart(figures.breakdown_figure(metrics), key="breakdown_chart", config=ui.PLOTLY_CONFIG)
-with right:
-    st.subheader("Metrics")
-    table = tables.metrics_table(r.metrics for r in results.values())
-    st.dataframe(table.set_index("scheduler").T.style.format("{:,.3g}"), key="metrics_table")
-    ui.download_metrics(table, f"compare-{cfg.model_label}-{cfg.gpus}gpus", "dl_compare")
+st.subheader("Where the time goes")
+st.plotly_chart(figures.breakdown_figure(metrics), key="breakdown_chart", config=ui.PLOTLY_CONFIG)
+st.caption("Hidden communication overlaps computation; exposed communication is time the GPUs wait. "
+           "Each bar adds up to compute + all-reduce; the diamond is the iteration time.")
+
+st.subheader("Metrics")
+table = tables.metrics_table(r.metrics for r in results.values())
+st.dataframe(table, hide_index=True, key="metrics_table", column_config=ui.metric_columns())
+ui.download_metrics(table, f"compare-{cfg.model_label}-{cfg.gpus}gpus", "dl_compare")

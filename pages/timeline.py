@@ -26,7 +26,8 @@ title = (f"{cfg.model_label} · {scheduler} · {cfg.gpus} GPUs ({m['nodes']} nod
          f"· {cfg.network} · iteration {ui.fmt_ms(res.iteration_time_s)}")
 chart, figures_col = st.columns([4, 1])
 with chart:
-    st.plotly_chart(figures.gantt_figure(res.timeline, title), key="timeline_chart", config=ui.PLOTLY_CONFIG)
+    st.plotly_chart(figures.gantt_figure(res.timeline, title, height=400), key="timeline_chart",
+                    config=ui.PLOTLY_CONFIG)
     st.caption("Hover a bar for its layer, bytes, start and duration. Red bars are all-reduce messages; "
                "a merged message is labelled with its group and layer count, e.g. *g3 (5 layers)*.")
 
@@ -38,11 +39,12 @@ def _pct(a: float, b: float) -> str:
 with figures_col:
     st.metric("Iteration time", ui.fmt_ms(m["iteration_time_s"]),
               delta=_pct(m["iteration_time_s"], b["iteration_time_s"]), delta_color="inverse")
-    st.metric("Throughput", f"{m['throughput_samples_per_s']:,.0f} samples/s",
-              delta=_pct(m["throughput_samples_per_s"], b["throughput_samples_per_s"]))
-    st.metric("Hidden communication", ui.fmt_ms(m["comm_hidden_s"]),
+    st.metric("Samples/s", f"{m['throughput_samples_per_s']:,.0f}",
+              delta=_pct(m["throughput_samples_per_s"], b["throughput_samples_per_s"]),
+              help="Throughput of the whole cluster: batch × GPUs / iteration time.")
+    st.metric("Hidden comm", ui.fmt_ms(m["comm_hidden_s"]),
               help="All-reduce time that overlaps computation.")
-    st.metric("Exposed communication", ui.fmt_ms(m["comm_exposed_s"]),
+    st.metric("Exposed comm", ui.fmt_ms(m["comm_exposed_s"]),
               delta=f"{(m['comm_exposed_s'] - b['comm_exposed_s']) * 1e3:+.1f} ms vs {baseline}",
               delta_color="inverse", help="All-reduce time the GPUs wait for.")
     st.metric("Scaling efficiency", f"{m['scaling_efficiency']:.0%}",
@@ -65,9 +67,7 @@ with st.expander(f"{len(messages)} messages of {scheduler}", expanded=False):
         hide_index=True,
     )
 
-d1, d2, _ = st.columns([1, 1, 2])
-with d1:
+with st.container(horizontal=True):
     ui.download_metrics(tables.metrics_table([m, b]), f"metrics-{cfg.model_label}-{cfg.gpus}gpus", "dl_metrics")
-with d2:
     ui.download_trace(res.timeline, f"timeline-{cfg.model_label}-{scheduler}-{cfg.gpus}gpus", "dl_trace",
                       title=title)

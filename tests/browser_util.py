@@ -1,0 +1,151 @@
+"""Helpers for the real-browser tests: a Streamlit server and Debian's Chromium.
+
+The server is ``streamlit run app.py`` on a free port, as a subprocess; the
+browser is ``/usr/bin/chromium`` driven by Playwright's sync API (never a
+downloaded browser). `skip_reason` says why a browser test cannot run here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = REPO / "artifacts"
+SCREENSHOTS = ARTIFACTS / "screenshots"
+VIEWPORT = {"width": 1280, "height": 800}
+PAGES = {  # url path -> file, in the sidebar's order
+    "timeline": "pages/timeline.py",
+    "compare": "pages/compare.py",
+    "scaling": "pages/scaling.py",
+    "model": "pages/model.py",
+    "learn": "pages/learn.py",
+}
+
+# What the page shows while a script runs, and an exception box.
+RUNNING = '[data-testid="stStatusWidget"]'
+EXCEPTION = '[data-testid="stException"]'
+PLOT = ".js-plotly-plot"
+
+
+def skip_reason() -> str | None:
+    """Why the browser tests cannot run here, or None."""
+    if not CHROMIUM.exists():
+        return f"{CHROMIUM} is missing (install Debian's chromium package)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright Python package is missing"
+    if shutil.which("streamlit") is None and not (Path(sys.executable).parent / "streamlit").exists():
+        return "the streamlit command is missing"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def streamlit_server(timeout_s: float = 60.0):
+    """Run ``streamlit run app.py`` on a free port; yield its base URL."""
+    port = free_port()
+    cmd = [
+        sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"),
+        "--server.headless", "true", "--server.port", str(port), "--server.address", "127.0.0.1",
+        "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+    ]
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = open(ARTIFACTS / f"streamlit-{port}.log", "w")  # noqa: SIM115
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited with {proc.returncode}; see {log.name}")
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"streamlit did not answer within {timeout_s} s")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def launch(playwright):
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+
+
+def wait_idle(page, timeout_ms: float = 60_000) -> None:
+    """Wait until the script run is over and at least one chart is drawn."""
+    page.wait_for_selector(PLOT, state="attached", timeout=timeout_ms)
+    page.wait_for_selector(RUNNING, state="detached", timeout=timeout_ms)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.js-plotly-plot .main-svg').length > 0", timeout=timeout_ms
+    )
+
+
+def chart_title(page, key: str) -> str:
+    """The title text of the plotly chart rendered with Streamlit ``key``."""
+    return page.evaluate(
+        """(key) => {
+            const el = document.querySelector(`.st-key-${key} .js-plotly-plot`);
+            return el && el.layout && el.layout.title ? String(el.layout.title.text) : '';
+        }""",
+        key,
+    )
+
+
+def wait_chart_title(page, key: str, needle: str, timeout_ms: float = 30_000) -> None:
+    """Wait until the chart's title contains ``needle`` (the chart was redrawn)."""
+    page.wait_for_function(
+        """([key, needle]) => {
+            const el = document.querySelector(`.st-key-${key} .js-plotly-plot`);
+            return !!(el && el.layout && el.layout.title && String(el.layout.title.text).includes(needle));
+        }""",
+        arg=[key, needle],
+        timeout=timeout_ms,
+    )
+
+
+def set_number(page, label: str, value: int) -> None:
+    """Type ``value`` into the sidebar number input labelled ``label`` and commit it."""
+    box = page.locator('[data-testid="stSidebar"]').get_by_label(label, exact=True)
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def assert_no_exception(page) -> None:
+    boxes = page.locator(EXCEPTION)
+    if boxes.count():
+        raise AssertionError(f"Streamlit exception on {page.url}: {boxes.first.inner_text()[:500]}")
