@@ -9,21 +9,26 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from sim import fast
 from sim.cluster import Cluster
 from sim.dag import build_dag, gradient_layers
 from sim.engine import run_dag
 from sim.errors import SimInputError
 from sim.model import Model, bytes_per_param
-from sim.schedulers import DEFAULT_BUCKET_MB, Plan, make_plan
+from sim.schedulers import DEFAULT_BUCKET_MB, GradientLayers, Plan, make_plan
 from sim.timeline import COMPUTE_KINDS, interval_overlap_s, timeline_frame
 
-__all__ = ["METRIC_KEYS", "SimResult", "calibrate", "resolve_model", "simulate", "single_gpu_iteration_s_of", "sweep"]
+__all__ = [
+    "METRIC_KEYS", "SimResult", "calibrate", "resolve_model", "simulate", "simulate_dag",
+    "single_gpu_iteration_s_of", "sweep",
+]
 
 METRIC_KEYS = (
     "model", "scheduler", "gpus", "gpus_per_node", "nodes", "batch_size", "precision",
@@ -35,6 +40,30 @@ METRIC_KEYS = (
     "num_messages", "groups",
 )
 MAX_ITERATIONS = 1000
+_NO_GRADIENTS = GradientLayers(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
+
+
+class _Lazy:
+    """A dataclass field that may be given as a zero-argument callable.
+
+    The callable runs on first access and its value replaces it, so a field
+    that is costly to build (the timeline) is built only when read. It still
+    pickles: the callable is pickled instead of its value.
+    """
+
+    def __set_name__(self, owner, name: str) -> None:
+        self._slot = f"_{name}_value"
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            raise AttributeError("no default")  # tells dataclass the field has no default
+        value = obj.__dict__[self._slot]
+        if callable(value):
+            value = obj.__dict__[self._slot] = value()
+        return value
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self._slot] = value
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,13 +71,14 @@ class SimResult:
     """What one simulation returns.
 
     ``metrics`` holds the same keys as ``python -m sim run --format json``;
-    ``timeline`` follows `sim.timeline.TIMELINE_COLUMNS`; ``groups`` lists
-    the messages in sending order, each a list of layer names.
+    ``timeline`` follows `sim.timeline.TIMELINE_COLUMNS` and is built on
+    first access; ``groups`` lists the messages in sending order, each a list
+    of layer names.
     """
 
     iteration_time_s: float
     metrics: dict
-    timeline: pd.DataFrame
+    timeline: pd.DataFrame = _Lazy()  # type: ignore[assignment]
     groups: list[list[str]]
     plan: Plan
     model: Model = field(repr=False)
@@ -64,7 +94,8 @@ def _check_run_args(batch_size: int, iterations: int, precision: str) -> None:
 
 
 def _run(model, cluster, scheduler, precision, iterations, prefetch, bucket_mb):
-    """Plan, build and time ``iterations`` iterations; return plan, timeline, cost."""
+    """The reference evaluation: plan, build the DAG and time ``iterations``
+    iterations with the engine; return plan, timeline, cost."""
     cost = cluster.comm_cost()
     grads = gradient_layers(model, precision)
     plan = make_plan(scheduler, grads, cost, bucket_mb=bucket_mb)
@@ -76,6 +107,10 @@ def _run(model, cluster, scheduler, precision, iterations, prefetch, bucket_mb):
 
 def single_gpu_iteration_s_of(model: Model, precision: str = "fp32", prefetch: bool = False) -> float:
     """Steady-state iteration time of ``model`` (with its times) on one GPU."""
+    return fast.single_gpu_iteration_s(model, precision, prefetch)
+
+
+def _single_gpu_iteration_dag_s(model: Model, precision: str = "fp32", prefetch: bool = False) -> float:
     _, line, _ = _run(model, Cluster(gpus=1), "wfbp", precision, 2, prefetch, DEFAULT_BUCKET_MB)
     return _steady_iteration_s(line)
 
@@ -187,16 +222,60 @@ def simulate(
     -------
     SimResult
     """
+    return _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
+                     single_gpu_iteration_s, calibrate_iteration_s, method="fast")
+
+
+def simulate_dag(
+    model: Model,
+    cluster: Cluster,
+    scheduler: str = "wfbp",
+    *,
+    batch_size: int,
+    precision: str = "fp32",
+    iterations: int = 1,
+    prefetch: bool = False,
+    bucket_mb: float = DEFAULT_BUCKET_MB,
+    single_gpu_iteration_s: float | None = None,
+    calibrate_iteration_s: float | None = None,
+) -> SimResult:
+    """`simulate` by the reference evaluation: every task of the DAG
+    (`sim.dag.build_dag`) timed by the engine (`sim.engine.run_dag`), the
+    timeline built at once and every metric read from it.
+
+    Slower than `simulate` by one to two orders of magnitude; it is the
+    independent check of the fast path (`sim.fast`) and gives the same result.
+    """
+    return _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
+                     single_gpu_iteration_s, calibrate_iteration_s, method="dag")
+
+
+def _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
+              single_gpu_iteration_s, calibrate_iteration_s, *, method):
     _check_run_args(batch_size, iterations, precision)
     model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s)
     n_run = max(iterations, 2)
-    plan, timeline, cost = _run(model, cluster, scheduler, precision, n_run, prefetch, bucket_mb)
-    t_iter = _steady_iteration_s(timeline)
+    multi = cluster.gpus > 1
+    cost = cluster.comm_cost()
+    if multi:
+        plan = make_plan(scheduler, gradient_layers(model, precision), cost, bucket_mb=bucket_mb)
+    else:  # one GPU sends nothing: only check the scheduler and its arguments
+        plan = Plan(make_plan(scheduler, _NO_GRADIENTS, cost, bucket_mb=bucket_mb).scheduler, ())
+    if method == "fast" and fast.supports(plan, model.num_layers):
+        run = fast.evaluate(model, plan, cost.alpha_s, cost.beta_s_per_byte, precision=precision,
+                            iterations=n_run, prefetch=prefetch)
+        t_iter = float(run.iteration_time_s[0])
+        phases = {key: float(value[0]) for key, value in run.phase_metrics().items()}
+        timeline = functools.partial(run.timeline, 0, iterations)
+        single_of = single_gpu_iteration_s_of
+    else:
+        plan, full, cost = _run(model, cluster, scheduler, precision, n_run, prefetch, bucket_mb)
+        t_iter = _steady_iteration_s(full)
+        phases = _phase_metrics(full)
+        timeline = full.loc[full["iteration"] < iterations].reset_index(drop=True)
+        single_of = _single_gpu_iteration_dag_s
     if single_gpu_iteration_s is None:
-        if cluster.gpus == 1:
-            single_gpu_iteration_s = t_iter
-        else:
-            single_gpu_iteration_s = single_gpu_iteration_s_of(model, precision, prefetch)
+        single_gpu_iteration_s = t_iter if cluster.gpus == 1 else single_of(model, precision, prefetch)
     names = model.layer_names
     groups = [[names[i] for i in members] for members in plan.groups]
     if t_iter <= 0 or not math.isfinite(t_iter):
@@ -216,15 +295,14 @@ def simulate(
         "beta_s_per_byte": cost.beta_s_per_byte,
         "iteration_time_s": t_iter,
         "throughput_samples_per_s": batch_size * cluster.gpus / t_iter,
-        **_phase_metrics(timeline),
+        **phases,
         "single_gpu_iteration_time_s": single_gpu_iteration_s,
         "speedup": cluster.gpus * single_gpu_iteration_s / t_iter,
         "scaling_efficiency": single_gpu_iteration_s / t_iter,
         "num_messages": len(groups),
         "groups": groups,
     }
-    shown = timeline.loc[timeline["iteration"] < iterations].reset_index(drop=True)
-    return SimResult(t_iter, metrics, shown, groups, plan, model, cluster)
+    return SimResult(t_iter, metrics, timeline, groups, plan, model, cluster)
 
 
 def sweep(

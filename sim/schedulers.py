@@ -161,6 +161,11 @@ def optimal(grads: GradientLayers, cost: CommCost) -> Plan:
     ``E[i] = min_j max(E[j-1], r_i) + T(B_j..i)``. O(n^2) time, vectorised
     over j. Among equal ends it keeps the smaller last message (merges only
     where merging strictly helps).
+
+    E is non-decreasing, and so are the ready times r. Every j with
+    E[j-1] <= r_i gives r_i + T(B_j..i), which falls as j grows, so the
+    search over j starts at the largest such j: the channel's backlog bounds
+    the work, and a model whose messages hide behind backward costs O(n).
     """
     n = grads.n
     if n == 0:
@@ -168,17 +173,22 @@ def optimal(grads: GradientLayers, cost: CommCost) -> Plan:
     r = grads.ready_s[::-1]  # sending order: output layer first, ready times non-decreasing
     b = grads.nbytes[::-1].astype(float)
     cum = np.concatenate(([0.0], np.cumsum(b)))
-    best = np.empty(n)
     choice = np.empty(n, dtype=np.int64)
     prev = np.empty(n)  # prev[j] = E[j-1], with E[-1] = -inf
     prev[0] = -np.inf
+    prev_list, r_list = [-np.inf], r.tolist()
+    monotone = bool(np.all(np.diff(r) >= 0) and np.all(b >= 0))
+    lo = 0  # the largest j with E[j-1] <= r_i, when monotone
     for i in range(n):
-        ends = np.maximum(prev[: i + 1], r[i]) + cost.time_s(cum[i + 1] - cum[: i + 1])
-        j = i - int(np.argmin(ends[::-1]))  # the largest j among the minima
-        best[i] = ends[j]
-        choice[i] = j
+        if monotone:
+            while lo < i and prev_list[lo + 1] <= r_list[i]:
+                lo += 1
+        ends = np.maximum(prev[lo : i + 1], r[i]) + cost.time_s(cum[i + 1] - cum[lo : i + 1])
+        k = ends.shape[0] - 1 - int(np.argmin(ends[::-1]))  # the largest j among the minima
+        choice[i] = lo + k
         if i + 1 < n:
-            prev[i + 1] = best[i]
+            prev[i + 1] = ends[k]
+            prev_list.append(float(ends[k]))
     spans_send: list[tuple[int, int]] = []
     i = n - 1
     while i >= 0:
