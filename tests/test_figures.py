@@ -1,0 +1,224 @@
+"""The dashboard's pure figure and table builders, on small hand-built models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import sim
+from dashboard import figures, tables
+from sim.dag import build_dag
+
+LAYERS = pd.DataFrame(
+    {
+        "name": ["conv1", "relu1", "conv2", "fc1", "fc2"],
+        "params": [1_000, 0, 250_000, 4_000_000, 10_000],
+        "fwd_ms": [1.0, 0.5, 1.0, 0.5, 0.2],
+        "bwd_ms": [2.0, 0.5, 2.0, 1.0, 0.4],
+    }
+)
+
+
+def make_model(**kw) -> sim.Model:
+    return sim.model_from_frame(LAYERS, "five", **kw)
+
+
+def cluster(gpus: int = 4) -> sim.Cluster:
+    return sim.Cluster(gpus=gpus, alpha_s=1e-3, beta_s_per_byte=1e-9)
+
+
+def run(scheduler: str = "mgwfbp", gpus: int = 4, iterations: int = 1, **model_kw) -> sim.SimResult:
+    return sim.simulate(make_model(**model_kw), cluster(gpus), scheduler, batch_size=8, iterations=iterations)
+
+
+def bar_traces(fig: go.Figure) -> list[go.Bar]:
+    return [t for t in fig.data if isinstance(t, go.Bar)]
+
+
+class TestGantt:
+    def test_one_bar_per_task_with_non_zero_duration(self):
+        res = run(iterations=2)
+        fig = figures.gantt_figure(res.timeline)
+        n_bars = sum(len(t.x) for t in bar_traces(fig))
+        assert n_bars == int((res.timeline["duration_s"] > 0).sum())
+
+    def test_bars_span_start_to_end_in_ms(self):
+        res = run()
+        tasks = res.timeline.loc[res.timeline["duration_s"] > 0]
+        fig = figures.gantt_figure(res.timeline)
+        ends = sorted(float(b + x) for t in bar_traces(fig) for b, x in zip(t.base, t.x, strict=True))
+        assert ends == pytest.approx(sorted(tasks["end_s"] * 1e3))
+
+    def test_lanes_are_named_compute_and_comm(self):
+        fig = figures.gantt_figure(run().timeline)
+        lanes = {y for t in bar_traces(fig) for y in t.y}
+        assert lanes == {"GPU compute", "all-reduce"}
+        assert list(fig.layout.yaxis.categoryarray) == ["all-reduce", "GPU compute"]
+
+    def test_io_and_h2d_lanes_only_when_non_zero(self):
+        fig = figures.gantt_figure(run(io_ms=3.0, h2d_ms=1.0).timeline)
+        lanes = {y for t in bar_traces(fig) for y in t.y}
+        assert lanes == {"I/O", "H2D copy", "GPU compute", "all-reduce"}
+
+    def test_one_gpu_has_no_comm_lane(self):
+        fig = figures.gantt_figure(run(gpus=1).timeline)
+        assert {y for t in bar_traces(fig) for y in t.y} == {"GPU compute"}
+
+    def test_kinds_have_distinct_colours_and_legend_entries(self):
+        fig = figures.gantt_figure(run().timeline)
+        names = [t.name for t in bar_traces(fig)]
+        assert names == ["forward", "backward", "all-reduce"]  # no update time in a CSV model
+        colours = [t.marker.color for t in bar_traces(fig)]
+        assert len(set(colours)) == len(colours)
+
+    def test_hover_shows_layer_bytes_start_and_duration(self):
+        res = run("wfbp")
+        fig = figures.gantt_figure(res.timeline)
+        comm = next(t for t in bar_traces(fig) if t.name == "all-reduce")
+        for word in ("bytes", "start", "duration"):
+            assert word in comm.hovertemplate
+        first = res.timeline.loc[res.timeline["kind"] == "comm"].iloc[0]
+        row = comm.customdata[0]
+        assert first["layer"] in row[1]
+        assert row[2] == tables.fmt_bytes(first["bytes"])
+
+    def test_merged_message_is_labelled_with_its_layer_count(self):
+        res = run("synceasgd")  # one message with the 4 layers that have parameters
+        fig = figures.gantt_figure(res.timeline)
+        comm = next(t for t in bar_traces(fig) if t.name == "all-reduce")
+        assert list(comm.text) == ["g0 (4 layers)"]
+
+    def test_zero_duration_tasks_are_left_out(self):
+        frame = figures.gantt_frame(run().timeline)
+        assert (frame["duration_ms"] > 0).all()
+        assert not frame["kind"].isin(["io", "h2d", "update"]).any()
+
+
+class TestGanttStack:
+    def test_rows_share_one_time_axis_and_one_legend(self):
+        results = {s: run(s) for s in ("wfbp", "mgwfbp", "optimal")}
+        fig = figures.gantt_stack_figure({s: r.timeline for s, r in results.items()})
+        assert fig.layout.xaxis.matches == fig.layout.xaxis2.matches == "x3"  # all follow the bottom axis
+        legend = [t.name for t in fig.data if t.showlegend]
+        assert sorted(legend) == sorted(set(legend))
+        n_bars = sum(len(t.x) for t in bar_traces(fig))
+        assert n_bars == sum(int((r.timeline["duration_s"] > 0).sum()) for r in results.values())
+
+
+class TestBreakdown:
+    def test_bars_sum_to_compute_plus_comm(self):
+        metrics = pd.DataFrame([run(s).metrics for s in ("wfbp", "synceasgd", "optimal")])
+        fig = figures.breakdown_figure(metrics)
+        stacked = np.sum([np.asarray(t.x, float) for t in bar_traces(fig)], axis=0)
+        expected = (metrics["compute_s"] + metrics["comm_s"]).to_numpy() * 1e3
+        assert stacked == pytest.approx(expected)
+
+    def test_marks_the_iteration_time(self):
+        metrics = pd.DataFrame([run(s).metrics for s in ("wfbp", "mgwfbp")])
+        fig = figures.breakdown_figure(metrics)
+        marker = next(t for t in fig.data if t.name == "iteration time")
+        assert list(marker.x) == pytest.approx(list(metrics["iteration_time_s"] * 1e3))
+
+
+def sweep_frame(networks=("10gbe",)) -> pd.DataFrame:
+    model = make_model()
+    frames = [
+        sim.sweep(model, sim.Cluster(gpus=1, gpus_per_node=4, network=net), gpus=[1, 2, 4, 8, 16],
+                  schedulers=["wfbp", "mgwfbp"], batch_size=8)
+        for net in networks
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
+class TestScaling:
+    def test_has_an_ideal_line_in_each_panel(self):
+        df = sweep_frame()
+        fig = figures.scaling_figure(df)
+        ideal = [t for t in fig.data if t.legendgroup == "ideal"]
+        assert len(ideal) == 3
+        throughput, speedup, efficiency = ideal
+        assert list(speedup.y) == pytest.approx(list(speedup.x))
+        assert list(efficiency.y) == pytest.approx([1.0] * len(efficiency.x))
+        t1 = df["single_gpu_iteration_time_s"].iloc[0]
+        assert throughput.y[0] == pytest.approx(8 / t1)  # one GPU, batch 8
+
+    def test_one_curve_per_scheduler_and_network_on_a_log2_axis(self):
+        fig = figures.scaling_figure(sweep_frame(("10gbe", "100gbe")), picked_gpus=8)
+        curves = {t.name for t in fig.data if t.legendgroup != "ideal"}
+        assert curves == {"wfbp · 10gbe", "mgwfbp · 10gbe", "wfbp · 100gbe", "mgwfbp · 100gbe"}
+        assert fig.layout.xaxis.type == "log"
+        assert list(fig.layout.xaxis.tickvals) == [1, 2, 4, 8, 16]
+
+    def test_faster_network_scales_better(self):
+        df = sweep_frame(("10gbe", "100gbe"))
+        at16 = df.loc[(df["gpus"] == 16) & (df["scheduler"] == "mgwfbp")].set_index("network")
+        assert at16.loc["100gbe", "throughput_samples_per_s"] > at16.loc["10gbe", "throughput_samples_per_s"]
+
+
+class TestModelFigures:
+    def test_layer_table_splits_allreduce_into_alpha_and_beta_m(self):
+        res = run()
+        cost = res.cluster.comm_cost()
+        layers = tables.layer_table(res.model, cost, "fp32", res.groups)
+        has = layers["params"] > 0
+        expected = cost.time_s(layers.loc[has, "grad_bytes"].to_numpy()) * 1e3
+        assert layers.loc[has, "allreduce_ms"].to_numpy() == pytest.approx(expected)
+        assert (layers.loc[~has, ["alpha_ms", "beta_ms"]] == 0).all().all()
+        assert set(layers.loc[has, "message"]) == set(range(len(res.groups)))
+
+    def test_layer_figure_has_three_panels(self):
+        res = run()
+        layers = tables.layer_table(res.model, res.cluster.comm_cost(), "fp32", res.groups)
+        fig = figures.layer_figure(layers)
+        assert [t.name for t in fig.data] == ["parameters", "forward", "backward", "α (start-up)",
+                                              "β·M (transfer)"]
+        assert all(len(t.x) == len(LAYERS) for t in fig.data)
+
+    def test_dag_layout_places_every_task(self):
+        res = run("mgwfbp")
+        g = build_dag(res.model, res.plan, res.cluster.comm_cost(), iterations=1)
+        pos = figures.dag_positions(g)
+        assert set(pos) == set(g.nodes)
+        assert pos[(0, "forward", 3)] == (3.0, 2.0)
+        assert pos[(0, "backward", 3)] == (3.0, 1.0)
+        for node in g.nodes:
+            if node[1] == "comm":
+                members = [p[2] for p in g.predecessors(node) if p[1] == "backward"]
+                assert min(members) <= pos[node][0] <= max(members)
+        fig = figures.dag_figure(g)
+        drawn = sum(len(t.x) for t in fig.data if t.mode == "markers+text")
+        assert drawn == g.number_of_nodes()
+
+
+class TestTables:
+    def test_metrics_table_in_display_units(self):
+        res = run()
+        row = tables.metrics_table([res.metrics]).iloc[0]
+        assert row["iteration (ms)"] == pytest.approx(res.iteration_time_s * 1e3)
+        assert row["scaling efficiency (%)"] == pytest.approx(res.metrics["scaling_efficiency"] * 100)
+
+    def test_fmt_bytes(self):
+        assert tables.fmt_bytes(512) == "512 B"
+        assert tables.fmt_bytes(1536) == "1.5 KiB"
+        assert tables.fmt_bytes(3 * 2**20) == "3.0 MiB"
+
+    def test_short_layers(self):
+        assert tables.short_layers("a+b") == "a, b"
+        assert tables.short_layers("a+b+c+d+e") == "a, b, c … (+2 more)"
+
+    def test_scaling_counts_fill_whole_nodes(self):
+        assert tables.scaling_gpu_counts(4) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+        assert tables.scaling_gpu_counts(3, 12) == [1, 2, 3, 6, 12, 24, 48, 96, 192, 384, 768]
+
+    @given(per_node=st.integers(1, 64), current=st.integers(1, 2048))
+    def test_scaling_counts_are_all_valid_clusters(self, per_node, current):
+        counts = tables.scaling_gpu_counts(per_node, current)
+        assert counts == sorted(set(counts))
+        assert 1 in counts
+        for p in counts:
+            sim.Cluster(gpus=p, gpus_per_node=per_node)  # does not raise
+            assert p <= 1024 or p == current
