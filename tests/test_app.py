@@ -1,0 +1,383 @@
+"""The dashboard under Streamlit's AppTest: every page runs, shows its key
+figures, and moves them the right way when a control changes; bad input
+shows an error box, never an exception."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import sim
+from dashboard import state
+from dashboard.upload import MAX_UPLOAD_BYTES, model_from_csv_text, read_layer_csv
+
+REPO = Path(__file__).resolve().parent.parent
+TIMEOUT_S = 120
+
+
+def zoo_ready() -> bool:
+    try:
+        sim.load_model("resnet50")
+    except sim.SimInputError:
+        return False
+    return True
+
+
+needs_zoo = pytest.mark.skipif(not zoo_ready(), reason="the model zoo (sim.load_model('resnet50')) is not available")
+
+
+def layer_csv(n: int = 150, seed: int = 0) -> str:
+    """A synthetic layer table of ``n`` layers, as CSV text."""
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame(
+        {
+            "name": [f"layer{i}" for i in range(n)],
+            "params": rng.integers(0, 3_000_000, n),
+            "fwd_ms": rng.uniform(0.05, 1.0, n).round(4),
+            "bwd_ms": rng.uniform(0.1, 2.0, n).round(4),
+        }
+    )
+    return frame.to_csv(index=False)
+
+
+def new_app(**session) -> AppTest:
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=TIMEOUT_S)
+    for key, value in session.items():
+        at.session_state[key] = value
+    return at
+
+
+def csv_app(text: str | None = None, name: str = "synthetic.csv", **session) -> AppTest:
+    """The app with an uploaded CSV model injected into the session."""
+    return new_app(model=state.UPLOAD, csv_text=layer_csv() if text is None else text, csv_name=name, **session)
+
+
+def open_page(at: AppTest, page: str) -> AppTest:
+    at.switch_page(str(REPO / "pages" / f"{page}.py")).run()
+    return at
+
+
+def no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def metric(at: AppTest, label: str) -> float:
+    """The first number in the value of the metric called ``label``."""
+    for m in at.metric:
+        if m.label == label:
+            found = re.search(r"[-+]?\d[\d,]*\.?\d*", m.value)
+            assert found, m.value
+            return float(found.group().replace(",", ""))
+    raise AssertionError(f"no metric {label!r}; have {[m.label for m in at.metric]}")
+
+
+def chart(at: AppTest, key: str) -> dict:
+    """The plotly figure (as a dict) of the chart rendered with ``key``."""
+    for el in at.get("plotly_chart"):
+        if el.proto.id.endswith(f"-{key}"):
+            return json.loads(el.proto.spec)
+    raise AssertionError(f"no chart {key!r}")
+
+
+def values(array) -> list:
+    """A plotly JSON array: a plain list, or ``{"dtype", "bdata"}`` (base64 typed array)."""
+    if isinstance(array, dict) and "bdata" in array:
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"]).tolist()
+    return list(array)
+
+
+PAGES = {
+    "timeline": (["Iteration time", "Samples/s", "Hidden comm", "Exposed comm", "Scaling efficiency"],
+                 ["timeline_chart"]),
+    "compare": (["Fastest here", "MG-WFBP vs optimal"], ["compare_chart", "breakdown_chart"]),
+    "scaling": (["Iteration", "Samples/s", "Speedup", "Scaling efficiency"], ["scaling_chart", "scaling_timeline"]),
+    "model": (["Layers", "Parameters", "Gradient per iteration", "Layers where α > β·M"], ["layer_chart"]),
+    "learn": (["wfbp", "mgwfbp", "optimal"], ["toy_chart", "alpha_chart"]),
+}
+
+
+# --- every page --------------------------------------------------------------------
+
+
+class TestEveryPage:
+    @pytest.mark.parametrize("page", list(PAGES))
+    def test_runs_with_a_150_layer_csv_and_shows_key_figures(self, page):
+        at = open_page(csv_app(), page)
+        no_exception(at)
+        assert not at.error, [e.value for e in at.error]
+        labels, charts = PAGES[page]
+        assert [m.label for m in at.metric][: len(labels)] == labels
+        for key in charts:
+            assert chart(at, key)["data"]
+        assert at.caption[0].value.startswith("Assumptions:")
+
+    @needs_zoo
+    @pytest.mark.parametrize("page", list(PAGES))
+    def test_runs_with_the_default_configuration(self, page):
+        at = open_page(new_app(), page)
+        no_exception(at)
+        assert not at.error, [e.value for e in at.error]
+        assert at.sidebar.selectbox(key="model").value == "resnet50"
+        assert at.sidebar.number_input(key="gpus").value == 16
+
+    def test_the_sidebar_is_on_every_page(self):
+        at = csv_app()
+        for page in PAGES:
+            open_page(at, page)
+            assert at.sidebar.number_input(key="gpus").value == 16
+            assert at.sidebar.selectbox(key="net").value == "10gbe"
+
+
+# --- controls move numbers the right way ------------------------------------------------
+
+
+class TestTimeline:
+    def test_more_gpus_give_higher_throughput(self):
+        at = open_page(csv_app(), "timeline")
+        before = metric(at, "Samples/s")
+        at.sidebar.number_input(key="gpus").set_value(64).run()
+        no_exception(at)
+        assert metric(at, "Samples/s") > before
+        assert "64 GPUs" in chart(at, "timeline_chart")["layout"]["title"]["text"]
+
+    def test_faster_network_gives_shorter_iteration(self):
+        at = open_page(csv_app(), "timeline")
+        before = metric(at, "Iteration time")
+        at.sidebar.selectbox(key="net").set_value("ib-edr-100").run()
+        no_exception(at)
+        assert metric(at, "Iteration time") < before
+
+    def test_merging_is_no_slower_than_wfbp(self):
+        at = open_page(csv_app(), "timeline")
+        at.selectbox(key="scheduler").set_value("wfbp").run()
+        wfbp = metric(at, "Iteration time")
+        at.selectbox(key="scheduler").set_value("optimal").run()
+        assert metric(at, "Iteration time") <= wfbp
+
+    def test_more_iterations_show_more_bars(self):
+        at = open_page(csv_app(), "timeline")
+        one = sum(len(values(t["x"])) for t in chart(at, "timeline_chart")["data"])
+        at.number_input(key="iters").set_value(2).run()
+        assert sum(len(values(t["x"])) for t in chart(at, "timeline_chart")["data"]) == 2 * one
+
+    def test_offers_metrics_and_trace_downloads(self):
+        at = open_page(csv_app(), "timeline")
+        labels = [el.proto.label for el in at.get("download_button")]
+        assert labels == ["Metrics (CSV)", "Timeline (Chrome trace JSON)"]
+
+
+class TestOverrides:
+    def test_free_communication_scales_perfectly(self):
+        at = open_page(csv_app(ab=True, alpha_us=0.0, beta_ns=0.0), "timeline")
+        no_exception(at)
+        assert metric(at, "Scaling efficiency") == 100
+        assert metric(at, "Exposed comm") == 0
+
+    def test_larger_alpha_gives_longer_iteration(self):
+        at = open_page(csv_app(ab=True, alpha_us=10.0, beta_ns=1.0), "timeline")
+        before = metric(at, "Iteration time")
+        at.sidebar.number_input(key="alpha_us").set_value(5000.0).run()
+        assert metric(at, "Iteration time") > before
+
+    def test_calibration_sets_the_one_gpu_iteration(self):
+        at = open_page(csv_app(calib=True, calib_s=2.0, gpus=1), "timeline")
+        no_exception(at)
+        assert metric(at, "Iteration time") == pytest.approx(2000, rel=1e-3)  # "2,000 ms"
+        assert "calibrated" in at.caption[0].value
+
+
+class TestCompare:
+    def test_shows_the_gap_of_mgwfbp_to_optimal(self):
+        at = open_page(csv_app(), "compare")
+        assert metric(at, "MG-WFBP vs optimal") >= 0
+        assert any("optimal grouping" in c.value for c in at.caption)
+
+    def test_one_timeline_row_per_scheduler(self):
+        at = open_page(csv_app(), "compare")
+        assert len(at.dataframe[0].value) == 4
+        at.multiselect(key="compare").set_value(["wfbp", "optimal"]).run()
+        no_exception(at)
+        assert list(at.dataframe[0].value["scheduler"]) == ["wfbp", "optimal"]
+        assert values(chart(at, "breakdown_chart")["data"][0]["y"]) == ["wfbp", "optimal"]
+
+    def test_no_scheduler_asks_for_one(self):
+        at = open_page(csv_app(), "compare")
+        at.multiselect(key="compare").set_value([]).run()
+        no_exception(at)
+        assert at.info and "at least one" in at.info[0].value
+
+
+class TestScaling:
+    def test_extra_network_adds_curves(self):
+        at = open_page(csv_app(), "scaling")
+        curves = {t["name"] for t in chart(at, "scaling_chart")["data"]}
+        at.multiselect(key="scale_nets").set_value(["ib-edr-100"]).run()
+        no_exception(at)
+        more = {t["name"] for t in chart(at, "scaling_chart")["data"]}
+        assert len(more) > len(curves) and "mgwfbp · ib-edr-100" in more
+
+    def test_gpu_counts_fill_whole_nodes_up_to_1024(self):
+        at = open_page(csv_app(per_node=8), "scaling")
+        no_exception(at)
+        assert at.select_slider(key="pick_gpus").options == [str(p) for p in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)]
+
+    def test_picking_a_gpu_count_shows_its_timeline_and_sets_the_sidebar(self):
+        at = open_page(csv_app(), "scaling")
+        before = metric(at, "Samples/s")
+        at.select_slider(key="pick_gpus").set_value(256).run()
+        no_exception(at)
+        assert at.sidebar.number_input(key="gpus").value == 256
+        assert metric(at, "Samples/s") > before
+        assert "256 GPUs" in chart(at, "scaling_timeline")["layout"]["title"]["text"]
+
+
+class TestModel:
+    def test_small_model_draws_its_dag(self):
+        at = open_page(csv_app(layer_csv(12)), "model")
+        no_exception(at)
+        dag = chart(at, "dag_chart")
+        assert {t["name"] for t in dag["data"] if t.get("name")} >= {"forward", "backward", "all-reduce"}
+
+    def test_large_model_skips_the_dag(self):
+        at = open_page(csv_app(layer_csv(60)), "model")
+        with pytest.raises(AssertionError):
+            chart(at, "dag_chart")
+        assert metric(at, "Layers") == 60
+
+
+class TestLearn:
+    def test_small_alpha_makes_mgwfbp_optimal(self):
+        at = open_page(new_app(), "learn")
+        assert metric(at, "mgwfbp") > metric(at, "optimal")  # the default shows the greedy gap
+        at.select_slider(key="toy_alpha_us").set_value(50).run()
+        no_exception(at)
+        assert metric(at, "mgwfbp") == pytest.approx(metric(at, "optimal"))
+        assert any("finds an optimal plan" in m.value for m in at.markdown)
+
+
+# --- bad input: an error box, never an exception ---------------------------------------
+
+
+class TestBadInput:
+    def test_gpus_not_filling_whole_nodes(self):
+        at = open_page(csv_app(), "timeline")
+        at.sidebar.number_input(key="gpus").set_value(10).run()
+        no_exception(at)
+        assert "does not fill whole nodes" in at.error[0].value
+        at.sidebar.number_input(key="gpus").set_value(12).run()  # the app keeps working
+        no_exception(at)
+        assert not at.error and metric(at, "Iteration time") > 0
+
+    @pytest.mark.parametrize("page", list(PAGES)[:4])
+    def test_malformed_csv_names_row_and_column(self, page):
+        bad = "name,params,fwd_ms,bwd_ms\nconv1,1000,1.0,2.0\nfc,lots,0.5,1.0\n"
+        at = open_page(csv_app(bad, name="bad.csv"), page)
+        no_exception(at)
+        assert at.error[0].value == "bad.csv row 3, column 'params': 'lots' is not a finite number"
+
+    def test_missing_column(self):
+        at = open_page(csv_app("name,params\nfc,10\n", name="short.csv"), "timeline")
+        no_exception(at)
+        assert "missing column(s) fwd_ms, bwd_ms" in at.error[0].value
+
+    def test_no_upload_yet_asks_for_one(self):
+        at = open_page(new_app(model=state.UPLOAD), "timeline")
+        no_exception(at)
+        assert "Upload a layer CSV" in at.info[0].value
+
+
+# --- shareable state ------------------------------------------------------------------------
+
+
+class TestQueryParams:
+    def test_a_link_reproduces_the_view(self):
+        at = csv_app()
+        at.query_params.update({"gpus": "64", "net": "ib-edr-100", "scheduler": "optimal"})
+        open_page(at, "timeline")
+        no_exception(at)
+        assert at.sidebar.number_input(key="gpus").value == 64
+        assert at.sidebar.selectbox(key="net").value == "ib-edr-100"
+        assert at.selectbox(key="scheduler").value == "optimal"
+        title = chart(at, "timeline_chart")["layout"]["title"]["text"]
+        assert "optimal" in title and "64 GPUs" in title and "ib-edr-100" in title
+
+    def test_choices_carry_across_pages(self):
+        at = open_page(csv_app(), "timeline")
+        at.sidebar.number_input(key="gpus").set_value(32).run()
+        open_page(at, "compare")
+        assert at.sidebar.number_input(key="gpus").value == 32
+        open_page(at, "timeline")
+        assert "32 GPUs" in chart(at, "timeline_chart")["layout"]["title"]["text"]
+
+
+class TestState:
+    def test_init_state_fills_defaults_without_overwriting(self):
+        session = {"gpus": 64}
+        state.init_state(session)
+        assert session["gpus"] == 64
+        assert session["net"] == "10gbe" and session["compare"] == ["wfbp", "mgwfbp", "synceasgd", "optimal"]
+        other = {}
+        state.init_state(other)
+        other["compare"].append("bucket")
+        assert state.PAGE_DEFAULTS["compare"] == ["wfbp", "mgwfbp", "synceasgd", "optimal"]
+
+    def test_config_converts_units_once(self):
+        session = {}
+        state.init_state(session)
+        session.update(ab=True, alpha_us=250.0, beta_ns=2.0, calib=True, calib_s=0.5)
+        cfg = state.config_from_state(session)
+        assert cfg.alpha_s == pytest.approx(250e-6)
+        assert cfg.beta_s_per_byte == pytest.approx(2e-9)
+        assert cfg.calibrate_iteration_s == 0.5
+        assert cfg.cluster().comm_cost().time_s(1000) == pytest.approx(250e-6 + 2e-6)
+
+    def test_default_configuration(self):
+        session = {}
+        state.init_state(session)
+        cfg = state.config_from_state(session)
+        assert (cfg.model, cfg.gpus, cfg.gpus_per_node, cfg.network, cfg.intra) == (
+            "resnet50", 16, 4, "10gbe", "pcie3")
+        assert (session["scheduler"], session["baseline"]) == ("mgwfbp", "wfbp")
+        assert cfg.alpha_s is None and cfg.csv_text is None
+
+
+# --- the upload helper ---------------------------------------------------------------------
+
+
+class TestUpload:
+    def test_reads_utf8_from_memory(self):
+        text = read_layer_csv("m.csv", "\ufeffname,params,fwd_ms,bwd_ms\nfc,10,1,2\n".encode())
+        model = model_from_csv_text(text, "m.csv")
+        assert model.name == "m" and model.layer_names == ("fc",)
+
+    def test_too_large(self):
+        with pytest.raises(sim.SimInputError, match="too large; the limit is 5 MiB"):
+            read_layer_csv("big.csv", b"x" * (MAX_UPLOAD_BYTES + 1))
+
+    def test_not_text(self):
+        with pytest.raises(sim.SimInputError, match="not UTF-8"):
+            read_layer_csv("bin.csv", b"name\xff\xfe")
+
+    def test_empty(self):
+        with pytest.raises(sim.SimInputError, match="empty file"):
+            read_layer_csv("e.csv", b"  \n")
+
+    @pytest.mark.parametrize(
+        ("text", "message"),
+        [
+            ("name,params,fwd_ms,bwd_ms\na,1,1,1\na,2,1,1\n", "row 3, column 'name': duplicate layer name 'a'"),
+            ("name,params,fwd_ms,bwd_ms\na,1,-1,1\n", "row 2, column 'fwd_ms'"),
+            ("name,params,fwd_ms,bwd_ms\na,1.5,1,1\n", "row 2, column 'params'"),
+            ('name,params,fwd_ms,bwd_ms\n"a,1,1,1\n', "not a readable CSV"),
+        ],
+    )
+    def test_errors_name_row_and_column(self, text, message):
+        with pytest.raises(sim.SimInputError, match=re.escape(message)):
+            model_from_csv_text(text, "u.csv")
