@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ import pandas as pd
 
 from sim import fast
 from sim.cluster import Cluster
+from sim.comm import NO_COMM
 from sim.dag import build_dag, gradient_layers
 from sim.engine import run_dag
 from sim.errors import SimInputError
@@ -97,12 +99,22 @@ def _run(model, cluster, scheduler, precision, iterations, prefetch, bucket_mb):
     """The reference evaluation: plan, build the DAG and time ``iterations``
     iterations with the engine; return plan, timeline, cost."""
     cost = cluster.comm_cost()
-    grads = gradient_layers(model, precision)
-    plan = make_plan(scheduler, grads, cost, bucket_mb=bucket_mb)
-    multi = cluster.gpus > 1
-    g = build_dag(model, plan, cost, precision=precision, iterations=iterations, prefetch=prefetch, include_comm=multi)
-    timeline = timeline_frame(g, run_dag(g))
-    return (plan if multi else Plan(plan.scheduler, ())), timeline, cost
+    plan = make_plan(scheduler, gradient_layers(model, precision), cost, bucket_mb=bucket_mb)
+    if cluster.gpus == 1:
+        plan = Plan(plan.scheduler, ())
+    return plan, _dag_timeline(model, plan, cost, precision, iterations, prefetch), cost
+
+
+def _dag_timeline(model: Model, plan: Plan, cost, precision: str, iterations: int, prefetch: bool) -> pd.DataFrame:
+    """The timeline of ``plan``'s DAG timed by the engine (the reference evaluation)."""
+    g = build_dag(model, plan, cost, precision=precision, iterations=iterations, prefetch=prefetch)
+    return timeline_frame(g, run_dag(g))
+
+
+def _dag_figures(model: Model, plan: Plan, cost, precision: str, iterations: int, prefetch: bool) -> tuple[float, dict]:
+    """Iteration time and phase metrics of ``plan`` by the reference evaluation."""
+    timeline = _dag_timeline(model, plan, cost, precision, iterations, prefetch)
+    return _steady_iteration_s(timeline), _phase_metrics(timeline)
 
 
 def single_gpu_iteration_s_of(model: Model, precision: str = "fp32", prefetch: bool = False) -> float:
@@ -111,8 +123,7 @@ def single_gpu_iteration_s_of(model: Model, precision: str = "fp32", prefetch: b
 
 
 def _single_gpu_iteration_dag_s(model: Model, precision: str = "fp32", prefetch: bool = False) -> float:
-    _, line, _ = _run(model, Cluster(gpus=1), "wfbp", precision, 2, prefetch, DEFAULT_BUCKET_MB)
-    return _steady_iteration_s(line)
+    return _steady_iteration_s(_dag_timeline(model, Plan("wfbp", ()), NO_COMM, precision, 2, prefetch))
 
 
 def calibrate(model: Model, measured_iteration_s: float, *, precision: str = "fp32", prefetch: bool = False) -> Model:
@@ -269,7 +280,7 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
         timeline = functools.partial(run.timeline, 0, iterations)
         single_of = single_gpu_iteration_s_of
     else:
-        plan, full, cost = _run(model, cluster, scheduler, precision, n_run, prefetch, bucket_mb)
+        full = _dag_timeline(model, plan, cost, precision, n_run, prefetch)
         t_iter = _steady_iteration_s(full)
         phases = _phase_metrics(full)
         timeline = full.loc[full["iteration"] < iterations].reset_index(drop=True)
@@ -316,18 +327,47 @@ def sweep(
     prefetch: bool = False,
     bucket_mb: float = DEFAULT_BUCKET_MB,
     calibrate_iteration_s: float | None = None,
+    networks: list[str] | None = None,
+    bucket_mbs: list[float] | None = None,
+    jobs: int | None = None,
+    client=None,
+    progress=None,
 ) -> pd.DataFrame:
-    """One row of `simulate` metrics per (gpus, scheduler), in that order."""
+    """One row of `simulate` metrics per (gpus, scheduler), in that order.
+
+    With ``networks``, one block of such rows per network, in that order.
+    With ``bucket_mbs``, each (gpus, scheduler) row becomes one row per
+    bucket size, in that order, and a ``bucket_mb`` column is added (it only
+    changes the ``bucket`` scheduler).
+
+    The grid runs through `sim.parallel.run_grid`: in this process when it is
+    small, else on ``jobs`` local processes (default: every core), or on a
+    Dask cluster when ``client`` (a ``dask.distributed.Client``) is given.
+    The rows are the same whichever way it ran. ``progress(done, total)`` is
+    called as configurations finish.
+    """
+    from sim.parallel import run_grid
+
     if not gpus or not schedulers:
         raise SimInputError("sweep needs at least one GPU count and one scheduler")
+    if networks is not None and not networks:
+        raise SimInputError("networks, when given, needs at least one network")
+    if bucket_mbs is not None and not bucket_mbs:
+        raise SimInputError("bucket_mbs, when given, needs at least one bucket size")
     _check_run_args(batch_size, 1, precision)
     model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s)
-    t1 = single_gpu_iteration_s_of(model, precision, prefetch)
-    rows = []
-    for p in gpus:
-        c = cluster.with_gpus(int(p))
-        for name in schedulers:
-            res = simulate(model, c, name, batch_size=batch_size, precision=precision, prefetch=prefetch,
-                           bucket_mb=bucket_mb, single_gpu_iteration_s=t1)
-            rows.append(res.metrics)
-    return pd.DataFrame(rows, columns=list(METRIC_KEYS))
+    base = dataclasses.asdict(cluster)
+    configs = []
+    for network in networks or [cluster.network]:
+        for p in gpus:
+            dataclasses.replace(cluster, network=network, gpus=int(p))  # bad values raise here, unprefixed
+            for name in schedulers:
+                for size in bucket_mbs or [bucket_mb]:
+                    make_plan(name, _NO_GRADIENTS, NO_COMM, bucket_mb=size)  # likewise
+                    configs.append({**base, "network": network, "gpus": int(p), "model": model, "scheduler": name,
+                                    "batch_size": batch_size, "precision": precision, "prefetch": prefetch,
+                                    "bucket_mb": size})
+    frame = run_grid(configs, jobs=jobs, client=client, progress=progress)
+    if bucket_mbs is not None:
+        frame["bucket_mb"] = [c["bucket_mb"] for c in configs]
+    return frame

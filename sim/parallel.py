@@ -1,0 +1,407 @@
+"""Many configurations at once: in this process, on local cores or on a Dask cluster.
+
+A grid is a list of configuration dicts, each with the arguments of
+`sim.simulate` and the fields of `sim.Cluster` (see `GRID_KEYS`); `run_grid`
+returns one row of `simulate` metrics per configuration, in order. The rows
+are those `simulate` gives, to the last bit, however the grid ran.
+
+How it stays fast. The caller's process validates every configuration and
+resolves each distinct workload once (the model timed for its GPU, batch and
+precision, calibrated if asked, and its one-GPU iteration time). The grid then
+shrinks to distinct evaluations: (workload, scheduler, bucket size for the
+``bucket`` scheduler, all-reduce alpha and beta); one GPU needs no plan. A
+worker plans each evaluation and times together, in one vectorised pass of
+`sim.fast.evaluate`, all evaluations of a workload whose plans are the same
+(for most schedulers the plan does not depend on the cost, so every GPU count
+and network of a workload is one pass). Chunks of evaluations go to a process
+pool or to a Dask cluster, and each row is filled from its evaluation.
+
+>>> import sim
+>>> from sim.parallel import run_grid
+>>> model = sim.load_model("resnet50")                               # doctest: +SKIP
+>>> grid = [{"model": model, "gpus": p, "scheduler": s, "batch_size": 32}
+...         for p in (1, 2, 4, 8) for s in ("wfbp", "mgwfbp")]
+>>> frame = run_grid(grid)                                           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from itertools import repeat
+
+import numpy as np
+import pandas as pd
+
+from sim import fast
+from sim.api import METRIC_KEYS, _check_run_args, _dag_figures, resolve_model
+from sim.cluster import Cluster
+from sim.comm import NO_COMM, CommCost
+from sim.dag import gradient_layers
+from sim.errors import SimInputError
+from sim.model import Model, load_model
+from sim.schedulers import DEFAULT_BUCKET_MB, GradientLayers, Plan, make_plan
+
+__all__ = ["GRID_KEYS", "SERIAL_WORK_LIMIT", "default_jobs", "run_grid"]
+
+_CLUSTER_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Cluster)}
+_RUN_DEFAULTS = {
+    "scheduler": "wfbp",
+    "precision": "fp32",
+    "prefetch": False,
+    "bucket_mb": DEFAULT_BUCKET_MB,
+    "calibrate_iteration_s": None,
+}
+#: Keys a configuration may hold; ``model`` and ``batch_size`` are required.
+GRID_KEYS = ("model", "batch_size", *_RUN_DEFAULTS, *_CLUSTER_DEFAULTS)
+_N_RUN = 2 + len(_RUN_DEFAULTS)
+
+#: Below this much work (layers summed over the distinct evaluations; an
+#: evaluation of the ``optimal`` scheduler adds its layers squared / 16) a
+#: grid runs in this process: starting a pool of worker processes costs more
+#: than it saves. Measured on the 2-core development machine (see
+#: BENCHMARKS.md): a pool costs 50-60 ms, and the two break even at about
+#: 150,000 units, some 100 ms of serial work.
+SERIAL_WORK_LIMIT = 150_000
+_CHUNKS_PER_WORKER = 8
+_MISSING = object()
+_NO_GRADIENTS = GradientLayers(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
+_PHASES = ("compute_s", "forward_s", "backward_s", "update_s", "io_s", "h2d_s",
+           "comm_s", "comm_hidden_s", "comm_exposed_s")
+
+Progress = Callable[[int, int], None]
+
+
+def default_jobs() -> int:
+    """Cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Workload:
+    """A model with compute times, and what the rows of its configurations share."""
+
+    model: Model
+    precision: str
+    prefetch: bool
+    batch_size: int
+    single_gpu_iteration_s: float
+
+
+class _Grid:
+    """The validated grid: per row, its cluster, workload and evaluation ids."""
+
+    def __init__(self, configs: Sequence[dict]):
+        self.clusters: list[tuple[Cluster, CommCost]] = []
+        self.workloads: list[_Workload] = []
+        self.units: list[tuple] = []  # (workload id, scheduler or None, bucket_mb or None, alpha_s, beta_s)
+        n = len(configs)
+        self.cluster_of_row = np.empty(n, dtype=np.int64)
+        self.workload_of_row = np.empty(n, dtype=np.int64)
+        self.unit_of_row = np.empty(n, dtype=np.int64)
+        self.scheduler_of_row: list[str] = []
+        self._models: dict[str, Model] = {}
+        self._cluster_ids: dict[tuple, int] = {}
+        self._checked: set[tuple] = set()
+        self._workload_ids: dict[tuple, int] = {}
+        self._unit_ids: dict[tuple, int] = {}
+        known = set(GRID_KEYS)
+        resolved: dict[tuple, tuple[int, int, int, str]] = {}  # a row's values -> its ids
+        for row, config in enumerate(configs):
+            try:
+                if not isinstance(config, dict):
+                    raise SimInputError(f"a configuration is a dict, got {type(config).__name__}")
+                if not config.keys() <= known:
+                    unknown = ", ".join(sorted(map(str, config.keys() - known)))
+                    raise SimInputError(f"unknown key(s) {unknown}; valid: {', '.join(GRID_KEYS)}")
+                values = tuple(map(config.get, GRID_KEYS, repeat(_MISSING)))
+                ids = resolved.get(values)
+                if ids is None:
+                    ids = resolved[values] = self._resolve(values)
+            except (SimInputError, TypeError) as exc:
+                raise SimInputError(f"configuration {row}: {exc}") from None
+            self.cluster_of_row[row], self.workload_of_row[row], self.unit_of_row[row], scheduler = ids
+            self.scheduler_of_row.append(scheduler)
+
+    def _resolve(self, values: tuple) -> tuple[int, int, int, str]:
+        """Validate one distinct configuration (values in `GRID_KEYS` order);
+        find or add its cluster, workload and evaluation."""
+        model, batch_size = values[0], values[1]
+        for key, value in (("model", model), ("batch_size", batch_size)):
+            if value is _MISSING:
+                raise SimInputError(f"{key!r} is required")
+        scheduler, precision, prefetch, bucket_mb, calibrate = (
+            d if v is _MISSING else v for v, d in zip(values[2:_N_RUN], _RUN_DEFAULTS.values(), strict=True))
+        cluster_values = values[_N_RUN:]
+        cid = self._cluster_ids.get(cluster_values)
+        if cid is None:
+            given = {k: v for k, v in zip(_CLUSTER_DEFAULTS, cluster_values, strict=True) if v is not _MISSING}
+            cluster = Cluster(**given)
+            cid = self._cluster_ids[cluster_values] = len(self.clusters)
+            self.clusters.append((cluster, cluster.comm_cost()))
+        cluster, cost = self.clusters[cid]
+        if (scheduler, bucket_mb) not in self._checked:
+            make_plan(scheduler, _NO_GRADIENTS, NO_COMM, bucket_mb=bucket_mb)  # checks the name and bucket_mb
+            self._checked.add((scheduler, bucket_mb))
+        prefetch = bool(prefetch)
+        wkey = (model, cluster.gpu, batch_size, precision, prefetch, calibrate)
+        wid = self._workload_ids.get(wkey)
+        if wid is None:
+            if isinstance(model, str):
+                if model not in self._models:
+                    self._models[model] = load_model(model)
+                model = self._models[model]
+            elif not isinstance(model, Model):
+                raise SimInputError(f"model must be a sim.Model or a name, got {type(model).__name__}")
+            _check_run_args(batch_size, 1, precision)
+            timed = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate)
+            single = fast.single_gpu_iteration_s(timed, precision, prefetch)
+            wid = self._workload_ids[wkey] = len(self.workloads)
+            self.workloads.append(_Workload(timed, precision, prefetch, int(batch_size), single))
+        if cluster.gpus > 1:  # make_plan hands bucket_mb to the bucket scheduler only
+            ukey = (wid, scheduler, bucket_mb if scheduler == "bucket" else None, cost.alpha_s, cost.beta_s_per_byte)
+        else:  # one GPU sends nothing: no plan
+            ukey = (wid, None, None, 0.0, 0.0)
+        uid = self._unit_ids.get(ukey)
+        if uid is None:
+            uid = self._unit_ids[ukey] = len(self.units)
+            self.units.append(ukey)
+        return cid, wid, uid, scheduler
+
+    def work(self, unit_ids) -> float:
+        """Estimated work of some evaluations, in layer units (see `SERIAL_WORK_LIMIT`)."""
+        total = 0.0
+        for uid in unit_ids:
+            wid, scheduler = self.units[uid][:2]
+            n = self.workloads[wid].model.num_layers
+            total += n + (n * n / 16 if scheduler == "optimal" else 0)
+        return total
+
+    def chunks(self, parts: int) -> list[list[int]]:
+        """Evaluation ids in ``parts`` runs of about equal work, evaluations
+        that may share a plan kept next to each other."""
+        order = sorted(range(len(self.units)), key=lambda u: (self.units[u][0], str(self.units[u][1]),
+                                                               self.units[u][2] or 0.0, *self.units[u][3:]))
+        weights = np.array([self.work([u]) for u in order])
+        bounds = np.searchsorted(np.cumsum(weights), np.linspace(0, weights.sum(), parts + 1)[1:-1], side="right")
+        return [chunk.tolist() for chunk in np.split(np.asarray(order, dtype=np.int64), bounds) if chunk.size]
+
+    def payload(self, unit_ids: list[int]) -> tuple[dict, list[tuple]]:
+        """What a worker needs for these evaluations: their workloads and keys."""
+        units = [(uid, *self.units[uid]) for uid in unit_ids]
+        workloads = {wid: self.workloads[wid] for _, wid, *_ in units}
+        return workloads, units
+
+
+def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict]:
+    """Plan and time evaluations (the worker's task; pure, picklable in and out).
+
+    Evaluations of one workload with the same plan are timed in one pass.
+    Returns the evaluation ids and, per evaluation, ``iteration_time_s``,
+    the phase metrics, ``num_messages`` and ``groups`` (layer names).
+    """
+    workloads, units = payload
+    grads: dict[int, GradientLayers] = {}
+    by_plan: dict[tuple, list[int]] = {}
+    plans: dict[tuple, Plan] = {}
+    for pos, (_, wid, scheduler, bucket_mb, alpha_s, beta_s) in enumerate(units):
+        w = workloads[wid]
+        if scheduler is None:
+            plan = Plan("", ())
+        else:
+            if wid not in grads:
+                grads[wid] = gradient_layers(w.model, w.precision)
+            bucket_mb = DEFAULT_BUCKET_MB if bucket_mb is None else bucket_mb
+            plan = make_plan(scheduler, grads[wid], CommCost(alpha_s, beta_s), bucket_mb=bucket_mb)
+        key = (wid, plan.groups, plan.after_backward)
+        plans.setdefault(key, plan)
+        by_plan.setdefault(key, []).append(pos)
+    size = len(units)
+    out: dict = {k: np.empty(size) for k in ("iteration_time_s", *_PHASES)}
+    out["num_messages"] = np.empty(size, dtype=np.int64)
+    out["groups"] = [None] * size
+    for key, positions in by_plan.items():
+        wid, plan = key[0], plans[key]
+        w = workloads[wid]
+        alpha = np.array([units[p][4] for p in positions])
+        beta = np.array([units[p][5] for p in positions])
+        idx = np.asarray(positions)
+        if fast.supports(plan, w.model.num_layers):
+            run = fast.evaluate(w.model, plan, alpha, beta, precision=w.precision, iterations=2, prefetch=w.prefetch)
+            out["iteration_time_s"][idx] = run.iteration_time_s
+            for name, values in run.phase_metrics().items():
+                out[name][idx] = values
+        else:  # a plan the channel recurrence does not describe: the reference evaluation
+            for p, a, b in zip(positions, alpha, beta, strict=True):
+                t_iter, phases = _dag_figures(w.model, plan, CommCost(a, b), w.precision, 2, w.prefetch)
+                out["iteration_time_s"][p] = t_iter
+                for name in _PHASES:
+                    out[name][p] = phases[name]
+        names = w.model.layer_names
+        groups = [[names[i] for i in members] for members in plan.groups]
+        out["num_messages"][idx] = len(groups)
+        for p in positions:
+            out["groups"][p] = groups  # one list per plan, shared by its rows
+    return np.array([u[0] for u in units], dtype=np.int64), out
+
+
+def _pool_context():
+    """How to start worker processes: fork when this process runs one thread
+    (fastest, nothing re-imported); forking a threaded process (a dashboard,
+    a Dask client) may deadlock, so then from a fork server, else spawn."""
+    import multiprocessing
+    import threading
+
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def _run_chunks(payloads: list, jobs: int, client, report: Callable) -> None:
+    if client is not None:
+        from distributed import as_completed
+
+        futures = [client.submit(_evaluate_units, p, pure=False) for p in payloads]
+        for future in as_completed(futures):
+            report(future.result())
+        return
+    if jobs <= 1:
+        for p in payloads:
+            report(_evaluate_units(p))
+        return
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    with ProcessPoolExecutor(max_workers=min(jobs, len(payloads)), mp_context=_pool_context()) as pool:
+        for future in as_completed([pool.submit(_evaluate_units, p) for p in payloads]):
+            report(future.result())
+
+
+def run_grid(
+    configs: Sequence[dict],
+    *,
+    jobs: int | None = None,
+    client=None,
+    progress: Progress | None = None,
+) -> pd.DataFrame:
+    """One row of `sim.simulate` metrics per configuration, in order.
+
+    Parameters
+    ----------
+    configs : sequence of dict
+        Each with ``model`` (a `sim.Model`, a zoo name or a CSV path) and
+        ``batch_size``, and any of ``scheduler``, ``precision``,
+        ``prefetch``, ``bucket_mb``, ``calibrate_iteration_s`` and the
+        fields of `sim.Cluster` (``gpus``, ``network``, ...); missing keys
+        take `simulate`'s and `Cluster`'s defaults.
+    jobs : int, optional
+        Worker processes on this machine. ``None`` picks: this process for
+        a small grid (`SERIAL_WORK_LIMIT`), otherwise one per core. ``1``
+        runs here.
+    client : dask.distributed.Client, optional
+        Run the chunks on this Dask cluster instead (``jobs`` is ignored).
+        Its workers need ``sim`` importable.
+    progress : callable, optional
+        Called as ``progress(done, total)`` with configurations done, after
+        each chunk. `sim` never prints; the CLI draws a bar with it.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns `sim.METRIC_KEYS`; row i is ``configs[i]``. Rows of one plan
+        share their ``groups`` list.
+
+    Raises
+    ------
+    SimInputError
+        For a bad configuration, naming its position.
+    """
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise SimInputError(f"jobs must be a whole number >= 1, got {jobs!r}")
+    configs = list(configs)
+    grid = _Grid(configs)
+    total_rows = len(configs)
+    if not grid.units:
+        return pd.DataFrame(columns=list(METRIC_KEYS))
+    if client is not None:
+        workers = max(1, sum(client.nthreads().values()))
+    elif jobs is None:
+        workers = default_jobs() if grid.work(range(len(grid.units))) >= SERIAL_WORK_LIMIT else 1
+    else:
+        workers = jobs
+    parallel = client is not None or workers > 1
+    parts = workers * _CHUNKS_PER_WORKER if parallel else (16 if progress else 1)
+    chunks = grid.chunks(min(parts, len(grid.units)))
+    rows_per_unit = np.bincount(grid.unit_of_row, minlength=len(grid.units))
+    results: dict = {k: np.empty(len(grid.units)) for k in ("iteration_time_s", *_PHASES)}
+    results["num_messages"] = np.empty(len(grid.units), dtype=np.int64)
+    results["groups"] = [None] * len(grid.units)
+    done = 0
+
+    def report(result) -> None:
+        nonlocal done
+        uids, out = result
+        for key, values in out.items():
+            if key == "groups":
+                for u, g in zip(uids.tolist(), values, strict=True):
+                    results["groups"][u] = g
+            else:
+                results[key][uids] = values
+        done += int(rows_per_unit[uids].sum())
+        if progress is not None:
+            progress(done, total_rows)
+
+    _run_chunks([grid.payload(c) for c in chunks], workers if parallel else 1, client, report)
+    return _frame(grid, results)
+
+
+def _frame(grid: _Grid, results: dict) -> pd.DataFrame:
+    """The rows, from each row's cluster, workload and evaluation."""
+    unit, wl, cl = grid.unit_of_row, grid.workload_of_row, grid.cluster_of_row
+    t_iter = results["iteration_time_s"][unit]
+    if not np.all(np.isfinite(t_iter) & (t_iter > 0)):
+        raise SimInputError("the iteration takes no time: give the model non-zero compute times")
+
+    def per_cluster(get, dtype=None):
+        values = [get(c, cost) for c, cost in grid.clusters]
+        if dtype is not None:
+            return np.asarray(values, dtype=dtype)[cl]
+        return [values[i] for i in cl.tolist()]
+
+    def per_workload(get, dtype=None):
+        values = [get(w) for w in grid.workloads]
+        if dtype is not None:
+            return np.asarray(values, dtype=dtype)[wl]
+        return [values[i] for i in wl.tolist()]
+
+    gpus = per_cluster(lambda c, _: c.gpus, np.int64)
+    batch = per_workload(lambda w: w.batch_size, np.int64)
+    single = per_workload(lambda w: w.single_gpu_iteration_s, float)
+    data = {
+        "model": per_workload(lambda w: w.model.name),
+        "scheduler": grid.scheduler_of_row,
+        "gpus": gpus,
+        "gpus_per_node": per_cluster(lambda c, _: c.gpus_per_node, np.int64),
+        "nodes": per_cluster(lambda c, _: c.nodes, np.int64),
+        "batch_size": batch,
+        "precision": per_workload(lambda w: w.precision),
+        "network": per_cluster(lambda c, _: c.network),
+        "intra": per_cluster(lambda c, _: c.intra),
+        "collective": per_cluster(lambda c, _: c.collective),
+        "alpha_s": per_cluster(lambda _, cost: cost.alpha_s, float),
+        "beta_s_per_byte": per_cluster(lambda _, cost: cost.beta_s_per_byte, float),
+        "iteration_time_s": t_iter,
+        # the same operations, in the same order, as `simulate`
+        "throughput_samples_per_s": batch * gpus / t_iter,
+        **{k: results[k][unit] for k in _PHASES},
+        "single_gpu_iteration_time_s": single,
+        "speedup": gpus * single / t_iter,
+        "scaling_efficiency": single / t_iter,
+        "num_messages": results["num_messages"][unit],
+        "groups": [results["groups"][u] for u in unit.tolist()],
+    }
+    return pd.DataFrame(data, columns=list(METRIC_KEYS))
