@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import sys
+import time
 
 import pandas as pd
 
@@ -114,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
     sw = sub.add_parser("sweep", help="simulate every (gpus, scheduler) pair")
     _add_workload_flags(sw, many=True)
     sw.add_argument("--format", choices=["json", "csv", "table"], default="table")
+    sw.add_argument("--jobs", type=_positive_int, default=None,
+                    help="worker processes on this machine (default: one per core for a big sweep, none for a small one)")
+    sw.add_argument("--dask-address", metavar="tcp://HOST:PORT", default=None,
+                    help="run the sweep on this Dask scheduler's workers (they need sim importable)")
+    sw.add_argument("--progress", choices=["auto", "on", "off"], default="auto",
+                    help="progress bar on stderr (auto: when stderr is a terminal)")
 
     tr = sub.add_parser("trace", help="write the timeline as Chrome Trace Event JSON")
     _add_workload_flags(tr, many=False)
@@ -200,14 +207,54 @@ def _cmd_run(args, out) -> None:
         out.write(_table(res.metrics) + "\n")
 
 
+class _ProgressBar:
+    """``sweep [##########..........] 512/1024 configurations, 1.2 s`` on one line of ``stream``."""
+
+    WIDTH = 30
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.start_s = time.perf_counter()
+
+    def __call__(self, done: int, total: int) -> None:
+        filled = self.WIDTH * done // max(total, 1)
+        elapsed_s = time.perf_counter() - self.start_s
+        self.stream.write(f"\rsweep [{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{total} "
+                          f"configurations, {elapsed_s:.1f} s")
+        if done >= total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def _dask_client(address: str):
+    try:
+        from distributed import Client
+    except ImportError:
+        raise SimInputError("--dask-address needs dask.distributed (pip install distributed)") from None
+    try:
+        return Client(address, timeout="10s")
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        raise SimInputError(f"--dask-address: cannot reach a Dask scheduler at {address!r} ({exc})") from None
+
+
 def _cmd_sweep(args, out) -> None:
     _check_flags(args, args.scheduler)
+    if args.jobs is not None and args.dask_address is not None:
+        raise SimInputError("--jobs and --dask-address exclude each other: the Dask cluster's workers run the sweep")
     model = _model(args)
-    frame = sweep(
-        model, _cluster(args, 1), gpus=args.gpus, schedulers=args.scheduler, batch_size=args.batch_size,
-        precision=args.precision, prefetch=args.prefetch, bucket_mb=args.bucket_mb or DEFAULT_BUCKET_MB,
-        calibrate_iteration_s=args.calibrate_iteration_s,
-    )
+    err = sys.stderr
+    show = args.progress == "on" or (args.progress == "auto" and err.isatty())
+    client = _dask_client(args.dask_address) if args.dask_address else None
+    try:
+        frame = sweep(
+            model, _cluster(args, 1), gpus=args.gpus, schedulers=args.scheduler, batch_size=args.batch_size,
+            precision=args.precision, prefetch=args.prefetch, bucket_mb=args.bucket_mb or DEFAULT_BUCKET_MB,
+            calibrate_iteration_s=args.calibrate_iteration_s, jobs=args.jobs, client=client,
+            progress=_ProgressBar(err) if show else None,
+        )
+    finally:
+        if client is not None:
+            client.close()
     if args.format == "json":
         json.dump(frame.to_dict("records"), out, indent=2)
         out.write("\n")
