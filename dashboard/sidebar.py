@@ -1,8 +1,8 @@
 """The shared sidebar: workload and cluster, the same on every page.
 
-Each widget's key is its query parameter (``bind="query-params"``), and its
-value lives in ``st.session_state`` (defaults from `dashboard.state`), so the
-choice carries across pages and into a shared link.
+Each widget's key is its query parameter (``bind="query-params"``) and its
+default comes from `dashboard.state.DEFAULTS`; its value lives in
+``st.session_state``, so the choice carries across pages and into a link.
 """
 
 from __future__ import annotations
@@ -45,35 +45,46 @@ def render() -> None:
     """Draw the sidebar's widgets; their values land in ``st.session_state``."""
     with st.sidebar:
         st.subheader("Workload")
-        st.selectbox("Model", state.model_options(), key="model", bind=_BIND, format_func=_model_label)
+        models = state.model_options()
+        st.selectbox("Model", models, index=state.index_of("model", models), key="model", bind=_BIND,
+                     format_func=_model_label)
         if st.session_state.get("model") == state.UPLOAD:
             _upload()
         c1, c2 = st.columns(2)
-        c1.number_input("Batch per GPU", min_value=1, max_value=65536, step=1, key="batch", bind=_BIND)
-        c2.selectbox("Precision", ["fp32", "fp16"], key="precision", bind=_BIND,
+        c1.number_input("Batch per GPU", min_value=1, max_value=65536, step=1, value=state.default("batch"),
+                        key="batch", bind=_BIND)
+        c2.selectbox("Precision", ["fp32", "fp16"], index=state.index_of("precision", ["fp32", "fp16"]),
+                     key="precision", bind=_BIND,
                      help="Gradient width (4 or 2 bytes per parameter) and the GPU rate used for compute.")
 
         st.subheader("Cluster")
-        st.selectbox("GPU type", state.gpu_options(), key="gpu", bind=_BIND,
+        gpus = state.gpu_options()
+        st.selectbox("GPU type", gpus, index=state.index_of("gpu", gpus), key="gpu", bind=_BIND,
                      help="Sets the estimated compute times of zoo models (a CSV carries its own).")
         c1, c2 = st.columns(2)
-        c1.number_input("GPUs", min_value=1, max_value=65536, step=1, key="gpus", bind=_BIND,
-                        help="Workers P; must fill whole nodes.")
-        c2.number_input("GPUs per node", min_value=1, max_value=64, step=1, key="per_node", bind=_BIND)
-        st.selectbox("Between nodes", state.network_options("inter"), key="net", bind=_BIND)
-        st.selectbox("Inside a node", state.network_options("intra"), key="intra", bind=_BIND)
-        st.selectbox("All-reduce", state.collective_options(), key="coll", bind=_BIND)
+        c1.number_input("GPUs", min_value=1, max_value=65536, step=1, value=state.default("gpus"), key="gpus",
+                        bind=_BIND, help="Workers P; must fill whole nodes.")
+        c2.number_input("GPUs per node", min_value=1, max_value=64, step=1, value=state.default("per_node"),
+                        key="per_node", bind=_BIND)
+        for label, key, options in (
+            ("Between nodes", "net", state.network_options("inter")),
+            ("Inside a node", "intra", state.network_options("intra")),
+            ("All-reduce", "coll", state.collective_options()),
+        ):
+            st.selectbox(label, options, index=state.index_of(key, options), key=key, bind=_BIND)
 
         with st.expander("α-β override and calibration"):
-            st.toggle("Override α and β", key="ab", bind=_BIND,
+            st.toggle("Override α and β", value=state.default("ab"), key="ab", bind=_BIND,
                       help="Every all-reduce of M bytes then costs α + β·M, whatever P and the collective.")
             if st.session_state.get("ab"):
                 c1, c2 = st.columns(2)
-                c1.number_input("α (µs)", min_value=0.0, max_value=1e7, step=10.0, key="alpha_us", bind=_BIND)
+                c1.number_input("α (µs)", min_value=0.0, max_value=1e7, step=10.0, value=state.default("alpha_us"),
+                                key="alpha_us", bind=_BIND)
                 c2.number_input("β (ns/byte)", min_value=0.0, max_value=1e6, step=0.1, format="%.4f",
-                                key="beta_ns", bind=_BIND, help="1 ns/byte is 1 GB/s.")
-            st.toggle("Calibrate compute", key="calib", bind=_BIND,
+                                value=state.default("beta_ns"), key="beta_ns", bind=_BIND,
+                                help="1 ns/byte is 1 GB/s.")
+            st.toggle("Calibrate compute", value=state.default("calib"), key="calib", bind=_BIND,
                       help="Scale every layer's compute time so one GPU takes the measured iteration time.")
             if st.session_state.get("calib"):
                 st.number_input("Measured 1-GPU iteration (s)", min_value=1e-6, max_value=1e4, step=0.01,
-                                format="%.4f", key="calib_s", bind=_BIND)
+                                format="%.4f", value=state.default("calib_s"), key="calib_s", bind=_BIND)

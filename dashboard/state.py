@@ -1,10 +1,16 @@
 """Session state: every key, its default, and the `Config` the sidebar describes.
 
-Every key the dashboard keeps in ``st.session_state`` is initialised here, in
-`init_state`, and nowhere else. Widgets whose value belongs in a shared link
-are created with ``bind="query-params"``; their key is the query parameter's
-name, so a URL such as ``/timeline?model=vgg16&gpus=64&net=ib-edr-100``
-reproduces a view (the URL wins over these defaults on first load).
+Every key the dashboard keeps in ``st.session_state`` has its first value
+here, and nowhere else: widget keys in `DEFAULTS` (sidebar) and
+`PAGE_DEFAULTS` (page controls), which the widgets take as their default
+(`default`, `index_of`); the few keys no widget owns in `SESSION_DEFAULTS`,
+set by `init_state`.
+
+Widgets whose value belongs in a shared link are created with
+``bind="query-params"``; their key is the query parameter's name, so a URL
+such as ``/timeline?model=vgg16&gpus=64&net=ib-edr-100`` reproduces a view.
+A parameter equal to its default is left out of the URL; that is why the
+widgets themselves must carry these defaults.
 
 `config_from_state` turns the values into a frozen, hashable `Config`, the one
 argument the cached simulator calls take.
@@ -23,11 +29,14 @@ import sim.catalog
 __all__ = [
     "DEFAULTS",
     "PAGE_DEFAULTS",
+    "SESSION_DEFAULTS",
     "UPLOAD",
     "Config",
     "collective_options",
     "config_from_state",
+    "default",
     "gpu_options",
+    "index_of",
     "init_state",
     "model_options",
     "network_options",
@@ -64,7 +73,7 @@ PAGE_DEFAULTS: dict[str, object] = {
     "scale_schedulers": ["wfbp", "mgwfbp", "optimal"],  # Scaling
     "scale_nets": [],  # Scaling: networks besides the sidebar's
     "scale_timeline_scheduler": "mgwfbp",  # Scaling: whose timeline is shown
-    "pick_gpus": 16,  # Scaling: the slider, kept equal to the sidebar's "gpus"
+    # Scaling's "pick_gpus" slider has no default of its own: the page keeps it equal to "gpus".
     "toy_alpha_us": 2000,  # Learn
 }
 
@@ -76,11 +85,22 @@ SESSION_DEFAULTS: dict[str, object] = {
 
 
 def init_state(session: MutableMapping) -> None:
-    """Give every dashboard key its default unless it already has a value."""
-    for table in (DEFAULTS, PAGE_DEFAULTS, SESSION_DEFAULTS):
-        for key, value in table.items():
-            if key not in session:
-                session[key] = copy.copy(value)
+    """Give the keys no widget owns their first value, unless they have one."""
+    for key, value in SESSION_DEFAULTS.items():
+        if key not in session:
+            session[key] = copy.copy(value)
+
+
+def default(key: str):
+    """The first-load value of a widget key (a copy: lists stay unshared)."""
+    table = DEFAULTS if key in DEFAULTS else PAGE_DEFAULTS
+    return copy.copy(table[key])
+
+
+def index_of(key: str, options: list) -> int:
+    """Position of ``key``'s default among ``options`` (0 if it is not there)."""
+    value = default(key)
+    return options.index(value) if value in options else 0
 
 
 # --- options ---------------------------------------------------------------

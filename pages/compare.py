@@ -9,7 +9,8 @@ cfg = ui.config_or_stop()
 st.title("Compare schedulers")
 ui.assumptions(cfg)
 
-chosen = st.multiselect("Schedulers", state.scheduler_options(), key="compare", bind="query-params")
+chosen = st.multiselect("Schedulers", state.scheduler_options(), default=state.default("compare"), key="compare",
+                        bind="query-params")
 if not chosen:
     st.info("Pick at least one scheduler.")
     st.stop()

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import cached, figures, ui
+from dashboard import cached, figures, state, ui
 
 ALPHAS_US = [10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000]
 BETA_S_PER_BYTE = 1e-9  # 1 ns per byte: a 1 GB/s all-reduce
@@ -65,8 +65,8 @@ costs less than the α it saves. It is greedy: each decision is final and looks 
 
 st.subheader("Live: a four-layer toy model")
 st.dataframe(cached.TOY_LAYERS, hide_index=True)
-alpha_us = st.select_slider("α, the start-up cost of one message (µs)", ALPHAS_US, key="toy_alpha_us",
-                            bind="query-params")
+alpha_us = st.select_slider("α, the start-up cost of one message (µs)", ALPHAS_US, value=state.default("toy_alpha_us"),
+                            key="toy_alpha_us", bind="query-params")
 results = ui.guarded(cached.toy_results, alpha_us * 1e-6, BETA_S_PER_BYTE, SCHEDULERS)
 
 

@@ -10,8 +10,9 @@ cfg = ui.config_or_stop()
 st.title(f"Model: {cfg.model_label}")
 ui.assumptions(cfg)
 
-scheduler = st.selectbox("Scheduler (for the message grouping)", state.scheduler_options(), key="scheduler",
-                         bind="query-params")
+options = state.scheduler_options()
+scheduler = st.selectbox("Scheduler (for the message grouping)", options, index=state.index_of("scheduler", options),
+                         key="scheduler", bind="query-params")
 res = ui.guarded(cached.simulate, cfg, scheduler)
 model = res.model  # with the compute times used for this GPU, batch and precision
 cost = res.cluster.comm_cost()

@@ -12,10 +12,11 @@ ui.assumptions(cfg, "Other GPU counts keep everything else.")
 
 inter = [n for n in state.network_options("inter") if n != cfg.network]
 c1, c2 = st.columns(2)
-schedulers = c1.multiselect("Schedulers", state.scheduler_options(), key="scale_schedulers",
-                            bind="query-params")
-extra = c2.multiselect(f"Also try networks besides {cfg.network}", inter, key="scale_nets",
-                       bind="query-params", help="What would a faster network buy? One curve per network.")
+schedulers = c1.multiselect("Schedulers", state.scheduler_options(), default=state.default("scale_schedulers"),
+                            key="scale_schedulers", bind="query-params")
+extra = c2.multiselect(f"Also try networks besides {cfg.network}", inter, default=state.default("scale_nets"),
+                       key="scale_nets", bind="query-params",
+                       help="What would a faster network buy? One curve per network.")
 if not schedulers:
     st.info("Pick at least one scheduler.")
     st.stop()
@@ -58,7 +59,8 @@ st.select_slider("GPU count for the timeline below (sets the sidebar's GPUs)", c
                  on_change=_picked)
 
 if st.session_state.get("scale_timeline_scheduler") not in schedulers:
-    st.session_state["scale_timeline_scheduler"] = "mgwfbp" if "mgwfbp" in schedulers else schedulers[0]
+    first = state.default("scale_timeline_scheduler")
+    st.session_state["scale_timeline_scheduler"] = first if first in schedulers else schedulers[0]
 chosen = st.selectbox("Timeline of", schedulers, key="scale_timeline_scheduler")
 res = ui.guarded(cached.simulate, cfg, chosen)
 m = res.metrics

@@ -11,12 +11,14 @@ ui.assumptions(cfg)
 
 options = state.scheduler_options()
 c1, c2, c3 = st.columns([2, 2, 1])
-scheduler = c1.selectbox("Scheduler", options, key="scheduler", bind="query-params",
+scheduler = c1.selectbox("Scheduler", options, index=state.index_of("scheduler", options), key="scheduler",
+                         bind="query-params",
                          help="How gradients are grouped into messages and when they are sent.")
-baseline = c2.selectbox("Compared with", options, key="baseline", bind="query-params",
+baseline = c2.selectbox("Compared with", options, index=state.index_of("baseline", options), key="baseline",
+                        bind="query-params",
                         help="The deltas under the key figures are against this scheduler.")
-iterations = c3.number_input("Iterations shown", min_value=1, max_value=5, step=1, key="iters",
-                             bind="query-params")
+iterations = c3.number_input("Iterations shown", min_value=1, max_value=5, step=1, value=state.default("iters"),
+                             key="iters", bind="query-params")
 
 res = ui.guarded(cached.simulate, cfg, scheduler, int(iterations))
 base = ui.guarded(cached.simulate, cfg, baseline, 1)

@@ -138,11 +138,42 @@ def wait_chart_title(page, key: str, needle: str, timeout_ms: float = 30_000) ->
     )
 
 
-def set_number(page, label: str, value: int) -> None:
-    """Type ``value`` into the sidebar number input labelled ``label`` and commit it."""
-    box = page.locator('[data-testid="stSidebar"]').get_by_label(label, exact=True)
+def set_number(page, key: str, value: float) -> None:
+    """Type ``value`` into the number input with Streamlit ``key`` and commit it."""
+    box = page.locator(f".st-key-{key} input")
     box.fill(str(value))
     box.press("Enter")
+
+
+def choose(page, key: str, option: str) -> None:
+    """Pick ``option`` in the selectbox with Streamlit ``key``."""
+    page.locator(f".st-key-{key}").click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+_SIGNATURE_JS = """(key) => {
+    const el = document.querySelector(`.st-key-${key} .js-plotly-plot`);
+    if (!el || !el.layout) return '';
+    const title = el.layout.title ? String(el.layout.title.text) : '';
+    const notes = (el.layout.annotations || []).map(a => a.text).join('|');
+    const shapes = JSON.stringify(el.layout.shapes || []);
+    const data = JSON.stringify((el.data || []).map(d => [d.name, d.x, d.y, d.base]));
+    return [title, notes, shapes, data.length, data.slice(0, 4000)].join('#');
+}"""
+
+
+def chart_signature(page, key: str) -> str:
+    """A string that changes whenever the chart with ``key`` is redrawn with new data."""
+    return page.evaluate(_SIGNATURE_JS, key)
+
+
+def wait_chart_changed(page, key: str, before: str, timeout_ms: float = 30_000) -> None:
+    """Wait until the chart's signature differs from ``before``."""
+    page.wait_for_function(
+        f"([key, before]) => {{ const s = ({_SIGNATURE_JS})(key); return s !== '' && s !== before; }}",
+        arg=[key, before],
+        timeout=timeout_ms,
+    )
 
 
 def assert_no_exception(page) -> None:

@@ -318,19 +318,19 @@ class TestQueryParams:
 
 
 class TestState:
-    def test_init_state_fills_defaults_without_overwriting(self):
-        session = {"gpus": 64}
+    def test_init_state_sets_only_keys_no_widget_owns(self):
+        session = {"csv_name": "mine.csv"}
         state.init_state(session)
-        assert session["gpus"] == 64
-        assert session["net"] == "10gbe" and session["compare"] == ["wfbp", "mgwfbp", "synceasgd", "optimal"]
-        other = {}
-        state.init_state(other)
-        other["compare"].append("bucket")
-        assert state.PAGE_DEFAULTS["compare"] == ["wfbp", "mgwfbp", "synceasgd", "optimal"]
+        assert session == {"csv_name": "mine.csv", "csv_text": None}
+
+    def test_defaults_are_copies(self):
+        state.default("compare").append("bucket")
+        assert state.default("compare") == ["wfbp", "mgwfbp", "synceasgd", "optimal"]
+        assert state.index_of("net", ["100gbe", "10gbe"]) == 1
+        assert state.index_of("net", ["100gbe"]) == 0
 
     def test_config_converts_units_once(self):
-        session = {}
-        state.init_state(session)
+        session = dict(state.DEFAULTS)
         session.update(ab=True, alpha_us=250.0, beta_ns=2.0, calib=True, calib_s=0.5)
         cfg = state.config_from_state(session)
         assert cfg.alpha_s == pytest.approx(250e-6)
@@ -339,12 +339,10 @@ class TestState:
         assert cfg.cluster().comm_cost().time_s(1000) == pytest.approx(250e-6 + 2e-6)
 
     def test_default_configuration(self):
-        session = {}
-        state.init_state(session)
-        cfg = state.config_from_state(session)
+        cfg = state.config_from_state({})
         assert (cfg.model, cfg.gpus, cfg.gpus_per_node, cfg.network, cfg.intra) == (
             "resnet50", 16, 4, "10gbe", "pcie3")
-        assert (session["scheduler"], session["baseline"]) == ("mgwfbp", "wfbp")
+        assert (state.default("scheduler"), state.default("baseline")) == ("mgwfbp", "wfbp")
         assert cfg.alpha_s is None and cfg.csv_text is None
 
 

@@ -1,0 +1,182 @@
+"""The dashboard in a real browser: Debian's Chromium driven by Playwright.
+
+Starts ``streamlit run app.py`` on a free port. On every page: the charts
+render, no exception box appears, changing one control redraws the chart,
+and a screenshot lands in ``artifacts/screenshots/``. The time from changing
+the GPU count to the redrawn chart on Timeline and Scaling is written to
+``artifacts/latency.json`` (recorded, never asserted).
+
+Set ``UPDATE_DOCS_SCREENSHOTS=1`` to copy the screenshots to ``docs/screenshots/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import time
+
+import pytest
+from browser_util import (
+    ARTIFACTS,
+    REPO,
+    SCREENSHOTS,
+    VIEWPORT,
+    assert_no_exception,
+    chart_signature,
+    choose,
+    launch,
+    set_number,
+    skip_reason,
+    streamlit_server,
+    wait_chart_changed,
+    wait_chart_title,
+    wait_idle,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))]
+
+ERROR_BOX = '[data-testid="stAlertContentError"]'
+
+
+@pytest.fixture(scope="module")
+def server():
+    with streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = launch(p)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport=VIEWPORT)
+    context.set_default_timeout(60_000)
+    pg = context.new_page()
+    yield pg
+    context.close()
+
+
+def open_page(page, server: str, path: str) -> None:
+    page.goto(f"{server}/{path}")
+    wait_idle(page)
+    assert_no_exception(page)
+
+
+def screenshot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.wait_for_timeout(500)  # let plotly finish its transitions
+    target = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(target))
+    if os.environ.get("UPDATE_DOCS_SCREENSHOTS") == "1" and not name.endswith("-changed"):
+        docs = REPO / "docs" / "screenshots"
+        docs.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(target, docs / f"{name}.png")
+
+
+def add_to_multiselect(page, key: str, option: str) -> None:
+    page.locator(f".st-key-{key} input").click()
+    page.get_by_role("option", name=option, exact=True).click()
+    page.keyboard.press("Escape")
+
+
+def nudge_slider(page, key: str, keypress: str = "ArrowLeft") -> None:
+    slider = page.locator(f".st-key-{key} input[type=range]")
+    slider.focus()
+    slider.press(keypress)
+
+
+# Per page: (chart that must redraw, how to change one control).
+CHANGES = {
+    "timeline": ("timeline_chart", lambda pg: set_number(pg, "gpus", 32)),
+    "compare": ("compare_chart", lambda pg: choose(pg, "net", "ib-edr-100")),
+    "scaling": ("scaling_chart", lambda pg: add_to_multiselect(pg, "scale_nets", "100gbe")),
+    "model": ("layer_chart", lambda pg: choose(pg, "model", "alexnet")),
+    "learn": ("toy_chart", lambda pg: nudge_slider(pg, "toy_alpha_us")),
+}
+
+
+@pytest.mark.parametrize("name", list(CHANGES))
+def test_page_renders_and_a_control_redraws_its_chart(page, server, name):
+    path = "" if name == "timeline" else name
+    open_page(page, server, path)
+    assert page.locator(".js-plotly-plot").count() >= 1
+    screenshot(page, name)
+
+    key, change = CHANGES[name]
+    before = chart_signature(page, key)
+    assert before, f"chart {key} did not render"
+    change(page)
+    wait_chart_changed(page, key, before)
+    wait_idle(page)
+    assert_no_exception(page)
+    assert page.locator(ERROR_BOX).count() == 0
+    screenshot(page, f"{name}-changed")
+
+
+def test_model_page_draws_the_dag_of_a_small_model(page, server):
+    open_page(page, server, "model?model=alexnet")
+    assert page.locator(".st-key-dag_chart .js-plotly-plot").count() == 1
+
+
+def test_a_link_reproduces_the_view_and_survives_navigation(page, server):
+    open_page(page, server, "compare?gpus=64&net=ib-edr-100")
+    assert page.locator(".st-key-gpus input").input_value() == "64"
+    page.locator('[data-testid="stSidebarNav"]').get_by_text("Timeline", exact=True).click()
+    wait_chart_title(page, "timeline_chart", "64 GPUs")
+    assert "ib-edr-100" in page.evaluate(
+        "() => document.querySelector('.st-key-timeline_chart .js-plotly-plot').layout.title.text")
+    set_number(page, "gpus", 128)
+    wait_chart_title(page, "timeline_chart", "128 GPUs")
+    page.wait_for_function("() => location.search.includes('gpus=128')")
+    assert "net=ib-edr-100" in page.url
+
+
+def test_gpus_not_filling_nodes_show_an_error_and_the_app_recovers(page, server):
+    open_page(page, server, "")
+    set_number(page, "gpus", 10)
+    page.wait_for_selector(ERROR_BOX)
+    assert "does not fill whole nodes" in page.locator(ERROR_BOX).first.inner_text()
+    assert_no_exception(page)
+    set_number(page, "gpus", 8)
+    wait_chart_title(page, "timeline_chart", "· 8 GPUs")
+    assert page.locator(ERROR_BOX).count() == 0
+
+
+def _measure(page, chart_key: str, values: list[int]) -> list[float]:
+    """Milliseconds from committing each GPU count to its redrawn chart."""
+    samples = []
+    for v in values:
+        t0 = time.perf_counter()
+        set_number(page, "gpus", v)
+        wait_chart_title(page, chart_key, f"· {v} GPUs")
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return samples
+
+
+def test_control_to_chart_latency(page, server):
+    """Recorded in artifacts/latency.json; never asserted."""
+    values = [32, 64, 128, 8, 16, 32, 64]
+    report = {}
+    for name, path, key in (("timeline", "", "timeline_chart"), ("scaling", "scaling", "scaling_timeline")):
+        open_page(page, server, path)
+        samples = _measure(page, key, values)
+        assert_no_exception(page)
+        report[name] = {
+            "chart": key,
+            "gpu_counts": values,
+            "samples_ms": [round(s, 1) for s in samples],
+            "median_ms": round(statistics.median(samples), 1),
+            "max_ms": round(max(samples), 1),
+            "note": "first visit of a count simulates it; later visits hit st.cache_data",
+        }
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "latency.json").write_text(json.dumps(report, indent=2))
