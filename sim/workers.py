@@ -501,7 +501,9 @@ def _worker_models(model: Model, cluster: Cluster, batch_size: int, precision: s
 
 
 def _run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, gpus_by_worker, precision,
-              prefetch, bucket_mb, calibrate_iteration_s, record):
+              prefetch, bucket_mb, calibrate_iteration_s, record, factors=None):
+    """One synchronous run. ``factors`` (iterations x workers) replaces the drawn
+    compute factors; `sim.algorithms` passes its own, drawn per worker."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise SimInputError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
     bytes_per_param(precision)
@@ -521,7 +523,8 @@ def _run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, 
     p = cluster.gpus
     rng = np.random.default_rng(seed)
     slow = straggler_factors(spec, rng, p)
-    factors = draw_compute_factors(spec, rng, iterations, p)
+    drawn = draw_compute_factors(spec, rng, iterations, p)
+    factors = drawn if factors is None else np.asarray(factors, dtype=float)
     jitter = jitter_factors(spec, rng, (iterations, len(groups)))
     run = _SyncRun(
         profiles=profiles, profile_of=profile_of, slow=slow, factors=factors, jitter=jitter,
