@@ -58,6 +58,8 @@ SCHEDULER_COLORS = {
     "optimal": "#2CA02C",
     "bucket": "#FF7F0E",
 }
+#: Compute bars carry their layer name only up to this many per kind (text costs render time).
+MAX_LABELLED_BARS = 20
 IDEAL_STYLE = {"color": "#444444", "dash": "dot", "width": 1.5}
 _HOVER = (
     "<b>%{customdata[0]}</b> %{customdata[1]}<br>"
@@ -119,7 +121,7 @@ def _gantt_traces(bars: pd.DataFrame, *, showlegend: bool = True) -> list[go.Bar
                 x=part["duration_ms"],
                 base=part["start_ms"],
                 marker={"color": KIND_COLORS[kind], "line": {"color": "white", "width": 0.5}},
-                text=part["label"] if kind == "comm" else part["layer"],
+                text=part["label"] if kind == "comm" else (part["layer"] if len(part) <= MAX_LABELLED_BARS else None),
                 textposition="inside",
                 insidetextanchor="middle",
                 textangle=0,
