@@ -273,8 +273,7 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
     else:  # one GPU sends nothing: only check the scheduler and its arguments
         plan = Plan(make_plan(scheduler, _NO_GRADIENTS, cost, bucket_mb=bucket_mb).scheduler, ())
     if method == "fast" and fast.supports(plan, model.num_layers):
-        run = fast.evaluate(model, plan, cost.alpha_s, cost.beta_s_per_byte, precision=precision,
-                            iterations=n_run, prefetch=prefetch)
+        run = fast.evaluate(model, plan, cost, precision=precision, iterations=n_run, prefetch=prefetch)
         t_iter = float(run.iteration_time_s[0])
         phases = {key: float(value[0]) for key, value in run.phase_metrics().items()}
         timeline = functools.partial(run.timeline, 0, iterations)

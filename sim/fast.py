@@ -38,11 +38,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from sim.comm import NO_COMM, CommCost
 from sim.model import Model
 from sim.schedulers import Plan
 from sim.timeline import TIMELINE_COLUMNS
 
-__all__ = ["FastRun", "evaluate", "single_gpu_iteration_s", "supports"]
+__all__ = ["FastRun", "evaluate", "message_times_s", "single_gpu_iteration_s", "supports"]
 
 #: Above this many rows the channel recurrence steps through messages with
 #: numpy over all rows; below it, plain floats row by row are faster.
@@ -274,11 +275,31 @@ def _hidden_s(c_start: np.ndarray, c_end: np.ndarray, backward_end_s: np.ndarray
     return np.cumsum(piece, axis=1)[:, -1]
 
 
+def message_times_s(costs, groups, group_bytes: np.ndarray) -> np.ndarray:
+    """All-reduce time of each message (columns) under each cost (rows).
+
+    As `sim.dag.build_dag` takes them: a plain `CommCost` is
+    ``alpha_s + beta_s_per_byte * M`` (all rows at once); any other cost
+    model (e.g. measured per-layer times) is asked message by message.
+    """
+    times = np.empty((len(costs), len(groups)))
+    plain = [k for k, c in enumerate(costs) if type(c) is CommCost]
+    if plain:
+        alpha = np.array([costs[k].alpha_s for k in plain])
+        beta = np.array([costs[k].beta_s_per_byte for k in plain])
+        times[plain] = alpha[:, None] + beta[:, None] * group_bytes.astype(float)[None, :]
+    for k, cost in enumerate(costs):
+        if type(cost) is not CommCost:
+            per_message = getattr(cost, "message_time_s", None)
+            times[k] = [float(per_message(members, int(b)) if per_message else cost.time_s(int(b)))
+                        for members, b in zip(groups, group_bytes, strict=True)]
+    return times
+
+
 def evaluate(
     model: Model,
     plan: Plan,
-    alpha_s,
-    beta_s_per_byte,
+    costs,
     *,
     precision: str = "fp32",
     iterations: int = 2,
@@ -293,8 +314,8 @@ def evaluate(
     plan : Plan
         Messages in sending order; ``Plan(name, ())`` for one GPU. Must pass
         `supports`.
-    alpha_s, beta_s_per_byte : float or array of shape (K,)
-        All-reduce cost ``T(M) = alpha_s + beta_s_per_byte * M`` of each row.
+    costs : CommCost or sequence of K CommCost
+        The all-reduce cost of each row (see `message_times_s`).
     precision : {"fp32", "fp16"}
         Gradient width.
     iterations : int
@@ -306,10 +327,8 @@ def evaluate(
     -------
     FastRun
     """
-    alpha = np.atleast_1d(np.asarray(alpha_s, dtype=float))
-    beta = np.atleast_1d(np.asarray(beta_s_per_byte, dtype=float))
-    rows = max(alpha.shape[0], beta.shape[0])
-    alpha, beta = np.broadcast_to(alpha, (rows,)), np.broadcast_to(beta, (rows,))
+    costs = [costs] if isinstance(costs, CommCost) else list(costs)
+    rows = len(costs)
     n = model.num_layers
     groups = plan.groups
     n_msg = len(groups)
@@ -324,7 +343,7 @@ def evaluate(
         lowest = np.zeros(0, np.int64)
     # backward arrays run from layer n-1 down to 0: layer i sits at n-1-i
     ready_at = np.zeros(n_msg, np.int64) + (n - 1) if plan.after_backward else n - 1 - lowest
-    t_c = alpha[:, None] + beta[:, None] * group_bytes.astype(float)[None, :]
+    t_c = message_times_s(costs, groups, group_bytes)
     fwd, bwd_rev = model.fwd_s, model.bwd_s[::-1].copy()
     io_s, h2d_s, update_s = float(model.io_s), float(model.h2d_s), float(model.update_s)
 
@@ -365,5 +384,5 @@ def evaluate(
 
 def single_gpu_iteration_s(model: Model, precision: str = "fp32", prefetch: bool = False) -> float:
     """Steady-state iteration time of ``model`` on one GPU (no communication)."""
-    run = evaluate(model, Plan("wfbp", ()), 0.0, 0.0, precision=precision, iterations=2, prefetch=prefetch)
+    run = evaluate(model, Plan("wfbp", ()), NO_COMM, precision=precision, iterations=2, prefetch=prefetch)
     return float(run.iteration_time_s[0])

@@ -9,7 +9,7 @@ How it stays fast. The caller's process validates every configuration and
 resolves each distinct workload once (the model timed for its GPU, batch and
 precision, calibrated if asked, and its one-GPU iteration time). The grid then
 shrinks to distinct evaluations: (workload, scheduler, bucket size for the
-``bucket`` scheduler, all-reduce alpha and beta); one GPU needs no plan. A
+``bucket`` scheduler, all-reduce cost); one GPU needs no plan. A
 worker plans each evaluation and times together, in one vectorised pass of
 `sim.fast.evaluate`, all evaluations of a workload whose plans are the same
 (for most schedulers the plan does not depend on the cost, so every GPU count
@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from sim import fast
-from sim.api import METRIC_KEYS, _check_run_args, _dag_figures, resolve_model
+from sim.api import _NO_GRADIENTS, METRIC_KEYS, _check_run_args, _dag_figures, resolve_model
 from sim.cluster import Cluster
 from sim.comm import NO_COMM, CommCost
 from sim.dag import gradient_layers
@@ -66,11 +66,16 @@ _N_RUN = 2 + len(_RUN_DEFAULTS)
 SERIAL_WORK_LIMIT = 150_000
 _CHUNKS_PER_WORKER = 8
 _MISSING = object()
-_NO_GRADIENTS = GradientLayers(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
 _PHASES = ("compute_s", "forward_s", "backward_s", "update_s", "io_s", "h2d_s",
            "comm_s", "comm_hidden_s", "comm_exposed_s")
 
 Progress = Callable[[int, int], None]
+
+
+def _timing_cost(cost: CommCost) -> CommCost:
+    """``cost`` without its label when only alpha and beta time it, so that
+    equal costs from different collectives are one evaluation."""
+    return CommCost(cost.alpha_s, cost.beta_s_per_byte) if type(cost) is CommCost else cost
 
 
 def default_jobs() -> int:
@@ -98,19 +103,14 @@ class _Grid:
     def __init__(self, configs: Sequence[dict]):
         self.clusters: list[tuple[Cluster, CommCost]] = []
         self.workloads: list[_Workload] = []
-        self.units: list[tuple] = []  # (workload id, scheduler or None, bucket_mb or None, alpha_s, beta_s)
-        n = len(configs)
-        self.cluster_of_row = np.empty(n, dtype=np.int64)
-        self.workload_of_row = np.empty(n, dtype=np.int64)
-        self.unit_of_row = np.empty(n, dtype=np.int64)
-        self.scheduler_of_row: list[str] = []
+        self.units: list[tuple] = []  # (workload id, scheduler or None, bucket_mb or None, cost)
         self._models: dict[str, Model] = {}
         self._cluster_ids: dict[tuple, int] = {}
         self._checked: set[tuple] = set()
         self._workload_ids: dict[tuple, int] = {}
         self._unit_ids: dict[tuple, int] = {}
         known = set(GRID_KEYS)
-        resolved: dict[tuple, tuple[int, int, int, str]] = {}  # a row's values -> its ids
+        rows: list[tuple[int, int, int, str]] = []
         for row, config in enumerate(configs):
             try:
                 if not isinstance(config, dict):
@@ -118,14 +118,14 @@ class _Grid:
                 if not config.keys() <= known:
                     unknown = ", ".join(sorted(map(str, config.keys() - known)))
                     raise SimInputError(f"unknown key(s) {unknown}; valid: {', '.join(GRID_KEYS)}")
-                values = tuple(map(config.get, GRID_KEYS, repeat(_MISSING)))
-                ids = resolved.get(values)
-                if ids is None:
-                    ids = resolved[values] = self._resolve(values)
+                rows.append(self._resolve(tuple(map(config.get, GRID_KEYS, repeat(_MISSING)))))
             except (SimInputError, TypeError) as exc:
                 raise SimInputError(f"configuration {row}: {exc}") from None
-            self.cluster_of_row[row], self.workload_of_row[row], self.unit_of_row[row], scheduler = ids
-            self.scheduler_of_row.append(scheduler)
+        cids, wids, uids, schedulers = zip(*rows, strict=True) if rows else ((), (), (), ())
+        self.cluster_of_row = np.array(cids, dtype=np.int64)
+        self.workload_of_row = np.array(wids, dtype=np.int64)
+        self.unit_of_row = np.array(uids, dtype=np.int64)
+        self.scheduler_of_row = list(schedulers)
 
     def _resolve(self, values: tuple) -> tuple[int, int, int, str]:
         """Validate one distinct configuration (values in `GRID_KEYS` order);
@@ -134,15 +134,15 @@ class _Grid:
         for key, value in (("model", model), ("batch_size", batch_size)):
             if value is _MISSING:
                 raise SimInputError(f"{key!r} is required")
-        scheduler, precision, prefetch, bucket_mb, calibrate = (
-            d if v is _MISSING else v for v, d in zip(values[2:_N_RUN], _RUN_DEFAULTS.values(), strict=True))
+        scheduler, precision, prefetch, bucket_mb, calibrate = [
+            d if v is _MISSING else v for v, d in zip(values[2:_N_RUN], _RUN_DEFAULTS.values(), strict=True)]
         cluster_values = values[_N_RUN:]
         cid = self._cluster_ids.get(cluster_values)
         if cid is None:
             given = {k: v for k, v in zip(_CLUSTER_DEFAULTS, cluster_values, strict=True) if v is not _MISSING}
             cluster = Cluster(**given)
             cid = self._cluster_ids[cluster_values] = len(self.clusters)
-            self.clusters.append((cluster, cluster.comm_cost()))
+            self.clusters.append((cluster, _timing_cost(cluster.comm_cost())))
         cluster, cost = self.clusters[cid]
         if (scheduler, bucket_mb) not in self._checked:
             make_plan(scheduler, _NO_GRADIENTS, NO_COMM, bucket_mb=bucket_mb)  # checks the name and bucket_mb
@@ -163,9 +163,9 @@ class _Grid:
             wid = self._workload_ids[wkey] = len(self.workloads)
             self.workloads.append(_Workload(timed, precision, prefetch, int(batch_size), single))
         if cluster.gpus > 1:  # make_plan hands bucket_mb to the bucket scheduler only
-            ukey = (wid, scheduler, bucket_mb if scheduler == "bucket" else None, cost.alpha_s, cost.beta_s_per_byte)
+            ukey = (wid, scheduler, bucket_mb if scheduler == "bucket" else None, cost)
         else:  # one GPU sends nothing: no plan
-            ukey = (wid, None, None, 0.0, 0.0)
+            ukey = (wid, None, None, NO_COMM)
         uid = self._unit_ids.get(ukey)
         if uid is None:
             uid = self._unit_ids[ukey] = len(self.units)
@@ -184,8 +184,11 @@ class _Grid:
     def chunks(self, parts: int) -> list[list[int]]:
         """Evaluation ids in ``parts`` runs of about equal work, evaluations
         that may share a plan kept next to each other."""
-        order = sorted(range(len(self.units)), key=lambda u: (self.units[u][0], str(self.units[u][1]),
-                                                               self.units[u][2] or 0.0, *self.units[u][3:]))
+        def key(uid):
+            wid, scheduler, bucket_mb, cost = self.units[uid]
+            return wid, str(scheduler), bucket_mb or 0.0, cost.alpha_s, cost.beta_s_per_byte
+
+        order = sorted(range(len(self.units)), key=key)
         weights = np.array([self.work([u]) for u in order])
         bounds = np.searchsorted(np.cumsum(weights), np.linspace(0, weights.sum(), parts + 1)[1:-1], side="right")
         return [chunk.tolist() for chunk in np.split(np.asarray(order, dtype=np.int64), bounds) if chunk.size]
@@ -208,7 +211,7 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
     grads: dict[int, GradientLayers] = {}
     by_plan: dict[tuple, list[int]] = {}
     plans: dict[tuple, Plan] = {}
-    for pos, (_, wid, scheduler, bucket_mb, alpha_s, beta_s) in enumerate(units):
+    for pos, (_, wid, scheduler, bucket_mb, cost) in enumerate(units):
         w = workloads[wid]
         if scheduler is None:
             plan = Plan("", ())
@@ -216,7 +219,7 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
             if wid not in grads:
                 grads[wid] = gradient_layers(w.model, w.precision)
             bucket_mb = DEFAULT_BUCKET_MB if bucket_mb is None else bucket_mb
-            plan = make_plan(scheduler, grads[wid], CommCost(alpha_s, beta_s), bucket_mb=bucket_mb)
+            plan = make_plan(scheduler, grads[wid], cost, bucket_mb=bucket_mb)
         key = (wid, plan.groups, plan.after_backward)
         plans.setdefault(key, plan)
         by_plan.setdefault(key, []).append(pos)
@@ -227,17 +230,16 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
     for key, positions in by_plan.items():
         wid, plan = key[0], plans[key]
         w = workloads[wid]
-        alpha = np.array([units[p][4] for p in positions])
-        beta = np.array([units[p][5] for p in positions])
+        costs = [units[p][4] for p in positions]
         idx = np.asarray(positions)
         if fast.supports(plan, w.model.num_layers):
-            run = fast.evaluate(w.model, plan, alpha, beta, precision=w.precision, iterations=2, prefetch=w.prefetch)
+            run = fast.evaluate(w.model, plan, costs, precision=w.precision, iterations=2, prefetch=w.prefetch)
             out["iteration_time_s"][idx] = run.iteration_time_s
             for name, values in run.phase_metrics().items():
                 out[name][idx] = values
         else:  # a plan the channel recurrence does not describe: the reference evaluation
-            for p, a, b in zip(positions, alpha, beta, strict=True):
-                t_iter, phases = _dag_figures(w.model, plan, CommCost(a, b), w.precision, 2, w.prefetch)
+            for p, cost in zip(positions, costs, strict=True):
+                t_iter, phases = _dag_figures(w.model, plan, cost, w.precision, 2, w.prefetch)
                 out["iteration_time_s"][p] = t_iter
                 for name in _PHASES:
                     out[name][p] = phases[name]

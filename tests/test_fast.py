@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import sim
 from sim import fast
 from sim.api import _dag_timeline, _phase_metrics, _steady_iteration_s, simulate_dag
-from sim.comm import CommCost
+from sim.comm import NO_COMM, CommCost
 from sim.dag import gradient_layers
 from sim.schedulers import GradientLayers, Plan, _plan, optimal
 
@@ -121,7 +121,7 @@ class TestAgainstTheEngine:
         cost = CommCost(data.draw(st.floats(0, 2e-3)), data.draw(st.floats(0, 3e-9)))
         prefetch = data.draw(st.booleans())
         iterations = data.draw(st.integers(1, 3))
-        run = fast.evaluate(model, plan, cost.alpha_s, cost.beta_s_per_byte, iterations=iterations, prefetch=prefetch)
+        run = fast.evaluate(model, plan, cost, iterations=iterations, prefetch=prefetch)
         ref = _dag_timeline(model, plan, cost, "fp32", iterations, prefetch)
         pd.testing.assert_frame_equal(run.timeline(), ref, check_exact=True)
         assert float(run.iteration_time_s[0]) == _steady_iteration_s(ref)
@@ -138,22 +138,44 @@ class TestVectorisedRows:
         """K costs in one pass give, row by row, what K separate passes give, to the bit."""
         grads = gradient_layers(model, "fp32")
         plan = sim.schedulers.make_plan(scheduler, grads, CommCost(*costs[0]), bucket_mb=1.0)
-        alpha, beta = np.array(costs).T
-        together = fast.evaluate(model, plan, alpha, beta, prefetch=prefetch)
+        together = fast.evaluate(model, plan, [CommCost(a, b) for a, b in costs], prefetch=prefetch)
         phases = together.phase_metrics()
         for row, (a, b) in enumerate(costs):
-            alone = fast.evaluate(model, plan, a, b, prefetch=prefetch)
+            alone = fast.evaluate(model, plan, CommCost(a, b), prefetch=prefetch)
             assert together.iteration_time_s[row] == alone.iteration_time_s[0]
             for key, values in alone.phase_metrics().items():
                 assert phases[key][row] == values[0], key
             pd.testing.assert_frame_equal(together.timeline(row), alone.timeline(), check_exact=True)
 
 
+@dataclasses.dataclass(frozen=True)
+class SteppedCost(CommCost):
+    """A cost that is not affine: every started MiB costs ``alpha_s`` more."""
+
+    def time_s(self, nbytes):
+        nbytes = np.asarray(nbytes, dtype=float)
+        return self.alpha_s * (1 + np.ceil(nbytes / 2**20)) + self.beta_s_per_byte * nbytes
+
+
+class TestOtherCostModels:
+    @SETTINGS
+    @given(models(), st.floats(0, 2e-3), st.floats(0, 3e-9), st.sampled_from(sorted(sim.SCHEDULERS)), st.booleans())
+    def test_message_times_come_from_the_cost_model(self, model, alpha_s, beta, scheduler, prefetch):
+        """A cost model other than alpha-beta is asked message by message, as the DAG asks it."""
+        cost = SteppedCost(alpha_s, beta)
+        plan = sim.schedulers.make_plan(scheduler, gradient_layers(model, "fp32"), cost, bucket_mb=1.0)
+        run = fast.evaluate(model, plan, [CommCost(alpha_s, beta), cost], iterations=2, prefetch=prefetch)
+        ref = _dag_timeline(model, plan, cost, "fp32", 2, prefetch)
+        pd.testing.assert_frame_equal(run.timeline(row=1), ref, check_exact=True)
+        plain = _dag_timeline(model, plan, CommCost(alpha_s, beta), "fp32", 2, prefetch)
+        pd.testing.assert_frame_equal(run.timeline(row=0), plain, check_exact=True)
+
+
 class TestHandWorked:
     def test_wfbp_two_layers(self):
         # fwd 1+1, bwd 2 (L1) then 2 (L0); L1's 1000 params = 4000 bytes: t_c = 1 ms + 4000 * 1e-6 ms
         model = make_model([1000, 1000], [1, 1], [2, 2])
-        run = fast.evaluate(model, Plan("wfbp", ((1,), (0,))), 1e-3, 1e-9, iterations=2)
+        run = fast.evaluate(model, Plan("wfbp", ((1,), (0,))), CommCost(1e-3, 1e-9), iterations=2)
         t_c = 1e-3 + 4000 * 1e-9
         # L1 ready at 4 ms, sent 4 .. 4+t_c; L0 ready at 6 ms, sent 6 .. 6+t_c; update 6+t_c (0 long)
         assert run.comm_start_s[0, 0].tolist() == pytest.approx([4 * MS, 6 * MS])
@@ -167,7 +189,7 @@ class TestHandWorked:
     def test_prefetch_overlaps_the_loader(self):
         # io 2 + h2d 1 ahead of 7 ms of compute: the period is the compute
         model = make_model([1000, 1000], [1, 1], [2, 2], io_ms=2, h2d_ms=1, update_ms=1)
-        assert fast.evaluate(model, Plan("wfbp", ()), 0, 0, iterations=3, prefetch=True).iteration_time_s[0] == \
+        assert fast.evaluate(model, Plan("wfbp", ()), NO_COMM, iterations=3, prefetch=True).iteration_time_s[0] == \
             pytest.approx(7 * MS)
         assert fast.single_gpu_iteration_s(model) == pytest.approx(10 * MS)
 
