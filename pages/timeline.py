@@ -34,23 +34,27 @@ with chart:
                "a merged message is labelled with its group and layer count, e.g. *g3 (5 layers)*.")
 
 
-def _pct(a: float, b: float) -> str:
-    return f"{(a / b - 1) * 100:+.1f}% vs {baseline}" if b else None
+def _delta(value: float, reference: float, unit: str = "%") -> dict:
+    """Keyword arguments for st.metric's delta against the baseline scheduler."""
+    change = (value / reference - 1) * 100 if unit == "%" and reference else value - reference
+    if abs(change) < 0.05:
+        return {"delta": f"same as {baseline}", "delta_color": "off", "delta_arrow": "off"}
+    return {"delta": f"{change:+.1f}{' ' if unit != '%' else ''}{unit} vs {baseline}"}
 
 
 with figures_col:
     st.metric("Iteration time", ui.fmt_ms(m["iteration_time_s"]),
-              delta=_pct(m["iteration_time_s"], b["iteration_time_s"]), delta_color="inverse")
+              **{"delta_color": "inverse", **_delta(m["iteration_time_s"], b["iteration_time_s"])})
     st.metric("Samples/s", f"{m['throughput_samples_per_s']:,.0f}",
-              delta=_pct(m["throughput_samples_per_s"], b["throughput_samples_per_s"]),
+              **_delta(m["throughput_samples_per_s"], b["throughput_samples_per_s"]),
               help="Throughput of the whole cluster: batch × GPUs / iteration time.")
     st.metric("Hidden comm", ui.fmt_ms(m["comm_hidden_s"]),
               help="All-reduce time that overlaps computation.")
     st.metric("Exposed comm", ui.fmt_ms(m["comm_exposed_s"]),
-              delta=f"{(m['comm_exposed_s'] - b['comm_exposed_s']) * 1e3:+.1f} ms vs {baseline}",
-              delta_color="inverse", help="All-reduce time the GPUs wait for.")
+              **{"delta_color": "inverse", **_delta(m["comm_exposed_s"] * 1e3, b["comm_exposed_s"] * 1e3, "ms")},
+              help="All-reduce time the GPUs wait for.")
     st.metric("Scaling efficiency", f"{m['scaling_efficiency']:.0%}",
-              delta=f"{(m['scaling_efficiency'] - b['scaling_efficiency']) * 100:+.1f} pts vs {baseline}",
+              **_delta(m["scaling_efficiency"] * 100, b["scaling_efficiency"] * 100, "pts"),
               help="Speedup over one GPU divided by the GPU count.")
 
 messages = res.timeline.loc[(res.timeline["kind"] == "comm") & (res.timeline["iteration"] == 0)]

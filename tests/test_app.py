@@ -161,6 +161,13 @@ class TestTimeline:
         at.selectbox(key="scheduler").set_value("optimal").run()
         assert metric(at, "Iteration time") <= wfbp
 
+    def test_deltas_against_the_baseline(self):
+        at = open_page(csv_app(), "timeline")
+        deltas = {m.label: m.delta for m in at.metric}
+        assert deltas["Iteration time"].endswith("% vs wfbp")
+        at.selectbox(key="scheduler").set_value("wfbp").run()
+        assert {m.label: m.delta for m in at.metric}["Iteration time"] == "same as wfbp"
+
     def test_more_iterations_show_more_bars(self):
         at = open_page(csv_app(), "timeline")
         one = sum(len(values(t["x"])) for t in chart(at, "timeline_chart")["data"])

@@ -151,6 +151,33 @@ def test_gpus_not_filling_nodes_show_an_error_and_the_app_recovers(page, server)
     assert page.locator(ERROR_BOX).count() == 0
 
 
+def test_clicking_a_scaling_point_picks_that_gpu_count(page, server):
+    open_page(page, server, "scaling")
+    points = page.locator(".st-key-scaling_chart .scatterlayer .trace").first.locator(".points path")
+    assert points.count() == 11  # 1, 2, 4, ..., 1024 GPUs
+    points.nth(8).click(force=True)  # 256 GPUs
+    wait_chart_title(page, "scaling_timeline", "· 256 GPUs")
+    assert page.locator(".st-key-gpus input").input_value() == "256"
+    page.wait_for_function("() => location.search.includes('gpus=256')")
+    assert_no_exception(page)
+
+
+def test_uploaded_csv_is_checked_and_used(page, server):
+    open_page(page, server, "")
+    choose(page, "model", "Upload a layer CSV…")
+    upload = page.locator(".st-key-upload input[type=file]")
+    upload.wait_for(state="attached")
+    bad = b"name,params,fwd_ms,bwd_ms\nconv1,1000,1.0,2.0\nfc,lots,0.5,1.0\n"
+    upload.set_input_files(files=[{"name": "bad.csv", "mimeType": "text/csv", "buffer": bad}])
+    page.wait_for_selector(ERROR_BOX)
+    assert page.locator(ERROR_BOX).first.inner_text() == "bad.csv row 3, column 'params': 'lots' is not a finite number"
+    assert_no_exception(page)
+    good = b"name,params,fwd_ms,bwd_ms\nconv1,1000,1.0,2.0\nfc,4000000,0.5,1.0\n"
+    upload.set_input_files(files=[{"name": "good.csv", "mimeType": "text/csv", "buffer": good}])
+    wait_chart_title(page, "timeline_chart", "good.csv")
+    assert page.locator(ERROR_BOX).count() == 0
+
+
 def _measure(page, chart_key: str, values: list[int]) -> list[float]:
     """Milliseconds from committing each GPU count to its redrawn chart."""
     samples = []
