@@ -111,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="simulate one configuration")
     _add_workload_flags(run, many=False)
     run.add_argument("--format", choices=["json", "table"], default="table")
+    _add_straggler_flags(run)
 
     sw = sub.add_parser("sweep", help="simulate every (gpus, scheduler) pair")
     _add_workload_flags(sw, many=True)
@@ -121,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run the sweep on this Dask scheduler's workers (they need sim importable)")
     sw.add_argument("--progress", choices=["auto", "on", "off"], default="auto",
                     help="progress bar on stderr (auto: when stderr is a terminal)")
+    _add_straggler_flags(sw)
+    _add_algorithms_parser(sub)
 
     tr = sub.add_parser("trace", help="write the timeline as Chrome Trace Event JSON")
     _add_workload_flags(tr, many=False)
@@ -200,11 +203,12 @@ def _table(metrics: dict) -> str:
 
 def _cmd_run(args, out) -> None:
     res = _run_one(args)
+    metrics = _with_stragglers(args, res.metrics) if _straggler_given(args) else res.metrics
     if args.format == "json":
-        json.dump(res.metrics, out, indent=2)
+        json.dump(metrics, out, indent=2)
         out.write("\n")
     else:
-        out.write(_table(res.metrics) + "\n")
+        out.write(_table(metrics) + "\n")
 
 
 class _ProgressBar:
@@ -255,6 +259,8 @@ def _cmd_sweep(args, out) -> None:
     finally:
         if client is not None:
             client.close()
+    if _straggler_given(args):
+        frame = _sweep_with_stragglers(args, model, frame)
     if args.format == "json":
         json.dump(frame.to_dict("records"), out, indent=2)
         out.write("\n")
@@ -265,6 +271,7 @@ def _cmd_sweep(args, out) -> None:
     else:
         cols = ["gpus", "scheduler", "iteration_time_s", "throughput_samples_per_s", "comm_exposed_s",
                 "speedup", "scaling_efficiency", "num_messages"]
+        cols += [c for c in ("iteration_p50_s", "iteration_p99_s") if c in flat.columns]
         out.write(flat[cols].to_string(index=False) + "\n")
 
 
@@ -409,8 +416,184 @@ def _cmd_gap(args, out) -> None:
         out.write(_table(summary) + "\n")
 
 
+# --- stragglers (run, sweep) and the seven algorithms ---------------------------------
+
+#: Iterations the per-worker engine runs for --straggler-* statistics (at least).
+STRAGGLER_ITERATIONS = 100
+
+
+def _add_straggler_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("stragglers (any of these switches to the per-worker engine, sim.workers)")
+    g.add_argument("--straggler-dist", choices=["constant", "normal", "lognormal", "exponential"], default=None,
+                   help="distribution of each worker's compute time per iteration (mean 1)")
+    g.add_argument("--straggler-cv", type=_nonneg_float, default=None, help="its coefficient of variation")
+    g.add_argument("--stragglers", type=_positive_int, default=None, help="number of persistently slow workers")
+    g.add_argument("--straggler-factor", type=_positive_float, default=None,
+                   help="how many times slower they compute (default 2 with --stragglers)")
+    g.add_argument("--straggler-jitter-cv", type=_nonneg_float, default=None,
+                   help="coefficient of variation of a lognormal factor on every message's time")
+    g.add_argument("--seed", type=_nonneg_int, default=None, help="seed of every random draw (default 0)")
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    return value
+
+
+def _straggler_given(args) -> bool:
+    names = ("straggler_dist", "straggler_cv", "stragglers", "straggler_factor", "straggler_jitter_cv", "seed")
+    return any(getattr(args, n, None) is not None for n in names)
+
+
+def _straggler_spec(args, gpus: list[int]):
+    """The `StragglerSpec` the flags describe; errors name the flag."""
+    from sim.workers import StragglerSpec
+
+    dist = args.straggler_dist or "constant"
+    cv = args.straggler_cv
+    if cv is not None and dist == "constant":
+        raise SimInputError("--straggler-cv needs --straggler-dist normal, lognormal or exponential")
+    if dist != "constant" and cv is None:
+        raise SimInputError(f"--straggler-dist {dist} needs --straggler-cv (its coefficient of variation)")
+    if dist == "exponential" and cv > 1:
+        raise SimInputError(f"--straggler-cv must be <= 1 for --straggler-dist exponential, got {cv:g}")
+    if cv is not None and cv > 2:
+        raise SimInputError(f"--straggler-cv must be <= 2, got {cv:g}")
+    if args.straggler_factor is not None and args.stragglers is None:
+        raise SimInputError("--straggler-factor needs --stragglers K")
+    factor = args.straggler_factor if args.straggler_factor is not None else 2.0
+    if not 1 <= factor <= 1000:
+        raise SimInputError(f"--straggler-factor must be from 1 to 1000 (times slower), got {factor:g}")
+    k = args.stragglers or 0
+    if k > min(gpus):
+        raise SimInputError(f"--stragglers {k} exceeds --gpus {min(gpus)}")
+    jitter = args.straggler_jitter_cv or 0.0
+    if jitter > 2:
+        raise SimInputError(f"--straggler-jitter-cv must be <= 2, got {jitter:g}")
+    return StragglerSpec(dist=dist, cv=cv or 0.0, stragglers=k, factor=factor if k else 1.0, jitter_cv=jitter)
+
+
+def _worker_run(args, model, gpus: int, scheduler: str, spec):
+    from sim.workers import simulate_workers
+
+    return simulate_workers(
+        model, _cluster(args, gpus), scheduler, batch_size=args.batch_size, straggler=spec,
+        iterations=max(getattr(args, "iterations", 1), STRAGGLER_ITERATIONS), seed=args.seed or 0,
+        precision=args.precision, prefetch=args.prefetch, bucket_mb=args.bucket_mb or DEFAULT_BUCKET_MB,
+        calibrate_iteration_s=args.calibrate_iteration_s,
+    )
+
+
+def _straggler_metrics(metrics: dict, wm: dict) -> dict:
+    """Plain metrics with the iteration time (and what follows from it) from the per-worker engine."""
+    t = wm["iteration_time_s"]
+    out = dict(metrics)
+    out.update(
+        iteration_time_s=t, throughput_samples_per_s=wm["throughput_samples_per_s"],
+        speedup=metrics["gpus"] * metrics["single_gpu_iteration_time_s"] / t,
+        scaling_efficiency=metrics["single_gpu_iteration_time_s"] / t,
+    )
+    keys = ("iteration_p50_s", "iteration_p99_s", "ideal_iteration_time_s", "straggler_slowdown", "wait_mean_s",
+            "seed", "straggler_dist", "straggler_cv", "stragglers", "straggler_factor", "jitter_cv",
+            "straggler_workers")
+    out.update({k: wm[k] for k in keys})
+    out["straggler_iterations"] = wm["iterations"]
+    return out
+
+
+def _with_stragglers(args, metrics: dict) -> dict:
+    spec = _straggler_spec(args, [args.gpus])
+    wr = _worker_run(args, _model(args), args.gpus, args.scheduler, spec)
+    return _straggler_metrics(metrics, wr.metrics)
+
+
+def _sweep_with_stragglers(args, model, frame: pd.DataFrame) -> pd.DataFrame:
+    spec = _straggler_spec(args, list(args.gpus))
+    rows = []
+    for row in frame.to_dict("records"):
+        wr = _worker_run(args, model, int(row["gpus"]), row["scheduler"], spec)
+        rows.append(_straggler_metrics(row, wr.metrics))
+    return pd.DataFrame(rows)
+
+
+def _add_algorithms_parser(sub) -> None:
+    from sim.algorithms import ALGORITHMS
+
+    al = sub.add_parser("algorithms", help="BSP, ASP, SSP, EASGD, AR-SGD, GoSGD, AD-PSGD: speed and accuracy")
+    al.add_argument("--model", required=True, help="zoo name or path to a layer CSV")
+    al.add_argument("--gpus", type=_positive_int, default=16, help="workers P")
+    al.add_argument("--gpus-per-node", type=_positive_int, default=1, help="GPUs per node (AR-SGD's collective)")
+    al.add_argument("--gpu", default="v100-sxm2", help="GPU type, for the estimated compute times of zoo models")
+    al.add_argument("--network", default="10gbe", help="network preset: every worker's and the server's link")
+    al.add_argument("--intra", default="pcie3", help="intra-node link preset (AR-SGD)")
+    al.add_argument("--collective", default="ring", help=f"AR-SGD's all-reduce: one of {', '.join(COLLECTIVES)}")
+    al.add_argument("--batch-size", type=_positive_int, default=32, help="samples per worker per step")
+    al.add_argument("--precision", choices=list(BYTES_PER_PARAM), default="fp32", help="parameter width on the wire")
+    al.add_argument("--algorithms", type=_name_list, default=list(ALGORITHMS), help="e.g. BSP,ASP,AR-SGD")
+    al.add_argument("--steps", type=_positive_int, default=100, help="gradients per worker (the budget is P x steps)")
+    al.add_argument("--staleness", type=_nonneg_int, default=3, help="SSP's staleness bound s")
+    al.add_argument("--tau", type=_positive_int, default=4, help="EASGD's communication period, in steps")
+    al.add_argument("--gossip-p", type=_nonneg_float, default=0.5, help="GoSGD's probability of gossip per step")
+    al.add_argument("--lr", type=_positive_float, default=None, help="learning rate of the training replay (default 0.5)")
+    al.add_argument("--target-accuracy", type=_positive_float, default=None,
+                    help="for time-to-accuracy (default: the dataset's Bayes accuracy - 0.02)")
+    al.add_argument("--format", choices=["json", "csv", "table"], default="table")
+    _add_straggler_flags(al)
+
+
+def _json_safe(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _cmd_algorithms(args, out) -> None:
+    from sim.algorithms import ALGORITHMS, AlgorithmConfig
+    from sim.training import DEFAULT_LR, compare_algorithms
+
+    for name in args.algorithms:
+        if name not in ALGORITHMS:
+            raise SimInputError(f"--algorithms: unknown algorithm {name!r}; valid: {', '.join(ALGORITHMS)}")
+    if args.steps < 2:
+        raise SimInputError("--steps must be >= 2")
+    if args.gossip_p > 1:
+        raise SimInputError(f"--gossip-p must be from 0 to 1, got {args.gossip_p:g}")
+    if args.target_accuracy is not None and args.target_accuracy > 1:
+        raise SimInputError(f"--target-accuracy must be at most 1, got {args.target_accuracy:g}")
+    spec = _straggler_spec(args, [args.gpus])
+    cluster = Cluster(gpus=args.gpus, gpus_per_node=args.gpus_per_node, network=args.network, intra=args.intra,
+                      collective=args.collective, gpu=args.gpu)
+    config = AlgorithmConfig(staleness=args.staleness, tau=args.tau, gossip_p=args.gossip_p)
+    comparison = compare_algorithms(
+        load_model(args.model), cluster, batch_size=args.batch_size, algorithms=args.algorithms, steps=args.steps,
+        seed=args.seed or 0, straggler=spec, config=config, precision=args.precision,
+        lr=args.lr or DEFAULT_LR, target_accuracy=args.target_accuracy,
+    )
+    table = comparison.table
+    if args.format == "json":
+        json.dump([_json_safe(r) for r in table.to_dict("records")], out, indent=2)
+        out.write("\n")
+    elif args.format == "csv":
+        table.to_csv(out, index=False)
+    else:
+        cols = ["algorithm", "throughput_samples_per_s", "time_to_accuracy_s", "final_accuracy", "bytes_per_worker",
+                "server_bytes", "server_link_utilisation", "staleness_mean", "staleness_max"]
+        out.write(table[cols].to_string(index=False) + "\n")
+        out.write(f"target accuracy {comparison.target_accuracy:.4f} (Bayes {comparison.bayes_accuracy:.4f}); "
+                  f"{args.steps} steps per worker, seed {args.seed or 0}\n")
+
+
 COMMANDS = {"run": _cmd_run, "sweep": _cmd_sweep, "trace": _cmd_trace, "list": _cmd_list, "gap": _cmd_gap, "fit-network": _cmd_fit_network,
-            "import-bcaffe": _cmd_import_bcaffe}
+            "import-bcaffe": _cmd_import_bcaffe, "algorithms": _cmd_algorithms}
 
 
 def main(argv: list[str] | None = None, out=None, err=None) -> int:

@@ -229,3 +229,48 @@ def test_models_are_numbered_server_then_workers():
     assert res.consensus == "server"
     assert run("GoSGD", gpus=3).consensus == "mean"
     assert np.isfinite(res.metrics["server_link_utilisation"])
+
+
+class TestCommandLine:
+    """``python -m sim algorithms``: one row per algorithm; bad input exits 2 naming the flag."""
+
+    @staticmethod
+    def cli(*argv):
+        import io
+
+        from sim.cli import main
+
+        out, err = io.StringIO(), io.StringIO()
+        return main(list(argv), out=out, err=err), out.getvalue(), err.getvalue()
+
+    def test_json_rows(self):
+        import json
+
+        code, out, _ = self.cli("algorithms", "--model", "tests/data/tiny.csv", "--gpus", "4", "--network", "10gbe",
+                                "--batch-size", "32", "--seed", "0", "--steps", "5", "--format", "json")
+        assert code == 0
+        rows = json.loads(out)
+        assert [r["algorithm"] for r in rows] == list(ALGORITHMS)
+        for r in rows:
+            assert r["throughput_samples_per_s"] > 0 and "time_to_accuracy_s" in r and "final_accuracy" in r
+        assert rows[4]["server_link_utilisation"] is None  # AR-SGD has no server: JSON null, not NaN
+        again = self.cli("algorithms", "--model", "tests/data/tiny.csv", "--gpus", "4", "--seed", "0", "--steps", "5",
+                         "--format", "json")[1]
+        assert again == out
+
+    @pytest.mark.parametrize(
+        ("argv", "flag"),
+        [
+            (["--algorithms", "BSP,Hogwild"], "--algorithms"),
+            (["--gossip-p", "2"], "--gossip-p"),
+            (["--stragglers", "9"], "--stragglers"),
+            (["--straggler-cv", "0.3"], "--straggler-cv"),
+            (["--steps", "1"], "--steps"),
+            (["--staleness", "-1"], "--staleness"),
+            (["--target-accuracy", "1.5"], "--target-accuracy"),
+        ],
+    )
+    def test_bad_flags(self, argv, flag):
+        code, out, err = self.cli("algorithms", "--model", "tests/data/tiny.csv", "--gpus", "4", *argv)
+        assert code == 2 and out == ""
+        assert err.startswith("error: ") and flag in err and err.count("\n") == 1

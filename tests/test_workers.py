@@ -232,3 +232,53 @@ class TestClosedForms:
         df = monte_carlo(make_model([1000, 1000], [1, 1], [2, 2]), user_cluster(), "wfbp", batch_size=4,
                          straggler=StragglerSpec("normal", cv=0.1), workers=[2], iterations=20)
         assert math.isnan(df.closed_form_s.iloc[0])
+
+
+class TestCommandLine:
+    """``run`` and ``sweep`` with --straggler-* flags use the per-worker engine."""
+
+    @staticmethod
+    def cli(*argv):
+        import io
+
+        from sim.cli import main
+
+        out, err = io.StringIO(), io.StringIO()
+        return main(list(argv), out=out, err=err), out.getvalue(), err.getvalue()
+
+    def test_run_adds_percentiles_and_keeps_every_plain_key(self):
+        import json
+
+        base = ("run", "--model", "tests/data/tiny.csv", "--gpus", "4", "--scheduler", "synceasgd", "--format", "json")
+        code, out, _ = self.cli(*base)
+        plain = json.loads(out)
+        assert set(plain) == set(sim.METRIC_KEYS)  # no straggler flag: the plain output, unchanged
+        code, out, _ = self.cli(*base, "--stragglers", "1", "--straggler-factor", "2", "--seed", "3")
+        slow = json.loads(out)
+        assert code == 0 and set(sim.METRIC_KEYS) <= set(slow)
+        assert slow["iteration_p50_s"] <= slow["iteration_p99_s"]
+        assert slow["iteration_time_s"] > plain["iteration_time_s"] and slow["straggler_slowdown"] > 1
+        assert slow["ideal_iteration_time_s"] == pytest.approx(plain["iteration_time_s"], rel=1e-9)
+
+    def test_sweep_adds_columns(self):
+        code, out, _ = self.cli("sweep", "--model", "tests/data/tiny.csv", "--gpus", "2,4", "--scheduler", "wfbp",
+                                "--straggler-dist", "lognormal", "--straggler-cv", "0.2", "--format", "csv")
+        assert code == 0
+        header = out.splitlines()[0].split(",")
+        assert "iteration_p50_s" in header and "iteration_p99_s" in header and len(out.splitlines()) == 3
+
+    @pytest.mark.parametrize(
+        ("argv", "flag"),
+        [
+            (["--straggler-cv", "0.2"], "--straggler-cv"),
+            (["--straggler-dist", "normal"], "--straggler-dist"),
+            (["--stragglers", "5"], "--stragglers"),
+            (["--straggler-factor", "3"], "--straggler-factor"),
+            (["--stragglers", "1", "--straggler-factor", "0.5"], "--straggler-factor"),
+            (["--straggler-dist", "exponential", "--straggler-cv", "1.5"], "--straggler-cv"),
+            (["--seed", "-2"], "--seed"),
+        ],
+    )
+    def test_bad_flags(self, argv, flag):
+        code, out, err = self.cli("run", "--model", "tests/data/tiny.csv", "--gpus", "4", *argv)
+        assert code == 2 and out == "" and flag in err and err.startswith("error: ")
