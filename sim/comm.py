@@ -29,9 +29,11 @@ __all__ = [
     "COLLECTIVES",
     "CommCost",
     "Link",
+    "MeasuredCommCost",
     "allreduce_cost",
     "binary_tree",
     "hierarchical",
+    "measured_cost",
     "recursive_doubling",
     "recursive_halving_doubling",
     "ring",
@@ -71,6 +73,54 @@ class CommCost:
     @property
     def is_free(self) -> bool:
         return self.alpha_s == 0 and self.beta_s_per_byte == 0
+
+    @property
+    def is_measured(self) -> bool:
+        """True when single-layer messages take measured times (trace-driven)."""
+        return False
+
+    def message_time_s(self, members, nbytes) -> float:
+        """Time of one message carrying the gradients of layers ``members``."""
+        return float(self.time_s(nbytes))
+
+
+@dataclass(frozen=True)
+class MeasuredCommCost(CommCost):
+    """Trace-driven communication: measured times for single-layer messages.
+
+    ``layer_s[i]`` is the measured all-reduce time of model layer i's gradient
+    alone. A message of one layer takes that time; a merged message, which was
+    never measured, takes ``alpha_s + beta_s_per_byte * M`` from a least-squares
+    fit of the measured points (`measured_cost`).
+    """
+
+    layer_s: tuple = ()
+
+    @property
+    def is_measured(self) -> bool:
+        return True
+
+    def message_time_s(self, members, nbytes) -> float:
+        if len(members) == 1:
+            return float(self.layer_s[members[0]])
+        return float(self.time_s(nbytes))
+
+
+def measured_cost(layer_comm_s, layer_bytes) -> MeasuredCommCost:
+    """Fit ``T(M) = alpha + beta M`` to the measured per-layer all-reduce times
+    (ordinary least squares over the layers that send something, alpha and
+    beta clipped at 0) and keep the measured times for single-layer messages."""
+    comm = np.asarray(layer_comm_s, dtype=float)
+    nbytes = np.asarray(layer_bytes, dtype=float)
+    sends = (nbytes > 0) & (comm > 0)
+    if sends.sum() >= 2 and np.ptp(nbytes[sends]) > 0:
+        beta, alpha = np.polyfit(nbytes[sends], comm[sends], 1)
+        alpha, beta = max(float(alpha), 0.0), max(float(beta), 0.0)
+    elif sends.any():
+        alpha, beta = 0.0, float(comm[sends].sum() / nbytes[sends].sum())
+    else:
+        alpha, beta = 0.0, 0.0
+    return MeasuredCommCost(alpha, beta, "measured per layer, alpha-beta fit for merged messages", tuple(comm.tolist()))
 
 
 NO_COMM = CommCost(0.0, 0.0, "P = 1: no communication")

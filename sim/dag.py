@@ -62,7 +62,7 @@ def build_dag(
     names = model.layer_names
     groups = plan.groups if include_comm else ()
     group_bytes = [int(sum(nbytes[i] for i in members)) for members in groups]
-    group_time = [float(cost.time_s(b)) for b in group_bytes]
+    group_time = [cost.message_time_s(members, b) for members, b in zip(groups, group_bytes, strict=True)]
     group_of = {i: gi for gi, members in enumerate(groups) for i in members}
     seq = 0
 
