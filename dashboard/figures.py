@@ -70,6 +70,12 @@ _HOVER = (
 )
 
 
+def _darker(hex_color: str, factor: float = 0.7) -> str:
+    """``'#4C78A8'`` -> the same hue, darker (bar outlines that stay visible on thin bars)."""
+    rgb = [int(hex_color[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{int(c * factor):02X}" for c in rgb)
+
+
 def _scheduler_color(name: str, i: int = 0) -> str:
     palette = ["#1F77B4", "#D62728", "#2CA02C", "#9467BD", "#FF7F0E", "#8C564B", "#E377C2"]
     return SCHEDULER_COLORS.get(name, palette[i % len(palette)])
@@ -81,9 +87,9 @@ def _scheduler_color(name: str, i: int = 0) -> str:
 def gantt_frame(timeline: pd.DataFrame) -> pd.DataFrame:
     """One row per task of non-zero duration, ready to draw.
 
-    Adds ``lane``, ``start_ms``, ``duration_ms``, ``label`` (the bar's text:
-    ``"g3 (5 layers)"`` for a merged message), ``what`` (layer or message
-    contents for the hover) and ``bytes_text``.
+    Adds ``lane``, ``start_ms``, ``duration_ms``, ``label`` (a message bar's
+    text: ``"g3 (5 layers)"`` when merged, else its layer's name), ``what``
+    (layer or message contents for the hover) and ``bytes_text``.
     """
     df = timeline.loc[timeline["duration_s"] > 0].copy()
     df["lane"] = df["resource"].map(LANES).fillna(df["resource"])
@@ -95,10 +101,11 @@ def gantt_frame(timeline: pd.DataFrame) -> pd.DataFrame:
     df["n_layers"] = np.where(is_comm, n_layers, 1)
     df["label"] = ""
     df.loc[is_comm, "label"] = [
-        f"g{g} ({n} layers)" if n > 1 else f"g{g}" for g, n in zip(df.loc[is_comm, "group"], n_layers[is_comm], strict=True)
+        f"g{g} ({n} layers)" if n > 1 else name
+        for g, n, name in zip(df.loc[is_comm, "group"], n_layers[is_comm], layers[is_comm], strict=True)
     ]
     what = layers.map(short_layers)
-    what = what.where(~is_comm, df["label"] + ": " + what)
+    what = what.where(~is_comm, "g" + df["group"].astype(str) + ": " + what)
     what = what.where(layers != "", df["kind"].map(KIND_LABELS))
     df["what"] = what
     df["bytes_text"] = [fmt_bytes(b) if b else "—" for b in df["bytes"]]
@@ -120,7 +127,7 @@ def _gantt_traces(bars: pd.DataFrame, *, showlegend: bool = True) -> list[go.Bar
                 y=part["lane"],
                 x=part["duration_ms"],
                 base=part["start_ms"],
-                marker={"color": KIND_COLORS[kind], "line": {"color": "white", "width": 0.5}},
+                marker={"color": KIND_COLORS[kind], "line": {"color": _darker(KIND_COLORS[kind]), "width": 0.6}},
                 text=part["label"] if kind == "comm" else (part["layer"] if len(part) <= MAX_LABELLED_BARS else None),
                 textposition="inside",
                 insidetextanchor="middle",
@@ -149,11 +156,11 @@ def gantt_figure(timeline: pd.DataFrame, title: str = "", height: int | None = N
     fig = go.Figure(_gantt_traces(bars))
     lanes = _lane_order(bars)
     fig.update_layout(
-        title={"text": title},
+        title={"text": title, "x": 0.01, "xanchor": "left", "y": 1.0, "yanchor": "top", "pad": {"t": 8}},
         barmode="overlay",
         bargap=0.25,
-        height=height or 150 + 55 * len(lanes),
-        margin={"l": 10, "r": 10, "t": 60 if title else 30, "b": 40},
+        height=height or 170 + 55 * len(lanes),
+        margin={"l": 10, "r": 10, "t": 75 if title else 30, "b": 40},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1},
         uniformtext={"minsize": 9, "mode": "hide"},
         hoverlabel={"align": "left"},
@@ -307,9 +314,10 @@ def scaling_figure(sweep: pd.DataFrame, picked_gpus: int | None = None) -> go.Fi
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=1, col=3)
     if picked_gpus is not None:
         for col in (1, 2, 3):
-            fig.add_vline(x=picked_gpus, line={"color": "#999", "width": 1}, row=1, col=col,
-                          annotation_text=f"{picked_gpus} GPUs" if col == 1 else None,
-                          annotation_position="top left", annotation_font_size=10)
+            fig.add_vline(x=picked_gpus, line={"color": "#999", "width": 1}, row=1, col=col)
+        # on a log axis an annotation's x is log10 of the value (add_vline's own label gets this wrong)
+        fig.add_annotation(x=float(np.log10(picked_gpus)), xref="x", y=1, yref="y domain", text=f"{picked_gpus} GPUs",
+                           showarrow=False, xanchor="right", yanchor="top", font={"size": 10, "color": "#666"})
     fig.update_layout(
         height=430,
         margin={"l": 10, "r": 10, "t": 90, "b": 40},

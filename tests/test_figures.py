@@ -92,6 +92,12 @@ class TestGantt:
         comm = next(t for t in bar_traces(fig) if t.name == "all-reduce")
         assert list(comm.text) == ["g0 (4 layers)"]
 
+    def test_single_layer_messages_are_labelled_with_the_layer(self):
+        res = run("wfbp")
+        comm = next(t for t in bar_traces(figures.gantt_figure(res.timeline)) if t.name == "all-reduce")
+        assert list(comm.text) == ["fc2", "fc1", "conv2", "conv1"]  # sent output layer first
+        assert comm.customdata[0][1] == "g0: fc2"
+
     def test_zero_duration_tasks_are_left_out(self):
         frame = figures.gantt_frame(run().timeline)
         assert (frame["duration_ms"] > 0).all()
@@ -135,6 +141,12 @@ def sweep_frame(networks=("10gbe",)) -> pd.DataFrame:
 
 
 class TestScaling:
+    def test_marks_the_picked_gpu_count_on_the_log_axis(self):
+        fig = figures.scaling_figure(sweep_frame(), picked_gpus=8)
+        assert [shape.x0 for shape in fig.layout.shapes] == [8, 8, 8]
+        (note,) = fig.layout.annotations[3:]  # after the three panel titles
+        assert note.text == "8 GPUs" and note.x == pytest.approx(np.log10(8))
+
     def test_has_an_ideal_line_in_each_panel(self):
         df = sweep_frame()
         fig = figures.scaling_figure(df)
