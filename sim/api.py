@@ -98,7 +98,7 @@ def _check_run_args(batch_size: int, iterations: int, precision: str) -> None:
 def _run(model, cluster, scheduler, precision, iterations, prefetch, bucket_mb):
     """The reference evaluation: plan, build the DAG and time ``iterations``
     iterations with the engine; return plan, timeline, cost."""
-    cost = cluster.comm_cost()
+    cost = cluster.comm_cost(model, precision)
     plan = make_plan(scheduler, gradient_layers(model, precision), cost, bucket_mb=bucket_mb)
     if cluster.gpus == 1:
         plan = Plan(plan.scheduler, ())
@@ -267,7 +267,7 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
     model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s)
     n_run = max(iterations, 2)
     multi = cluster.gpus > 1
-    cost = cluster.comm_cost()
+    cost = cluster.comm_cost(model, precision)
     if multi:
         plan = make_plan(scheduler, gradient_layers(model, precision), cost, bucket_mb=bucket_mb)
     else:  # one GPU sends nothing: only check the scheduler and its arguments

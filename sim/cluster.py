@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from sim.catalog import get_gpu, get_network
-from sim.comm import COLLECTIVES, NO_COMM, CommCost, Link, allreduce_cost
+from sim.comm import COLLECTIVES, NO_COMM, CommCost, Link, allreduce_cost, measured_cost
 from sim.errors import SimInputError
 
 __all__ = ["MAX_GPUS", "Cluster"]
@@ -90,10 +90,18 @@ class Cluster:
     def with_gpus(self, gpus: int) -> Cluster:
         return dataclasses.replace(self, gpus=gpus)
 
-    def comm_cost(self) -> CommCost:
-        """The all-reduce cost model for this cluster."""
+    def comm_cost(self, model=None, precision: str = "fp32") -> CommCost:
+        """The all-reduce cost model for this cluster.
+
+        Given a ``model`` that carries measured per-layer all-reduce times
+        (``comm_s``, trace-driven mode), those times stand for single-layer
+        messages and a least-squares alpha-beta fit of them for merged ones,
+        whatever the cluster's links and collective say (`measured_cost`).
+        """
         if self.gpus == 1:
             return NO_COMM
+        if model is not None and getattr(model, "comm_s", None) is not None:
+            return measured_cost(model.comm_s, model.gradient_bytes(precision))
         if self.alpha_s is not None:
             return CommCost(self.alpha_s, self.beta_s_per_byte, "user alpha-beta")
         intra = get_network(self.intra)

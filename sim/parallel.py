@@ -162,6 +162,9 @@ class _Grid:
             single = fast.single_gpu_iteration_s(timed, precision, prefetch)
             wid = self._workload_ids[wkey] = len(self.workloads)
             self.workloads.append(_Workload(timed, precision, prefetch, int(batch_size), single))
+        workload = self.workloads[wid]
+        if cluster.gpus > 1 and workload.model.comm_s is not None:  # trace-driven: the model's measured times
+            cost = cluster.comm_cost(workload.model, workload.precision)
         if cluster.gpus > 1:  # make_plan hands bucket_mb to the bucket scheduler only
             ukey = (wid, scheduler, bucket_mb if scheduler == "bucket" else None, cost)
         else:  # one GPU sends nothing: no plan
@@ -394,8 +397,9 @@ def _frame(grid: _Grid, results: dict) -> pd.DataFrame:
         "network": per_cluster(lambda c, _: c.network),
         "intra": per_cluster(lambda c, _: c.intra),
         "collective": per_cluster(lambda c, _: c.collective),
-        "alpha_s": per_cluster(lambda _, cost: cost.alpha_s, float),
-        "beta_s_per_byte": per_cluster(lambda _, cost: cost.beta_s_per_byte, float),
+        "alpha_s": np.array([u[3].alpha_s for u in grid.units], dtype=float)[unit],  # per unit: trace-driven
+                                                                                      # models bring their own
+        "beta_s_per_byte": np.array([u[3].beta_s_per_byte for u in grid.units], dtype=float)[unit],
         "iteration_time_s": t_iter,
         # the same operations, in the same order, as `simulate`
         "throughput_samples_per_s": batch * gpus / t_iter,

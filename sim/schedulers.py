@@ -137,7 +137,10 @@ def mgwfbp(grads: GradientLayers, cost: CommCost) -> Plan:
     group_bytes = float(grads.nbytes[n - 1])
     for l in range(n - 1, 0, -1):
         tau_c = max(prev_end, r[l])  # the current message is ready once layer l is
-        t_c = float(cost.time_s(group_bytes))
+        if cost.is_measured:  # a single-layer message takes its measured time
+            t_c = cost.message_time_s(tuple(int(i) for i in grads.index[l : hi + 1]), group_bytes)
+        else:
+            t_c = float(cost.time_s(group_bytes))
         r_next = r[l - 1]
         if r_next < tau_c + t_c and (tau_c > r_next or r_next - tau_c < cost.alpha_s):
             group_bytes += float(grads.nbytes[l - 1])
@@ -177,13 +180,18 @@ def optimal(grads: GradientLayers, cost: CommCost) -> Plan:
     prev = np.empty(n)  # prev[j] = E[j-1], with E[-1] = -inf
     prev[0] = -np.inf
     prev_list, r_list = [-np.inf], r.tolist()
-    monotone = bool(np.all(np.diff(r) >= 0) and np.all(b >= 0))
+    # Trace-driven costs time single-layer messages by measurement, not by T(M):
+    # the bound below then no longer holds, so the search covers every j.
+    measured = cost.is_measured
+    monotone = bool(np.all(np.diff(r) >= 0) and np.all(b >= 0)) and not measured
     lo = 0  # the largest j with E[j-1] <= r_i, when monotone
     for i in range(n):
         if monotone:
             while lo < i and prev_list[lo + 1] <= r_list[i]:
                 lo += 1
         ends = np.maximum(prev[lo : i + 1], r[i]) + cost.time_s(cum[i + 1] - cum[lo : i + 1])
+        if measured:  # the message of layer i alone
+            ends[-1] = max(prev[i], r[i]) + cost.message_time_s((int(grads.index[n - 1 - i]),), b[i])
         k = ends.shape[0] - 1 - int(np.argmin(ends[::-1]))  # the largest j among the minima
         choice[i] = lo + k
         if i + 1 < n:
