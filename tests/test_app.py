@@ -127,6 +127,21 @@ class TestEveryPage:
         assert at.sidebar.selectbox(key="model").value == "resnet50"
         assert at.sidebar.number_input(key="gpus").value == 16
 
+    @pytest.mark.parametrize(
+        "settings",
+        [
+            {"gpus": 1},
+            {"gpus": 2, "per_node": 4},
+            {"gpus": 24, "per_node": 3, "coll": "hierarchical", "precision": "fp16", "gpu": "h100"},
+            {"coll": "recursive_doubling", "intra": "nvlink2", "net": "ib-fdr-56", "batch": 1},
+        ],
+    )
+    @pytest.mark.parametrize("page", list(PAGES))
+    def test_unusual_settings_run(self, page, settings):
+        at = open_page(csv_app(layer_csv(30), **settings), page)
+        no_exception(at)
+        assert not at.error, [e.value for e in at.error]
+
     def test_the_sidebar_is_on_every_page(self):
         at = csv_app()
         for page in PAGES:
