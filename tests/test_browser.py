@@ -122,6 +122,17 @@ def test_page_renders_and_a_control_redraws_its_chart(page, server, name):
     screenshot(page, f"{name}-changed")
 
 
+def test_deep_link_on_a_cold_server_gets_the_sidebar(page):
+    """Streamlit treats an app with a pages/ folder as a legacy multipage app
+    until st.navigation first runs; the first request must still get app.py."""
+    with streamlit_server() as fresh:
+        open_page(page, fresh, "scaling?gpus=64&net=ib-edr-100")
+        assert page.locator(".st-key-gpus input").input_value() == "64"
+        wait_chart_title(page, "scaling_timeline", "· 64 GPUs · ib-edr-100")
+        nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
+        assert "Compare schedulers" in nav and "app" not in nav.split()
+
+
 def test_model_page_draws_the_dag_of_a_small_model(page, server):
     open_page(page, server, "model?model=alexnet")
     assert page.locator(".st-key-dag_chart .js-plotly-plot").count() == 1
