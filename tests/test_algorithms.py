@@ -274,3 +274,53 @@ class TestCommandLine:
         code, out, err = self.cli("algorithms", "--model", "tests/data/tiny.csv", "--gpus", "4", *argv)
         assert code == 2 and out == ""
         assert err.startswith("error: ") and flag in err and err.count("\n") == 1
+
+
+class TestDashboard:
+    """The pure figure builders, and the Algorithms page under Streamlit's AppTest."""
+
+    def test_figures_from_simulator_output(self):
+        from dashboard import algorithms_figures as af
+        from sim.training import compare_algorithms
+        from sim.workers import monte_carlo, simulate_workers
+
+        model = one_layer()
+        comp = compare_algorithms(model, sim.Cluster(gpus=4), batch_size=8, steps=5, algorithms=("BSP", "ASP"))
+        stale = af.staleness_frame({n: r.log for n, r in comp.results.items()})
+        assert stale.groupby("algorithm")["share"].sum().round(12).tolist() == [1.0, 1.0]
+        assert len(af.staleness_figure(stale).data) == 2
+        assert [t.name for t in af.training_figure(comp.curves, 0.9).data] == ["BSP", "BSP", "ASP", "ASP"]
+        sweep = sweep_algorithms(model, sim.Cluster(), workers=[1, 2], algorithms=["BSP", "AR-SGD"], batch_size=8,
+                                 steps=3)
+        fig = af.throughput_figure(sweep, picked_workers=2)
+        assert len(fig.data) == 3  # two throughput curves, one utilisation curve (AR-SGD has no server)
+        res = simulate_workers(model, sim.Cluster(gpus=4), "wfbp", batch_size=8, iterations=3,
+                               straggler=StragglerSpec(stragglers=1, factor=2.0))
+        fig = af.worker_timeline_figure(res.timeline, [0, 1], res.straggler_workers)
+        lanes = {y for trace in fig.data for y in trace.y}
+        assert "network / server" in lanes and any("worker" in lane for lane in lanes)
+        mc = monte_carlo(model, sim.Cluster(), "synceasgd", batch_size=8, straggler=StragglerSpec("normal", cv=0.1),
+                         workers=[1, 2, 4], iterations=20)
+        assert len(af.straggler_scaling_figure(mc).data) == 3
+        assert len(af.iteration_time_figure(res.iteration_times_s, 0.01).data) == 1
+
+    def test_page_runs_and_reacts(self):
+        from pathlib import Path
+
+        from streamlit.testing.v1 import AppTest
+
+        repo = Path(__file__).resolve().parent.parent
+        at = AppTest.from_file(str(repo / "app.py"), default_timeout=120)
+        at.session_state["model"] = "resnet50"
+        at.session_state["gpus"] = 8
+        at.run()
+        at.switch_page(str(repo / "pages" / "algorithms.py")).run()
+        assert not at.exception and not at.error
+        assert "Stragglers" in [h.value for h in at.subheader]
+        labels = {m.label: m.value for m in at.metric}
+        assert labels["Fastest (samples/s)"] in ALGORITHMS
+        assert any("Closed form (Blom)" in c.value for c in at.caption)
+        at.selectbox(key="strag_dist").set_value("lognormal").run()
+        assert not at.exception and any("No closed form" in c.value for c in at.caption)
+        at.multiselect(key="alg_picked").set_value([]).run()
+        assert not at.exception and at.info
