@@ -23,6 +23,7 @@ page = st.navigation(
         st.Page(HERE / "pages/compare.py", title="Compare schedulers", icon=":material/compare_arrows:"),
         st.Page(HERE / "pages/scaling.py", title="Scaling", icon=":material/trending_up:"),
         st.Page(HERE / "pages/model.py", title="Model", icon=":material/stacks:"),
+        st.Page(HERE / "pages/algorithms.py", title="Algorithms", icon=":material/lan:"),
         st.Page(HERE / "pages/learn.py", title="Learn", icon=":material/school:"),
     ]
 )
