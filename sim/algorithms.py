@@ -226,7 +226,8 @@ class _Run:
         self.started = 0
         self.local_step = np.zeros(self.p, dtype=int)
         self.versions = dict.fromkeys(range(SERVER, self.p), 0)
-        self.tags: dict[int, list[int]] = {m: [] for m in range(SERVER, self.p)}
+        # per model: how many gradients computed from each version it has received
+        self.from_version: dict[int, dict[int, int]] = {m: {} for m in range(SERVER, self.p)}
         self.log: list[tuple] = []
         self.rows: list[tuple] = []
         self.sent = np.zeros(self.p)
@@ -268,15 +269,20 @@ class _Run:
 
     def apply(self, kind: str, worker: int, step: int, target: int, src: int, src_version: int,
               weight: float, ref: int = NO_MODEL, ref_version: int = -1, read_version: int | None = None) -> None:
-        """Record one change to model ``target`` now, with its staleness."""
-        tags = self.tags[target]
+        """Record one change to model ``target`` now, with its staleness.
+
+        Changes since the read: ``version - read``; a gradient does not count
+        the gradients computed from its own snapshot, all of which land after
+        that snapshot was taken, so they are the count kept per read version.
+        """
+        counts = self.from_version[target]
         if kind == "gradient":
-            read, tag = src_version, src_version
+            read = src_version
+            staleness = self.versions[target] - read - counts.get(read, 0)
+            counts[read] = counts.get(read, 0) + 1
         else:
-            read, tag = (read_version if read_version is not None else self.versions[target]), -1
-        seen = tags[read:]
-        staleness = len(seen) if tag < 0 else sum(1 for t in seen if t != tag)
-        tags.append(tag)
+            read = read_version if read_version is not None else self.versions[target]
+            staleness = self.versions[target] - read
         self.versions[target] += 1
         self.log.append((self.env.now_s, kind, worker, step, target, self.versions[target], src, src_version,
                          ref, ref_version, weight, staleness))
