@@ -144,6 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
     ib.add_argument("-o", "--output", required=True, help="layer CSV to write")
     ib.add_argument("--dump", type=int, default=0, help="which dump of the log (0 = first, -1 = last)")
 
+    va = sub.add_parser("validate", help="simulate every published measurement in data/validation and report the error")
+    va.add_argument("--format", choices=["json", "table", "csv"], default="table")
+    va.add_argument("--reference", default=None, help="folder of the shared reference traces (default ../shared/reference)")
+    va.add_argument("--source", default=None, help="only the cases of this source")
+
     gp = sub.add_parser("gap", help="how far mgwfbp falls short of optimal on seeded random models")
     gp.add_argument("--trials", type=_positive_int, default=1000, help="random models to draw")
     gp.add_argument("--seed", type=int, default=0, help="random seed")
@@ -392,6 +397,28 @@ def _cmd_import_bcaffe(args, out) -> None:
     )
 
 
+def _cmd_validate(args, out) -> None:
+    from sim.validation import load_cases, run_validation, summarize
+
+    cases = load_cases()
+    if args.source is not None:
+        if args.source not in set(cases["source"]):
+            raise SimInputError(f"--source: unknown source {args.source!r}; valid: {', '.join(sorted(set(cases['source'])))}")
+        cases = cases.loc[cases["source"] == args.source]
+    results = run_validation(cases, reference_dir=args.reference)
+    summary = summarize(results)
+    columns = ["case", "source", "measured", "simulated", "error_pct", "status"]
+    if args.format == "json":
+        payload = {"cases": results[columns + ["citation"]].to_dict("records"), "summary": summary.to_dict("records")}
+        json.dump(payload, out, indent=2, default=lambda v: None)
+        out.write("\n")
+    elif args.format == "csv":
+        results[columns + ["citation"]].to_csv(out, index=False)
+    else:
+        out.write(results[columns].to_string(index=False, float_format=lambda v: f"{v:.2f}") + "\n\n")
+        out.write(summary.to_string(index=False, float_format=lambda v: f"{v:.2f}") + "\n")
+
+
 def _cmd_gap(args, out) -> None:
     from sim.gap import gap_study
 
@@ -593,7 +620,7 @@ def _cmd_algorithms(args, out) -> None:
 
 
 COMMANDS = {"run": _cmd_run, "sweep": _cmd_sweep, "trace": _cmd_trace, "list": _cmd_list, "gap": _cmd_gap, "fit-network": _cmd_fit_network,
-            "import-bcaffe": _cmd_import_bcaffe, "algorithms": _cmd_algorithms}
+            "import-bcaffe": _cmd_import_bcaffe, "validate": _cmd_validate, "algorithms": _cmd_algorithms}
 
 
 def main(argv: list[str] | None = None, out=None, err=None) -> int:

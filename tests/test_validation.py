@@ -1,0 +1,86 @@
+"""The validation suite against published measurements (data/validation/cases.csv).
+
+Tolerances and where they come from:
+* The measured run-to-run spread is small: the ddl-benchmarks A2A rows report a
+  standard deviation of at most 1.5 % of the mean (BERT-Large BSP 4 GPUs: 0.12/53.04,
+  ResNet-50 WFBP 32 GPUs: 14.01/5113 ...). Two methods whose measured throughputs
+  differ by more than 10 % are therefore really ordered, and the simulator must
+  order them the same way.
+* The error target is a median absolute error of at most 10 % per source, the
+  upper end of the published simulators' claims (dPRO < 5 %, Echo 8 %,
+  vTrain 8-15 %, ASTRA-sim analytical 10-20 %). It was set before looking at
+  per-case errors and is not tuned to them.
+"""
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from sim.validation import load_cases, run_validation, summarize
+
+REF = Path(__file__).resolve().parent.parent.parent / "shared" / "reference"
+needs_ref = pytest.mark.skipif(not REF.is_dir(), reason=f"reference folder not found at {REF}")
+MEDIAN_TOLERANCE_PCT = 10.0
+ORDER_MARGIN = 0.10
+
+
+@pytest.fixture(scope="module")
+def results():
+    return run_validation(reference_dir=REF)
+
+
+def test_every_case_is_cited_and_configured():
+    cases = load_cases()
+    assert len(cases) >= 50
+    assert cases.citation.str.len().min() > 40
+    assert set(cases.scheduler) <= {"wfbp", "mgwfbp", "synceasgd"}
+    assert (cases.measured_samples_per_s > 0).all() and (cases.calib_samples_per_s > 0).all()
+
+
+@needs_ref
+def test_every_case_runs(results):
+    assert (results.status == "ok").all(), results.loc[results.status != "ok", ["case", "status"]]
+
+
+MISSES_TARGET = pytest.mark.xfail(
+    strict=True,
+    reason="known miss (median 10.5 %): SyncEASGD sends the whole 53.5 MB model in one message, and the "
+    "trace's alpha-beta fit is extrapolated 6x past its largest measured message (8.4 MB); see README, Validation",
+)
+
+
+@needs_ref
+@pytest.mark.parametrize(
+    "source", ["all", "ddl-benchmarks", "b-caffe", pytest.param("b-caffe-trace", marks=MISSES_TARGET)]
+)
+def test_median_error_per_source_within_target(results, source):
+    summary = summarize(results).set_index("source")
+    assert summary.loc[source, "median_abs_error_pct"] <= MEDIAN_TOLERANCE_PCT
+
+
+@needs_ref
+def test_simulator_orders_methods_as_the_measurements_do(results):
+    config = results.case.str.replace(r"-(BSP-A2A|WFBP-A2A|MG-WFBP|WFBP|SyncEASGD)-", "-", regex=True)
+    compared = 0
+    for _, group in results.groupby(config):
+        for a, b in itertools.combinations(group.itertuples(), 2):
+            if abs(a.measured / b.measured - 1) > ORDER_MARGIN:
+                compared += 1
+                assert (a.measured > b.measured) == (a.simulated > b.simulated), (a.case, b.case)
+    assert compared >= 20
+
+
+@needs_ref
+def test_wfbp_falls_behind_mgwfbp_on_eight_k80_nodes_only_when_trace_driven(results):
+    """Measured (B-Caffe, 8 nodes): MG-WFBP 1210.9 > WFBP 1006.4 samples/s. The per-layer
+    trace carries B-Caffe's real per-message cost; the cost model does not."""
+    by_case = results.set_index("case").simulated
+    assert by_case["bcaffe-trace-googlenet-MG-WFBP-8node"] > 1.05 * by_case["bcaffe-trace-googlenet-WFBP-8node"]
+
+
+def test_cases_needing_the_reference_traces_are_skipped_with_a_reason(tmp_path):
+    cases = load_cases()
+    out = run_validation(cases[cases.model.str.startswith("bcaffe:")].head(2), reference_dir=tmp_path)
+    assert out.status.str.startswith("skipped: reference file").all()
+    assert summarize(out).cases.tolist() == [0]
