@@ -129,8 +129,11 @@ s1, s2, s3, s4, s5, s6 = st.columns(6)
 dist = s1.selectbox("Compute variability", ["constant", "normal", "lognormal", "exponential"], index=1,
                     key="strag_dist")
 cv = s2.slider("Coefficient of variation", 0.0, 1.0, 0.1, 0.01, key="strag_cv", disabled=dist == "constant")
-slow = s3.number_input("Slow workers", min_value=0, max_value=cfg.gpus, value=0, key="strag_k",
-                       help="Persistently slow workers, chosen by the seed.")
+if st.session_state.get("strag_k", 0) > cfg.gpus:  # the sidebar now has fewer GPUs than slow workers
+    st.session_state["strag_k"] = cfg.gpus
+slow = s3.number_input("Slow workers", min_value=0, max_value=cfg.gpus, key="strag_k",
+                       help="Persistently slow workers, chosen by the seed.",
+                       **({} if "strag_k" in st.session_state else {"value": 0}))
 factor = s4.slider("Slower by", 1.0, 4.0, 1.5, 0.1, key="strag_factor")
 jitter = s5.slider("Link jitter (cv)", 0.0, 1.0, 0.0, 0.05, key="strag_jitter")
 scheduler = s6.selectbox("Scheduler", state.scheduler_options(), index=state.scheduler_options().index("wfbp"),
