@@ -398,7 +398,7 @@ def _cmd_import_bcaffe(args, out) -> None:
 
 
 def _cmd_validate(args, out) -> None:
-    from sim.validation import load_cases, run_validation, summarize
+    from sim.validation import coarse_versus_fine, load_cases, run_validation, summarize
 
     cases = load_cases()
     if args.source is not None:
@@ -407,9 +407,11 @@ def _cmd_validate(args, out) -> None:
         cases = cases.loc[cases["source"] == args.source]
     results = run_validation(cases, reference_dir=args.reference)
     summary = summarize(results)
+    coarse = coarse_versus_fine(results) if (results["status"] == "ok").sum() >= 2 else {}
     columns = ["case", "source", "measured", "simulated", "error_pct", "status"]
     if args.format == "json":
-        payload = {"cases": results[columns + ["citation"]].to_dict("records"), "summary": summary.to_dict("records")}
+        payload = {"cases": results[columns + ["citation"]].to_dict("records"), "summary": summary.to_dict("records"),
+                   "coarse_vs_fine": coarse}
         json.dump(payload, out, indent=2, default=lambda v: None)
         out.write("\n")
     elif args.format == "csv":
@@ -417,6 +419,8 @@ def _cmd_validate(args, out) -> None:
     else:
         out.write(results[columns].to_string(index=False, float_format=lambda v: f"{v:.2f}") + "\n\n")
         out.write(summary.to_string(index=False, float_format=lambda v: f"{v:.2f}") + "\n")
+        if coarse:
+            out.write("\ncoarse-grained predictor (Li et al. 2022) beside this DAG model:\n" + _table(coarse) + "\n")
 
 
 def _cmd_gap(args, out) -> None:

@@ -79,7 +79,8 @@ def coarse_iteration(model: Model, cluster: Cluster, *, batch_size: int, precisi
     width = bytes_per_param(precision)
     timed = resolve_model(model, cluster, batch_size, precision, False, calibrate_iteration_s)
     nbytes = int(timed.total_params) * width
-    comm = float(cluster.comm_cost().time_s(nbytes)) if cluster.gpus > 1 and nbytes > 0 else 0.0
+    whole = tuple(range(timed.num_layers)) if timed.num_layers > 1 else (0, 0)  # one merged message
+    comm = cluster.comm_cost(timed, precision).message_time_s(whole, nbytes) if cluster.gpus > 1 and nbytes > 0 else 0.0
     phases = {
         "io_s": float(timed.io_s),
         "h2d_s": float(timed.h2d_s),

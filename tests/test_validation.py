@@ -84,3 +84,15 @@ def test_cases_needing_the_reference_traces_are_skipped_with_a_reason(tmp_path):
     out = run_validation(cases[cases.model.str.startswith("bcaffe:")].head(2), reference_dir=tmp_path)
     assert out.status.str.startswith("skipped: reference file").all()
     assert summarize(out).cases.tolist() == [0]
+
+
+@needs_ref
+def test_fine_grained_model_beats_the_coarse_one(results):
+    """Li et al. (TPDS 2022): fine-grained models, with operations and dependencies, predict
+    throughput more accurately than coarse phase-sequence models. Checked on held-out cases."""
+    from sim.validation import coarse_versus_fine
+
+    cmp = coarse_versus_fine(results)
+    assert cmp["fine_median_abs_error_pct"] < cmp["coarse_median_abs_error_pct"]
+    assert cmp["fine_test_median_abs_error_pct"] < cmp["coarse_rho_test_median_abs_error_pct"]
+    assert 0.0 <= cmp["coarse_rho_fitted_on_train"] <= 1.0
