@@ -30,8 +30,8 @@ import pandas as pd
 
 from sim.api import calibrate, simulate
 from sim.catalog import DATA_DIR
-from sim.coarse import coarse_iteration
 from sim.cluster import Cluster
+from sim.coarse import coarse_iteration
 from sim.errors import SimInputError
 from sim.model import Model, load_model, model_from_frame
 
