@@ -146,8 +146,9 @@ def set_number(page, key: str, value: float) -> None:
 
 
 def choose(page, key: str, option: str) -> None:
-    """Pick ``option`` in the selectbox with Streamlit ``key``."""
+    """Pick ``option`` in the selectbox with Streamlit ``key`` (typed, so long lists work)."""
     page.locator(f".st-key-{key}").click()
+    page.keyboard.type(option)
     page.get_by_role("option", name=option, exact=True).click()
 
 

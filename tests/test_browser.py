@@ -77,9 +77,20 @@ def screenshot(page, name: str) -> None:
     target = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(target))
     if os.environ.get("UPDATE_DOCS_SCREENSHOTS") == "1" and not name.endswith("-changed"):
-        docs = REPO / "docs" / "screenshots"
-        docs.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(target, docs / f"{name}.png")
+        _copy_to_docs(target, name)
+
+
+def _copy_to_docs(png, name: str) -> None:
+    """Copy a screenshot to docs/screenshots/, as a 256-colour PNG when Pillow is there."""
+    docs = REPO / "docs" / "screenshots"
+    docs.mkdir(parents=True, exist_ok=True)
+    try:
+        from PIL import Image
+    except ImportError:
+        shutil.copyfile(png, docs / f"{name}.png")
+        return
+    with Image.open(png) as im:
+        im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(docs / f"{name}.png", optimize=True)
 
 
 def add_to_multiselect(page, key: str, option: str) -> None:
