@@ -18,6 +18,7 @@ __all__ = [
     "METRIC_LABELS",
     "fmt_bytes",
     "layer_table",
+    "message_table",
     "metrics_table",
     "scaling_gpu_counts",
     "short_layers",
@@ -74,6 +75,21 @@ def metrics_table(metrics: Iterable[Mapping]) -> pd.DataFrame:
         }
     )
     return out.rename(columns=METRIC_LABELS)
+
+
+def message_table(timeline: pd.DataFrame, iteration: int = 0) -> pd.DataFrame:
+    """The all-reduce messages of one iteration, in sending order, in display units."""
+    comm = timeline.loc[(timeline["kind"] == "comm") & (timeline["iteration"] == iteration)]
+    return pd.DataFrame(
+        {
+            "message": [f"g{g}" for g in comm["group"]],
+            "layers": (comm["layer"].str.count(r"\+") + 1).to_numpy(),
+            "contents": comm["layer"].map(short_layers).to_numpy(),
+            "size": comm["bytes"].map(fmt_bytes).to_numpy(),
+            "start (ms)": (comm["start_s"] * 1e3).to_numpy(),
+            "duration (ms)": (comm["duration_s"] * 1e3).to_numpy(),
+        }
+    )
 
 
 def layer_table(model: sim.Model, cost: CommCost, precision: str, groups: list[list[str]] | None = None) -> pd.DataFrame:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -18,6 +20,7 @@ __all__ = [
     "PLOTLY_CONFIG",
     "assumptions",
     "config_or_stop",
+    "delta",
     "download_metrics",
     "download_trace",
     "ensure_frame",
@@ -26,6 +29,7 @@ __all__ = [
     "guarded",
     "metric_columns",
     "plural",
+    "progress_after",
 ]
 
 T = TypeVar("T")
@@ -117,6 +121,33 @@ def metric_columns() -> dict:
         label: st.column_config.NumberColumn(format=fmt.get(label, "%.2f"))
         for label in tables.METRIC_LABELS.values() if label != "scheduler"
     }
+
+
+def delta(value: float, reference: float, against: str, unit: str = "%", inverse: bool = False) -> dict:
+    """Keyword arguments for ``st.metric``: the change from ``reference`` (relative
+    in %, or absolute in ``unit``), neutral when it is negligible."""
+    change = (value / reference - 1) * 100 if unit == "%" and reference else value - reference
+    if abs(change) < 0.05:
+        return {"delta": f"same as {against}", "delta_color": "off", "delta_arrow": "off"}
+    sep = "" if unit == "%" else " "
+    return {"delta": f"{change:+.1f}{sep}{unit} vs {against}", "delta_color": "inverse" if inverse else "normal"}
+
+
+@contextlib.contextmanager
+def progress_after(seconds: float, text: str):
+    """Yield a ``progress(fraction)`` callback that shows a bar only once the work
+    has taken ``seconds`` (fast, cached runs show nothing); the bar goes at the end."""
+    slot = st.empty()
+    started = time.perf_counter()
+
+    def progress(done: float) -> None:
+        if time.perf_counter() - started > seconds:
+            slot.progress(done, text=text)
+
+    try:
+        yield progress
+    finally:
+        slot.empty()
 
 
 def download_metrics(frame: pd.DataFrame, name: str, key: str, label: str = "Metrics (CSV)") -> None:

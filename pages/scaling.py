@@ -1,7 +1,5 @@
 """Scaling: throughput, speedup and efficiency from 1 to 1024 GPUs."""
 
-import time
-
 import streamlit as st
 
 from dashboard import cached, figures, state, tables, ui
@@ -24,17 +22,9 @@ schedulers = figures.scheduler_order(schedulers)
 networks = [cfg.network, *extra]
 counts = tables.scaling_gpu_counts(cfg.gpus_per_node, cfg.gpus)
 
-slot = st.empty()
-started = time.perf_counter()
-
-
-def _progress(done: float) -> None:
-    if time.perf_counter() - started > 0.3:  # only slow sweeps get a progress bar
-        slot.progress(done, text=f"Simulating {len(counts) * len(networks) * len(schedulers)} configurations…")
-
-
-sweep = ui.guarded(cached.scaling_frame, cfg, counts, networks, schedulers, progress=_progress)
-slot.empty()
+n_points = len(counts) * len(networks) * len(schedulers)
+with ui.progress_after(0.3, f"Simulating {n_points} configurations…") as progress:
+    sweep = ui.guarded(cached.scaling_frame, cfg, counts, networks, schedulers, progress=progress)
 
 
 def _clicked() -> None:

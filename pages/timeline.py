@@ -1,6 +1,5 @@
 """Timeline: one scheduler's iteration as a Gantt chart, with its key figures."""
 
-import pandas as pd
 import streamlit as st
 
 from dashboard import cached, figures, state, tables, ui
@@ -34,44 +33,24 @@ with chart:
                "a merged message is labelled with its group and layer count, e.g. *g3 (5 layers)*.")
 
 
-def _delta(value: float, reference: float, unit: str = "%") -> dict:
-    """Keyword arguments for st.metric's delta against the baseline scheduler."""
-    change = (value / reference - 1) * 100 if unit == "%" and reference else value - reference
-    if abs(change) < 0.05:
-        return {"delta": f"same as {baseline}", "delta_color": "off", "delta_arrow": "off"}
-    return {"delta": f"{change:+.1f}{' ' if unit != '%' else ''}{unit} vs {baseline}"}
-
-
 with figures_col:
     st.metric("Iteration time", ui.fmt_ms(m["iteration_time_s"]),
-              **{"delta_color": "inverse", **_delta(m["iteration_time_s"], b["iteration_time_s"])})
+              **ui.delta(m["iteration_time_s"], b["iteration_time_s"], baseline, inverse=True))
     st.metric("Samples/s", f"{m['throughput_samples_per_s']:,.0f}",
-              **_delta(m["throughput_samples_per_s"], b["throughput_samples_per_s"]),
+              **ui.delta(m["throughput_samples_per_s"], b["throughput_samples_per_s"], baseline),
               help="Throughput of the whole cluster: batch × GPUs / iteration time.")
     st.metric("Hidden comm", ui.fmt_ms(m["comm_hidden_s"]),
               help="All-reduce time that overlaps computation.")
     st.metric("Exposed comm", ui.fmt_ms(m["comm_exposed_s"]),
-              **{"delta_color": "inverse", **_delta(m["comm_exposed_s"] * 1e3, b["comm_exposed_s"] * 1e3, "ms")},
+              **ui.delta(m["comm_exposed_s"] * 1e3, b["comm_exposed_s"] * 1e3, baseline, "ms", inverse=True),
               help="All-reduce time the GPUs wait for.")
     st.metric("Scaling efficiency", f"{m['scaling_efficiency']:.0%}",
-              **_delta(m["scaling_efficiency"] * 100, b["scaling_efficiency"] * 100, "pts"),
+              **ui.delta(m["scaling_efficiency"] * 100, b["scaling_efficiency"] * 100, baseline, "pts"),
               help="Speedup over one GPU divided by the GPU count.")
 
-messages = res.timeline.loc[(res.timeline["kind"] == "comm") & (res.timeline["iteration"] == 0)]
-with st.expander(f"{len(messages)} messages of {scheduler}", expanded=False):
-    st.dataframe(
-        pd.DataFrame(
-            {
-                "message": [f"g{g}" for g in messages["group"]],
-                "layers": messages["layer"].str.count(r"\+") + 1,
-                "contents": messages["layer"].map(tables.short_layers),
-                "size": messages["bytes"].map(tables.fmt_bytes),
-                "start (ms)": messages["start_s"] * 1e3,
-                "duration (ms)": messages["duration_s"] * 1e3,
-            }
-        ),
-        hide_index=True,
-    )
+messages = tables.message_table(res.timeline)
+with st.expander(f"{ui.plural(len(messages), 'message')} of {scheduler}", expanded=False):
+    st.dataframe(messages, hide_index=True)
 
 with st.container(horizontal=True):
     ui.download_metrics(tables.metrics_table([m, b]), f"metrics-{cfg.model_label}-{cfg.gpus}gpus", "dl_metrics")

@@ -213,6 +213,13 @@ class TestTables:
         assert row["iteration (ms)"] == pytest.approx(res.iteration_time_s * 1e3)
         assert row["scaling efficiency (%)"] == pytest.approx(res.metrics["scaling_efficiency"] * 100)
 
+    def test_message_table_lists_one_iteration_in_sending_order(self):
+        res = run("mgwfbp", iterations=2)
+        table = tables.message_table(res.timeline)
+        assert list(table["message"]) == [f"g{i}" for i in range(len(res.groups))]
+        assert list(table["layers"]) == [len(g) for g in res.groups]
+        assert (table["start (ms)"].diff().dropna() > 0).all()
+
     def test_fmt_bytes(self):
         assert tables.fmt_bytes(512) == "512 B"
         assert tables.fmt_bytes(1536) == "1.5 KiB"
