@@ -16,6 +16,8 @@ HERE = Path(__file__).resolve().parent
 ui.ensure_frame()
 st.set_page_config(page_title="S-SGD Scaling Explorer", page_icon=":material/hub:", layout="wide")
 state.init_state(st.session_state)
+# Settings handed over by another page (the Validation page opens a case), applied before any widget exists.
+st.session_state.update(st.session_state.pop("pending_settings", None) or {})
 
 page = st.navigation(
     [
@@ -24,6 +26,7 @@ page = st.navigation(
         st.Page(HERE / "pages/scaling.py", title="Scaling", icon=":material/trending_up:"),
         st.Page(HERE / "pages/model.py", title="Model", icon=":material/stacks:"),
         st.Page(HERE / "pages/algorithms.py", title="Algorithms", icon=":material/lan:"),
+        st.Page(HERE / "pages/validation.py", title="Validation", icon=":material/fact_check:"),
         st.Page(HERE / "pages/learn.py", title="Learn", icon=":material/school:"),
     ]
 )

@@ -6,6 +6,8 @@ from dashboard import cached, figures, state, tables, ui
 
 cfg = ui.config_or_stop()
 st.title("Timeline of an iteration")
+if note := st.session_state.pop("validation_note", None):
+    st.info(note)
 ui.assumptions(cfg)
 
 options = state.scheduler_options()

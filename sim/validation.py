@@ -35,7 +35,15 @@ from sim.coarse import coarse_iteration
 from sim.errors import SimInputError
 from sim.model import Model, load_model, model_from_frame
 
-__all__ = ["CASE_COLUMNS", "DEFAULT_REFERENCE_DIR", "coarse_versus_fine", "load_cases", "run_validation", "summarize"]
+__all__ = [
+    "CASE_COLUMNS",
+    "DEFAULT_REFERENCE_DIR",
+    "case_model",
+    "coarse_versus_fine",
+    "load_cases",
+    "run_validation",
+    "summarize",
+]
 
 CASES_PATH = DATA_DIR / "validation" / "cases.csv"
 DEFAULT_REFERENCE_DIR = DATA_DIR.parent.parent / "shared" / "reference"
@@ -124,6 +132,18 @@ def _calibrated(row, model: Model, cluster: Cluster) -> Model:
 def _cluster(row) -> Cluster:
     return Cluster(gpus=int(row.gpus), gpus_per_node=int(row.gpus_per_node), network=row.network,
                    intra=row.intra, collective=row.collective, gpu=row.gpu)
+
+
+def case_model(case: str, reference_dir: Path | str | None = None) -> tuple[pd.Series, Model]:
+    """One case's row and its calibrated model, as `run_validation` simulates it."""
+    cases = load_cases()
+    match = cases.loc[cases["case"] == case]
+    if match.empty:
+        raise SimInputError(f"unknown validation case {case!r}")
+    row = next(match.itertuples(index=False))
+    reference_dir = Path(reference_dir) if reference_dir is not None else DEFAULT_REFERENCE_DIR
+    base = _base_model(row.model, _kwargs(row.model_kwargs), reference_dir)
+    return match.iloc[0], _calibrated(row, base, _cluster(row))
 
 
 def run_validation(cases: pd.DataFrame | None = None, reference_dir: Path | str | None = None,

@@ -1,0 +1,79 @@
+"""Validation: every published measurement against the simulator, with its source."""
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import ui, validation_view
+from sim.validation import case_model, coarse_versus_fine, run_validation, summarize
+
+
+@st.cache_data(show_spinner="Simulating every published case ...")
+def _results() -> pd.DataFrame:
+    return run_validation()
+
+
+@st.cache_data(show_spinner=False)
+def _case(case: str):
+    return case_model(case)
+
+
+ui.ensure_frame()
+st.title("Validation against published measurements")
+st.caption(
+    "Assumptions: each case as its source ran it (model, batch, GPUs, nodes, networks, method → scheduler), "
+    "α-β cost model and identical workers; compute calibrated to the source's own one-node measurement, "
+    "nothing fitted to the multi-node rows. Error = (simulated − measured) / measured."
+)
+results = ui.guarded(_results)
+summary = summarize(results)
+overall = summary.set_index("source").loc["all"]
+c1, c2, c3 = st.columns(3)
+c1.metric("Cases", f"{int(overall.cases)}", help="Cases whose inputs were found; skipped ones are listed below.")
+c2.metric("Median |error|", f"{overall.median_abs_error_pct:.1f} %")
+c3.metric("Worst |error|", f"{overall.worst_abs_error_pct:.1f} %", help=str(overall.worst_case))
+
+left, right = st.columns(2)
+with left:
+    st.subheader("Measured against simulated")
+    st.plotly_chart(validation_view.parity_figure(results), key="parity_chart", config=ui.PLOTLY_CONFIG)
+with right:
+    st.subheader("Error by source")
+    st.dataframe(summary, hide_index=True, column_config={
+        "median_abs_error_pct": st.column_config.NumberColumn("median |error| %", format="%.1f"),
+        "worst_abs_error_pct": st.column_config.NumberColumn("worst |error| %", format="%.1f")})
+    cmp = coarse_versus_fine(results)
+    st.caption(
+        f"Coarse-grained predictor (phases in sequence, one message; Li et al., TPDS 2022): median |error| "
+        f"{cmp['coarse_median_abs_error_pct']:.1f} % against {cmp['fine_median_abs_error_pct']:.1f} % for this DAG "
+        f"model; with its overlap ρ = {cmp['coarse_rho_fitted_on_train']:.2f} fitted on half of the cases, "
+        f"{cmp['coarse_rho_test_median_abs_error_pct']:.1f} % on the other half "
+        f"(DAG model: {cmp['fine_test_median_abs_error_pct']:.1f} %)."
+    )
+
+st.subheader("Every case — select a row to open it in the Timeline page")
+table = results[["case", "source", "measured", "simulated", "error_pct", "status"]]
+picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row", key="val_table",
+                      column_config={"measured": st.column_config.NumberColumn(format="%.1f"),
+                                     "simulated": st.column_config.NumberColumn(format="%.1f"),
+                                     "error_pct": st.column_config.NumberColumn("error %", format="%+.1f")})
+rows = picked.selection.rows if picked is not None else []
+if rows:
+    chosen = table.iloc[rows[0]]
+    if chosen.status != "ok":
+        st.warning(f"{chosen.case} was not simulated: {chosen.status}")
+    else:
+        row, model = ui.guarded(_case, chosen.case)
+        settings, note = validation_view.case_settings(row, model)
+        # Widget keys cannot change once this run drew the sidebar: app.py applies them on the next run.
+        st.session_state["pending_settings"] = settings
+        st.session_state["validation_note"] = f"Opened validation case {chosen.case} ({note})."
+        st.switch_page("pages/timeline.py")
+
+st.subheader("Error by case")
+st.plotly_chart(validation_view.error_figure(results), key="error_chart", config=ui.PLOTLY_CONFIG)
+
+st.subheader("Sources")
+for citation, grp in results.groupby("citation", sort=False):
+    st.markdown(f"- **{len(grp)} cases** ({', '.join(sorted(set(grp.source)))}): {citation}")
+st.caption("Reproduce with `python -m sim validate`. The cases and their citations are in "
+           "`data/validation/cases.csv`.")
