@@ -91,8 +91,8 @@ def simulate(cfg: Config, scheduler: str, iterations: int = 1) -> sim.SimResult:
 def iteration_dag(cfg: Config, scheduler: str) -> nx.DiGraph:
     """The task DAG of one iteration under ``scheduler`` (for drawing small models)."""
     res = simulate(cfg, scheduler)
-    return build_dag(res.model, res.plan, res.cluster.comm_cost(), precision=cfg.precision, iterations=1,
-                     include_comm=cfg.gpus > 1)
+    cost = res.cluster.comm_cost(res.model, cfg.precision)
+    return build_dag(res.model, res.plan, cost, precision=cfg.precision, iterations=1, include_comm=cfg.gpus > 1)
 
 
 @st.cache_data(**_CACHE)

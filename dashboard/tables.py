@@ -97,10 +97,20 @@ def layer_table(model: sim.Model, cost: CommCost, precision: str, groups: list[l
 
     ``model`` must carry compute times (a resolved model, e.g. ``SimResult.model``).
     The all-reduce columns are for the layer's gradient sent alone:
-    ``T(M) = alpha + beta * M`` (0 for layers without parameters).
+    ``T(M) = alpha + beta * M`` (0 for layers without parameters). With a
+    trace-driven cost (measured ``layer_s``), the measured time is the total
+    and its alpha part is the fitted alpha, at most the whole.
     """
     nbytes = model.gradient_bytes(precision).astype(float)
     has = model.params > 0
+    measured = getattr(cost, "layer_s", None)
+    if measured:
+        total_ms = np.where(has, np.asarray(measured, dtype=float) * 1e3, 0.0)
+        alpha_ms = np.minimum(np.where(has, cost.alpha_s * 1e3, 0.0), total_ms)
+        beta_ms = total_ms - alpha_ms
+    else:
+        alpha_ms = np.where(has, cost.alpha_s * 1e3, 0.0)
+        beta_ms = np.where(has, cost.beta_s_per_byte * nbytes * 1e3, 0.0)
     group_of = {name: gi for gi, members in enumerate(groups or []) for name in members}
     frame = pd.DataFrame(
         {
@@ -111,8 +121,8 @@ def layer_table(model: sim.Model, cost: CommCost, precision: str, groups: list[l
             "grad_bytes": nbytes.astype(np.int64),
             "fwd_ms": np.asarray(model.fwd_s) * 1e3,
             "bwd_ms": np.asarray(model.bwd_s) * 1e3,
-            "alpha_ms": np.where(has, cost.alpha_s * 1e3, 0.0),
-            "beta_ms": np.where(has, cost.beta_s_per_byte * nbytes * 1e3, 0.0),
+            "alpha_ms": alpha_ms,
+            "beta_ms": beta_ms,
             "message": [group_of.get(n, -1) for n in model.layer_names],
         }
     )

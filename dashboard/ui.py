@@ -101,8 +101,11 @@ def guarded(fn: Callable[..., T], *args, **kwargs) -> T:
 
 def assumptions(cfg: Config, what: str = "") -> None:
     """One line stating the model behind the page's numbers."""
-    cost = cfg.cluster().comm_cost()
-    if cfg.alpha_s is not None:
+    cost = cfg.cluster().comm_cost(cached.model_of(cfg), cfg.precision)
+    if getattr(cost, "is_measured", False):
+        comm = (f"measured per-layer all-reduce times from the CSV (trace-driven); merged messages cost "
+                f"α + β·M fitted to them, α = {fmt_alpha(cost.alpha_s)}, β = {cost.beta_s_per_byte * 1e9:.3g} ns/byte")
+    elif cfg.alpha_s is not None:
         comm = f"every all-reduce of M bytes takes α + β·M with your α = {fmt_alpha(cost.alpha_s)}"
     else:
         nodes = max(1, cfg.gpus // cfg.gpus_per_node)

@@ -15,7 +15,7 @@ scheduler = st.selectbox("Scheduler (for the message grouping)", options, index=
                          key="scheduler", bind="query-params")
 res = ui.guarded(cached.simulate, cfg, scheduler)
 model = res.model  # with the compute times used for this GPU, batch and precision
-cost = res.cluster.comm_cost()
+cost = res.cluster.comm_cost(model, cfg.precision)  # measured per layer when the CSV has comm_ms
 layers = tables.layer_table(model, cost, cfg.precision, res.groups)
 
 with_params = layers.loc[layers["params"] > 0]

@@ -267,6 +267,14 @@ class TestModel:
         dag = chart(at, "dag_chart")
         assert {t["name"] for t in dag["data"] if t.get("name")} >= {"forward", "backward", "all-reduce"}
 
+    def test_trace_driven_csv_uses_measured_times(self):
+        text = "name,params,fwd_ms,bwd_ms,comm_ms\nconv1,1000,1.0,2.0,0.3\nfc,4000000,0.5,1.0,9.0\n"
+        at = open_page(csv_app(text, name="traced.csv"), "model")
+        no_exception(at)
+        assert "measured per-layer all-reduce times" in at.caption[0].value
+        table = at.dataframe[0].value.set_index("name")
+        assert table.loc["fc", "all-reduce alone (ms)"] == pytest.approx(9.0)
+
     def test_large_model_skips_the_dag(self):
         at = open_page(csv_app(layer_csv(60)), "model")
         with pytest.raises(AssertionError):

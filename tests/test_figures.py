@@ -182,6 +182,16 @@ class TestModelFigures:
         assert (layers.loc[~has, ["alpha_ms", "beta_ms"]] == 0).all().all()
         assert set(layers.loc[has, "message"]) == set(range(len(res.groups)))
 
+    def test_layer_table_uses_measured_times_in_trace_mode(self):
+        frame = LAYERS.assign(comm_ms=[0.5, 0.0, 1.5, 6.0, 0.4])
+        model = sim.model_from_frame(frame, "traced")
+        cost = cluster().comm_cost(model, "fp32")
+        layers = tables.layer_table(model, cost, "fp32")
+        has = layers["params"] > 0
+        assert list(layers.loc[has, "allreduce_ms"]) == pytest.approx([0.5, 1.5, 6.0, 0.4])
+        assert (layers["alpha_ms"] <= layers["allreduce_ms"] + 1e-12).all()
+        assert (layers.loc[~has, "allreduce_ms"] == 0).all()
+
     def test_layer_figure_has_three_panels(self):
         res = run()
         layers = tables.layer_table(res.model, res.cluster.comm_cost(), "fp32", res.groups)
