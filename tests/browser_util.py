@@ -36,6 +36,8 @@ PAGES = {  # url path -> file, in the sidebar's order
     "compare": "pages/compare.py",
     "scaling": "pages/scaling.py",
     "model": "pages/model.py",
+    "algorithms": "pages/algorithms.py",
+    "validation": "pages/validation.py",
     "learn": "pages/learn.py",
 }
 

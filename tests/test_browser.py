@@ -112,6 +112,8 @@ CHANGES = {
     "scaling": ("scaling_chart", lambda pg: add_to_multiselect(pg, "scale_nets", "100gbe")),
     "model": ("layer_chart", lambda pg: choose(pg, "model", "alexnet")),
     "learn": ("toy_chart", lambda pg: nudge_slider(pg, "toy_alpha_us")),
+    "algorithms": ("strag_timeline", lambda pg: nudge_slider(pg, "strag_cv", "ArrowRight")),
+    "validation": ("parity_chart", None),  # no control: its case table opens the Timeline page instead
 }
 
 
@@ -127,6 +129,8 @@ def test_page_renders_and_a_control_redraws_its_chart(page, server, name):
     key, change = CHANGES[name]
     before = chart_signature(page, key)
     assert before, f"chart {key} did not render"
+    if change is None:
+        return
     change(page)
     wait_chart_changed(page, key, before)
     wait_idle(page)
@@ -231,3 +235,16 @@ def test_control_to_chart_latency(page, server):
         }
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "latency.json").write_text(json.dumps(report, indent=2))
+
+
+def test_a_validation_case_opens_in_the_timeline_with_one_click(page, server):
+    open_page(page, server, "validation")
+    grid = page.locator('[data-testid="stDataFrame"]').nth(1)
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + 15, box["y"] + 35 + 17)  # the first case's row marker
+    page.get_by_text("Opened validation case ddl-resnet50-BSP-A2A-4gpu").wait_for()
+    wait_idle(page)
+    assert_no_exception(page)
+    assert page.get_by_role("heading", name="Timeline of an iteration").count() == 1
+    assert page.locator(".js-plotly-plot").count() >= 1
