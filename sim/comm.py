@@ -30,13 +30,18 @@ __all__ = [
     "CommCost",
     "Link",
     "MeasuredCommCost",
+    "PSCost",
     "allreduce_cost",
     "binary_tree",
+    "double_binary_tree",
     "hierarchical",
+    "ps",
+    "ps_cost",
     "measured_cost",
     "recursive_doubling",
     "recursive_halving_doubling",
     "ring",
+    "torus_2d",
 ]
 
 
@@ -234,12 +239,167 @@ def hierarchical(nodes: int, k: int, intra: Link, inter: Link, gamma: float) -> 
     return CommCost(alpha, beta, "hierarchical")
 
 
+def _torus_width(nodes: int, k: int) -> int:
+    """Ranks in a row of the 2D torus: the GPUs of a node, or, with one GPU
+    per node, the largest divisor of P that is at most sqrt(P)."""
+    if k > 1:
+        return k
+    p = nodes
+    return max(d for d in range(1, math.isqrt(p) + 1) if p % d == 0)
+
+
+def torus_2d(nodes: int, k: int, intra: Link, inter: Link, gamma: float) -> CommCost:
+    """2D torus (Mikami et al. 2018, arXiv 1811.05233): X-ring reduce-scatter, Y-ring all-reduce, X-ring all-gather.
+
+    P = X x Y ranks in a grid. Rows (X ranks) are the GPUs of a node; with one
+    GPU per node, X is the largest divisor of P at most sqrt(P) and rows cross
+    the network. With Y = P / X:
+
+    T = 2 (X-1) alpha_x + 2 (X-1)/X M beta_x + (X-1)/X M gamma          (rows)
+      + 2 (Y-1) alpha_y + 2 (Y-1)/Y (M/X) s beta_y + (Y-1)/Y M/X gamma  (columns)
+
+    where s = X when the X column rings of a node share its interface (rows
+    inside a node), else 1. The bandwidth term equals the ring's,
+    2 (P-1)/P M beta on equal links, with 2(X-1) + 2(Y-1) latency steps
+    instead of 2(P-1). With rows inside nodes it equals `hierarchical`.
+    """
+    p = nodes * k
+    x = _torus_width(nodes, k)
+    y = p // x
+    row = intra if k > 1 else inter
+    share = x if k > 1 else 1
+    fx, fy = (x - 1) / x, (y - 1) / y
+    alpha = 2 * (x - 1) * row.alpha_s + 2 * (y - 1) * inter.alpha_s
+    beta = 2 * fx * row.beta_s_per_byte + fx * gamma + 2 * fy * share * inter.beta_s_per_byte / x + fy * gamma / x
+    return CommCost(alpha, beta, "torus_2d")
+
+
+def double_binary_tree(nodes: int, k: int, intra: Link, inter: Link, gamma: float) -> CommCost:
+    """NCCL's double binary tree: 2 (ceil(lg N) alpha_e + (k-1) alpha_i) + 2 M beta + M gamma, pipelined.
+
+    NCCL 2.4 (Sanders, Speck and Traeff, Parallel Computing 35(12), 2009;
+    NVIDIA, "Massively Scale Your Deep Learning Training with NCCL 2.4", 2019):
+    two complementary binary trees across the nodes, each reducing and then
+    broadcasting half of the data; inside a node the k GPUs form a chain. Every
+    rank is interior in one tree and a leaf in the other, so it sends and
+    receives 2M bytes in all; the data are pipelined in chunks, so the time is
+    the depth of the trees in latencies (up and down: ceil(lg N) steps across
+    the network, k-1 along the chain) plus 2 M beta on the slowest link. One
+    rank per node sends across the network at a time, so the interface is not
+    shared.
+    """
+    link = _bottleneck(nodes, k, intra, inter)
+    alpha = 2 * (_lg(nodes) * inter.alpha_s + (k - 1) * intra.alpha_s)
+    return CommCost(alpha, 2 * link.beta_s_per_byte + gamma, "double_binary_tree")
+
+
+@dataclass(frozen=True)
+class PSCost:
+    """Push and pull times of one message in the parameter-server architecture.
+
+    ``push_time_s(M) = push_alpha_s + push_beta_s_per_byte * M`` and likewise
+    for pull (see `ps_cost` for the formulas). ``shared_lane`` is True when
+    push and pull go through the same direction of the same interface
+    (servers colocated with the workers), so they take turns on one lane;
+    otherwise push uses the worker's uplink and pull its downlink (full
+    duplex) and they overlap.
+    """
+
+    push_alpha_s: float
+    push_beta_s_per_byte: float
+    pull_alpha_s: float
+    pull_beta_s_per_byte: float
+    shared_lane: bool = False
+    label: str = "ps"
+
+    def __post_init__(self) -> None:
+        for name in ("push_alpha_s", "push_beta_s_per_byte", "pull_alpha_s", "pull_beta_s_per_byte"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise SimInputError(f"{name} must be a finite number >= 0, got {value}")
+
+    def push_time_s(self, nbytes):
+        """Time to push ``nbytes`` of gradient to the servers (scalar or array)."""
+        return self.push_alpha_s + self.push_beta_s_per_byte * np.asarray(nbytes, dtype=float)
+
+    def pull_time_s(self, nbytes):
+        """Time to pull ``nbytes`` of updated parameters back (scalar or array)."""
+        return self.pull_alpha_s + self.pull_beta_s_per_byte * np.asarray(nbytes, dtype=float)
+
+    def time_s(self, nbytes):
+        """Push then pull, unpipelined: the all-reduce-equivalent time."""
+        return self.push_time_s(nbytes) + self.pull_time_s(nbytes)
+
+
+def ps_cost(nodes: int, k: int, intra: Link, inter: Link, gamma: float = 0.0, *, servers: int | None = None,
+            colocated: bool = False, in_flight: int | None = None) -> PSCost:
+    """Parameter server (BytePS; Jiang et al., OSDI 2020): push and pull costs for N nodes of k GPUs.
+
+    Inside a node the k GPUs first reduce (ring reduce-scatter,
+    (k-1) alpha_i + (k-1)/k M beta_i, folded into the push) and finally
+    broadcast (the same, folded into the pull); then one push and one pull of
+    M bytes per node. Partitions go round-robin over S servers, every node
+    pushing each byte to one server, so a server's link carries N_r M / S
+    bytes for the M each worker's link carries (N_r = N workers on separate
+    hosts; N - 1 remote ones when a server sits on every worker machine, whose
+    own share, M / S, stays local). With ``in_flight`` partitions at a time
+    (ByteScheduler's credit), only min(S, in_flight) servers are busy at once:
+
+    push(M) = (k-1) alpha_i + alpha_e + M [(k-1)/k beta_i + beta_e max(w, N_r / S') + (N_r / S') gamma]
+
+    with w = 1 on separate hosts, (S-1)/S colocated, and S' = min(S,
+    in_flight). pull(M) is the same without gamma. One node (N = 1) sends
+    nothing across the network: BytePS skips push and pull with a single
+    worker machine, leaving the node's reduce and broadcast.
+
+    Parameters
+    ----------
+    servers : int, optional
+        S; default N (the survey's setting: as many servers as worker machines).
+    colocated : bool
+        One server on every worker machine (S = N).
+    in_flight : int, optional
+        Partitions in flight at once; default unbounded.
+    """
+    s = nodes if servers is None else servers
+    if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
+        raise SimInputError(f"servers must be a whole number >= 1, got {servers!r}")
+    if colocated and s != nodes:
+        raise SimInputError(f"servers = {s}: colocated servers sit one per worker machine, so servers = nodes = {nodes}")
+    a_i = (k - 1) * intra.alpha_s if k > 1 else 0.0
+    b_i = (k - 1) / k * intra.beta_s_per_byte if k > 1 else 0.0
+    if nodes == 1:
+        return PSCost(a_i, b_i, a_i, b_i, colocated, "ps (one node: reduce and broadcast inside it)")
+    busy = s if in_flight is None else min(s, int(in_flight))
+    remote = nodes - 1 if colocated else nodes
+    w = (s - 1) / s if colocated else 1.0
+    net_b = inter.beta_s_per_byte * max(w, remote / busy)
+    push_b = b_i + net_b + remote / busy * gamma
+    pull_b = b_i + net_b
+    label = f"ps ({s} servers{', colocated' if colocated else ''})"
+    return PSCost(a_i + inter.alpha_s, push_b, a_i + inter.alpha_s, pull_b, colocated, label)
+
+
+def ps(nodes: int, k: int, intra: Link, inter: Link, gamma: float) -> CommCost:
+    """Parameter server, push then pull: 2 [(k-1) alpha_i + alpha_e] + 2 M [(k-1)/k beta_i + beta_e] + M gamma.
+
+    `ps_cost` with S = N servers on separate hosts, push and pull not
+    overlapped (one message). As an all-reduce it moves M bytes each way
+    through each worker's interface, against the ring's 2 (P-1)/P M.
+    """
+    c = ps_cost(nodes, k, intra, inter, gamma)
+    return CommCost(c.push_alpha_s + c.pull_alpha_s, c.push_beta_s_per_byte + c.pull_beta_s_per_byte, "ps")
+
+
 COLLECTIVES: dict[str, Callable[[int, int, Link, Link, float], CommCost]] = {
     "ring": ring,
     "binary_tree": binary_tree,
     "recursive_doubling": recursive_doubling,
     "recursive_halving_doubling": recursive_halving_doubling,
     "hierarchical": hierarchical,
+    "torus_2d": torus_2d,
+    "double_binary_tree": double_binary_tree,
+    "ps": ps,
 }
 
 
