@@ -18,16 +18,25 @@ import numpy as np
 import pandas as pd
 
 from sim import fast
+from sim.arch import build_arch_dag, needs_arch_dag
 from sim.cluster import Cluster
-from sim.comm import NO_COMM
+from sim.comm import NO_COMM, CommCost, PSCost
 from sim.dag import build_dag, gradient_layers
 from sim.engine import run_dag
 from sim.errors import SimInputError
 from sim.model import Model, bytes_per_param
-from sim.schedulers import DEFAULT_BUCKET_MB, GradientLayers, Plan, make_plan
+from sim.schedulers import (
+    DEFAULT_BUCKET_MB,
+    SCHEDULER_OPTIONS,
+    GradientLayers,
+    Plan,
+    SchedulerOptions,
+    make_plan,
+)
 from sim.timeline import COMPUTE_KINDS, interval_overlap_s, timeline_frame
 
 __all__ = [
+    "ARCHITECTURES",
     "METRIC_KEYS", "SimResult", "calibrate", "resolve_model", "simulate", "simulate_dag",
     "single_gpu_iteration_s_of", "sweep",
 ]
@@ -42,6 +51,16 @@ METRIC_KEYS = (
     "num_messages", "groups",
 )
 MAX_ITERATIONS = 1000
+#: Communication architectures: all-reduce among the workers, or push to and
+#: pull from parameter servers (`sim.comm.ps_cost`).
+ARCHITECTURES = ("allreduce", "ps")
+#: Iterations timed when layers are updated one by one and the next forward
+#: overlaps communication: the period settles after the first iteration.
+PIPELINED_ITERATIONS = 8
+#: ... and the period is averaged over this many of the last iterations, so
+#: that what is left of the start-up transient (and any cycle of period > 1 of
+#: the max-plus system) is averaged out.
+PIPELINED_WINDOW = 5
 _NO_GRADIENTS = GradientLayers(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
 
 
@@ -107,13 +126,20 @@ def _run(model, cluster, scheduler, precision, iterations, prefetch, bucket_mb):
 
 def _dag_timeline(model: Model, plan: Plan, cost, precision: str, iterations: int, prefetch: bool) -> pd.DataFrame:
     """The timeline of ``plan``'s DAG timed by the engine (the reference evaluation)."""
-    g = build_dag(model, plan, cost, precision=precision, iterations=iterations, prefetch=prefetch)
+    if plan.groups and needs_arch_dag(plan, cost):
+        g = build_arch_dag(model, plan, cost, precision=precision, iterations=iterations, prefetch=prefetch)
+    else:
+        g = build_dag(model, plan, cost, precision=precision, iterations=iterations, prefetch=prefetch)
     return timeline_frame(g, run_dag(g))
+
+
+def _iterations_to_run(plan: Plan, iterations: int) -> int:
+    return max(iterations, PIPELINED_ITERATIONS if plan.per_layer_update else 2)
 
 
 def _dag_figures(model: Model, plan: Plan, cost, precision: str, iterations: int, prefetch: bool) -> tuple[float, dict]:
     """Iteration time and phase metrics of ``plan`` by the reference evaluation."""
-    timeline = _dag_timeline(model, plan, cost, precision, iterations, prefetch)
+    timeline = _dag_timeline(model, plan, cost, precision, _iterations_to_run(plan, iterations), prefetch)
     return _steady_iteration_s(timeline), _phase_metrics(timeline)
 
 
@@ -159,9 +185,20 @@ def resolve_model(model: Model, cluster: Cluster, batch_size: int, precision: st
 
 
 def _steady_iteration_s(timeline: pd.DataFrame) -> float:
-    """Period between the updates of the last two iterations."""
-    ends = timeline.loc[timeline["kind"] == "update"].sort_values("iteration")["end_s"].to_numpy()
-    return float(ends[-1] - ends[-2]) if len(ends) >= 2 else float(timeline["end_s"].max())
+    """Period between the updates of the last two iterations.
+
+    When layers are updated one by one (several updates per iteration), the
+    period between the last update of each, averaged over the last
+    `PIPELINED_WINDOW` iterations.
+    """
+    updates = timeline.loc[timeline["kind"] == "update"]
+    ends = updates.groupby("iteration")["end_s"].max().to_numpy()
+    if len(ends) < 2:
+        return float(timeline["end_s"].max())
+    if len(updates) == len(ends):
+        return float(ends[-1] - ends[-2])
+    w = min(PIPELINED_WINDOW, len(ends) - 1)
+    return float((ends[-1] - ends[-1 - w]) / w)
 
 
 def _phase_metrics(timeline: pd.DataFrame) -> dict:
@@ -199,6 +236,9 @@ def simulate(
     bucket_mb: float = DEFAULT_BUCKET_MB,
     single_gpu_iteration_s: float | None = None,
     calibrate_iteration_s: float | None = None,
+    method: str | None = None,
+    architecture: str = "allreduce",
+    options: SchedulerOptions | dict | None = None,
 ) -> SimResult:
     """Time training iterations of ``model`` on ``cluster`` under ``scheduler``.
 
@@ -228,13 +268,27 @@ def simulate(
         A measured one-GPU iteration time at ``batch_size``. Every compute time
         of the model is scaled by one factor, keeping the per-layer
         proportions, so that the simulated one-GPU iteration takes exactly this.
+    method : str, optional
+        A method of the survey (`sim.methods.METHODS`, e.g. ``"BSP-PS"``):
+        it sets ``architecture``, ``scheduler`` and the scheduler's options,
+        and overrides the ``scheduler`` and ``architecture`` arguments;
+        ``options`` given as a dict then change single settings.
+    architecture : {"allreduce", "ps"}
+        All-reduce among the workers, or a parameter server
+        (`sim.comm.ps_cost`; servers and placement in ``options``).
+    options : SchedulerOptions or dict, optional
+        Settings of ``horovod``, ``ddp``, ``bytescheduler`` and the parameter
+        server (`sim.schedulers.SchedulerOptions`). When ``method``,
+        ``architecture = "ps"`` or ``options`` is given, ``metrics`` also
+        holds ``method``, ``architecture`` and ``settings``.
 
     Returns
     -------
     SimResult
     """
     return _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
-                     single_gpu_iteration_s, calibrate_iteration_s, method="fast")
+                     single_gpu_iteration_s, calibrate_iteration_s, engine="fast", method=method,
+                     architecture=architecture, options=options)
 
 
 def simulate_dag(
@@ -249,6 +303,9 @@ def simulate_dag(
     bucket_mb: float = DEFAULT_BUCKET_MB,
     single_gpu_iteration_s: float | None = None,
     calibrate_iteration_s: float | None = None,
+    method: str | None = None,
+    architecture: str = "allreduce",
+    options: SchedulerOptions | dict | None = None,
 ) -> SimResult:
     """`simulate` by the reference evaluation: every task of the DAG
     (`sim.dag.build_dag`) timed by the engine (`sim.engine.run_dag`), the
@@ -258,21 +315,71 @@ def simulate_dag(
     independent check of the fast path (`sim.fast`) and gives the same result.
     """
     return _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
-                     single_gpu_iteration_s, calibrate_iteration_s, method="dag")
+                     single_gpu_iteration_s, calibrate_iteration_s, engine="dag", method=method,
+                     architecture=architecture, options=options)
+
+
+def resolve_method(method: str | None, scheduler: str, architecture: str,
+                   options: SchedulerOptions | dict | None) -> tuple[str, str, SchedulerOptions]:
+    """(scheduler, architecture, options) of a run: a method's, or as given."""
+    if method is not None:
+        from sim.methods import method_config
+
+        cfg = method_config(method)
+        scheduler, architecture = cfg.scheduler, cfg.architecture
+        if isinstance(options, SchedulerOptions):
+            return scheduler, architecture, options
+        return scheduler, architecture, SchedulerOptions.of({**cfg.options, **(options or {})})
+    if architecture not in ARCHITECTURES:
+        raise SimInputError(f"unknown architecture {architecture!r}; valid: {', '.join(ARCHITECTURES)}")
+    return scheduler, architecture, SchedulerOptions.of(options)
+
+
+def comm_costs(model: Model, cluster: Cluster, precision: str, scheduler: str, architecture: str,
+               options: SchedulerOptions) -> tuple[CommCost, CommCost | PSCost]:
+    """The cost a scheduler plans with and the one the DAG is timed with.
+
+    For the parameter server, planning sees push + pull as one all-reduce
+    (`sim.comm.ps`); timing uses push and pull apart, with ByteScheduler's
+    credit bounding the servers busy at once.
+    """
+    if architecture != "ps":
+        cost = cluster.comm_cost(model, precision)
+        return cost, cost
+    if scheduler == "dear":
+        raise SimInputError("scheduler 'dear' decouples an all-reduce; it needs architecture 'allreduce'")
+    in_flight = options.credit if scheduler == "bytescheduler" else None
+    timing = cluster.ps_cost(servers=options.servers, colocated=options.colocated, in_flight=in_flight, model=model)
+    planning = CommCost(timing.push_alpha_s + timing.pull_alpha_s,
+                        timing.push_beta_s_per_byte + timing.pull_beta_s_per_byte, timing.label)
+    return planning, timing
+
+
+def _settings(scheduler: str, architecture: str, options: SchedulerOptions, bucket_mb: float) -> dict:
+    values = {**dataclasses.asdict(options), "bucket_mb": bucket_mb}
+    keys = list(SCHEDULER_OPTIONS.get(scheduler, ()))
+    if architecture == "ps":
+        keys += ["partition_bytes", "servers", "colocated"]
+    return {k: values[k] for k in dict.fromkeys(keys)}
 
 
 def _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
-              single_gpu_iteration_s, calibrate_iteration_s, *, method):
+              single_gpu_iteration_s, calibrate_iteration_s, *, engine, method=None, architecture="allreduce",
+              options=None):
+    extended = method is not None or architecture != "allreduce" or options is not None
+    scheduler, architecture, opts = resolve_method(method, scheduler, architecture, options)
     _check_run_args(batch_size, iterations, precision)
     model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s)
-    n_run = max(iterations, 2)
     multi = cluster.gpus > 1
-    cost = cluster.comm_cost(model, precision)
+    plan_cost, cost = comm_costs(model, cluster, precision, scheduler, architecture, opts)
     if multi:
-        plan = make_plan(scheduler, gradient_layers(model, precision), cost, bucket_mb=bucket_mb)
+        plan = make_plan(scheduler, gradient_layers(model, precision), plan_cost, bucket_mb=bucket_mb, options=opts)
+        if architecture == "ps" and not plan.partition_bytes:  # BytePS partitions every message
+            plan = dataclasses.replace(plan, partition_bytes=int(opts.partition_bytes))
     else:  # one GPU sends nothing: only check the scheduler and its arguments
-        plan = Plan(make_plan(scheduler, _NO_GRADIENTS, cost, bucket_mb=bucket_mb).scheduler, ())
-    if method == "fast" and fast.supports(plan, model.num_layers):
+        plan = Plan(make_plan(scheduler, _NO_GRADIENTS, plan_cost, bucket_mb=bucket_mb, options=opts).scheduler, ())
+    n_run = _iterations_to_run(plan, iterations)
+    if engine == "fast" and not needs_arch_dag(plan, cost) and fast.supports(plan, model.num_layers):
         run = fast.evaluate(model, plan, cost, precision=precision, iterations=n_run, prefetch=prefetch)
         t_iter = float(run.iteration_time_s[0])
         phases = {key: float(value[0]) for key, value in run.phase_metrics().items()}
@@ -301,8 +408,8 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
         "network": cluster.network,
         "intra": cluster.intra,
         "collective": cluster.collective,
-        "alpha_s": cost.alpha_s,
-        "beta_s_per_byte": cost.beta_s_per_byte,
+        "alpha_s": plan_cost.alpha_s,
+        "beta_s_per_byte": plan_cost.beta_s_per_byte,
         "iteration_time_s": t_iter,
         "throughput_samples_per_s": batch_size * cluster.gpus / t_iter,
         **phases,
@@ -312,6 +419,9 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
         "num_messages": len(groups),
         "groups": groups,
     }
+    if extended:
+        metrics.update(method=method, architecture=architecture,
+                       settings=_settings(scheduler, architecture, opts, bucket_mb))
     return SimResult(t_iter, metrics, timeline, groups, plan, model, cluster)
 
 

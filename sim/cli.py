@@ -171,8 +171,8 @@ def _cluster(args, gpus: int) -> Cluster:
 def _check_flags(args, schedulers: list[str]) -> None:
     if (args.alpha is None) != (args.beta is None):
         raise SimInputError("--alpha and --beta go together: give both or neither")
-    if args.bucket_mb is not None and "bucket" not in schedulers:
-        raise SimInputError("--bucket-mb applies only to --scheduler bucket")
+    if args.bucket_mb is not None and not {"bucket", "ddp"} & set(schedulers):
+        raise SimInputError("--bucket-mb applies only to --scheduler bucket or ddp")
     for name in schedulers:
         if name not in SCHEDULERS:
             raise SimInputError(f"--scheduler: unknown scheduler {name!r}; valid: {', '.join(SCHEDULERS)}")

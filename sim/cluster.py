@@ -7,7 +7,16 @@ import math
 from dataclasses import dataclass
 
 from sim.catalog import get_gpu, get_network
-from sim.comm import COLLECTIVES, NO_COMM, CommCost, Link, allreduce_cost, measured_cost
+from sim.comm import (
+    COLLECTIVES,
+    NO_COMM,
+    CommCost,
+    Link,
+    PSCost,
+    allreduce_cost,
+    measured_cost,
+    ps_cost,
+)
 from sim.errors import SimInputError
 
 __all__ = ["MAX_GPUS", "Cluster"]
@@ -114,3 +123,24 @@ class Cluster:
             Link(inter.alpha_s, inter.beta_s_per_byte),
             self.gamma_s_per_byte,
         )
+
+    def ps_cost(self, *, servers: int | None = None, colocated: bool = False,
+                in_flight: int | None = None, model=None) -> PSCost:
+        """Push and pull costs in the parameter-server architecture (`sim.comm.ps_cost`).
+
+        ``servers`` defaults to one per worker machine (the survey's setting).
+        Needs the link presets: a fixed ``alpha_s``/``beta_s_per_byte`` or a
+        model with measured all-reduce times describes an all-reduce, not a
+        push and a pull.
+        """
+        if self.alpha_s is not None:
+            raise SimInputError("the parameter-server architecture needs network presets, not --alpha/--beta")
+        if model is not None and getattr(model, "comm_s", None) is not None:
+            raise SimInputError("the parameter-server architecture cannot use a model's measured all-reduce times")
+        if self.gpus == 1:
+            return PSCost(0.0, 0.0, 0.0, 0.0, colocated, "P = 1: no communication")
+        intra = get_network(self.intra)
+        inter = get_network(self.network)
+        return ps_cost(self.nodes, self.gpus_in_node, Link(intra.alpha_s, intra.beta_s_per_byte),
+                       Link(inter.alpha_s, inter.beta_s_per_byte), self.gamma_s_per_byte, servers=servers,
+                       colocated=colocated, in_flight=in_flight)

@@ -14,6 +14,11 @@ A resource runs one task at a time; among the tasks ready for it, the one
 with the smallest ``priority`` goes first (the plan's order on the channel).
 All workers are identical, so one worker's DAG stands for all of them.
 
+A plan's ``lag_s`` holds a message back after its last gradient is ready
+(an edge attribute the engine honours). Plans that partition messages,
+update layer by layer or decouple the all-reduce are built by
+`sim.arch.build_arch_dag`.
+
 Iterations chain: the update of iteration k precedes the forward of k+1. With
 ``prefetch`` the io and h2d of iteration k+1 may run during iteration k;
 without it they wait for the update of iteration k.
@@ -96,6 +101,8 @@ def build_dag(
             add(key, "comm", "comm", group_time[gi], label, gi, group_bytes[gi], priority=(k, gi))
             for i in members:
                 g.add_edge((k, "backward", i), key)
+            if plan.lag_s and plan.lag_s[gi] > 0:  # released lag_s after its last gradient
+                g.edges[(k, "backward", min(members)), key]["lag_s"] = plan.lag_s[gi]
             if plan.after_backward:
                 g.add_edge((k, "backward", 0), key)
             g.add_edge(key, (k, "update", 0))

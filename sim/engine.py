@@ -1,7 +1,8 @@
 """The engine: time any task DAG under its resource constraints.
 
 List scheduling as a discrete-event simulation. A task is released when its
-last predecessor ends. A resource runs one task at a time, never idles while
+last predecessor ends (plus the edge's ``lag_s``, 0 when absent: a wait that
+occupies no resource, such as Horovod's cycle). A resource runs one task at a time, never idles while
 a released task waits for it, and among the released tasks starts the one
 with the smallest ``priority``. Ties in time are resolved the same way on
 every run (completions first, then dispatch in resource order).
@@ -40,12 +41,14 @@ def run_dag(g: nx.DiGraph) -> dict[object, tuple[float, float]]:
     resource = [g.nodes[u]["resource"] for u in nodes]
     priority = [g.nodes[u]["priority"] for u in nodes]
     succ = [[index[v] for v in g.successors(u)] for u in nodes]
+    lag = {(index[u], index[v]): float(d["lag_s"]) for u, v, d in g.edges(data=True) if d.get("lag_s")}
+    release = np.zeros(len(nodes))
     waiting = [g.in_degree(u) for u in nodes]
     queues: dict[str, list] = {r: [] for r in dict.fromkeys(resource)}
     busy = dict.fromkeys(queues, False)
     start = np.full(len(nodes), np.nan)
     end = np.full(len(nodes), np.nan)
-    events: list[tuple[float, int]] = []
+    events: list[tuple[float, int, int]] = []  # (time, 0 = task ends / 1 = task released, task)
 
     for i, w in enumerate(waiting):
         if w == 0:
@@ -58,20 +61,28 @@ def run_dag(g: nx.DiGraph) -> dict[object, tuple[float, float]]:
                 busy[r] = True
                 start[i] = now
                 end[i] = now + duration[i]
-                heapq.heappush(events, (end[i], i))
+                heapq.heappush(events, (end[i], 0, i))
 
     dispatch(0.0)
     done = 0
     while events:
         now = events[0][0]
         while events and events[0][0] == now:
-            _, i = heapq.heappop(events)
+            _, what, i = heapq.heappop(events)
+            if what == 1:  # a lagged task is released
+                heapq.heappush(queues[resource[i]], (priority[i], i))
+                continue
             done += 1
             busy[resource[i]] = False
             for j in succ[i]:
                 waiting[j] -= 1
+                if lag:
+                    release[j] = max(release[j], now + lag.get((i, j), 0.0))
                 if waiting[j] == 0:
-                    heapq.heappush(queues[resource[j]], (priority[j], j))
+                    if release[j] > now:
+                        heapq.heappush(events, (release[j], 1, j))
+                    else:
+                        heapq.heappush(queues[resource[j]], (priority[j], j))
         dispatch(now)
     if done != len(nodes):
         raise ValueError("the task graph has a cycle; no schedule exists")

@@ -15,7 +15,7 @@ that is, per iteration k (``N`` iterations, ``G`` messages):
 * channel: ``start[g] = max(end[g-1], ready[g])``, ``end[g] = start[g] +
            t_c[g]`` (MG-WFBP, Eq. 5), with ``ready[g]`` the end of the
            backward of the message's lowest layer (or of layer 0 when the plan
-           holds messages until backward ends);
+           holds messages until backward ends), plus the plan's ``lag_s``;
 * update:  starts at max(end of backward, end of the last message).
 
 Every start is the maximum of earlier ends and every end one addition, the
@@ -59,6 +59,8 @@ def supports(plan: Plan, num_layers: int) -> bool:
     previous message's (so it is ready no earlier, and the engine's priority
     order agrees with the order of readiness).
     """
+    if not plan.is_plain:
+        return False
     seen: set[int] = set()
     prev_low = num_layers
     for members in plan.groups:
@@ -344,6 +346,7 @@ def evaluate(
     # backward arrays run from layer n-1 down to 0: layer i sits at n-1-i
     ready_at = np.zeros(n_msg, np.int64) + (n - 1) if plan.after_backward else n - 1 - lowest
     t_c = message_times_s(costs, groups, group_bytes)
+    lag = np.asarray(plan.lag_s, dtype=float) if plan.lag_s else np.zeros(n_msg)  # Horovod's wait for a tick
     fwd, bwd_rev = model.fwd_s, model.bwd_s[::-1].copy()
     io_s, h2d_s, update_s = float(model.io_s), float(model.h2d_s), float(model.update_s)
 
@@ -370,7 +373,7 @@ def evaluate(
         bwd_end[:, k] = _chain_ends(fwd_end[:, k, -1], bwd_rev)
         backward_done = bwd_end[:, k, -1]
         if n_msg:
-            c_start[:, k], c_end[:, k] = _channel(free, bwd_end[:, k, ready_at], t_c)
+            c_start[:, k], c_end[:, k] = _channel(free, bwd_end[:, k, ready_at] + lag, t_c)
             free = c_end[:, k, -1]
             upd_start[:, k] = np.maximum(backward_done, free)
         else:

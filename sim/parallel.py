@@ -166,7 +166,7 @@ class _Grid:
         if cluster.gpus > 1 and workload.model.comm_s is not None:  # trace-driven: the model's measured times
             cost = cluster.comm_cost(workload.model, workload.precision)
         if cluster.gpus > 1:  # make_plan hands bucket_mb to the bucket scheduler only
-            ukey = (wid, scheduler, bucket_mb if scheduler == "bucket" else None, cost)
+            ukey = (wid, scheduler, bucket_mb if scheduler in ("bucket", "ddp") else None, cost)
         else:  # one GPU sends nothing: no plan
             ukey = (wid, None, None, NO_COMM)
         uid = self._unit_ids.get(ukey)
@@ -223,7 +223,7 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
                 grads[wid] = gradient_layers(w.model, w.precision)
             bucket_mb = DEFAULT_BUCKET_MB if bucket_mb is None else bucket_mb
             plan = make_plan(scheduler, grads[wid], cost, bucket_mb=bucket_mb)
-        key = (wid, plan.groups, plan.after_backward)
+        key = (wid, plan)
         plans.setdefault(key, plan)
         by_plan.setdefault(key, []).append(pos)
     size = len(units)

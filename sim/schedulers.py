@@ -16,8 +16,9 @@ Adding a scheduler means one function and one entry in `SCHEDULERS`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -27,9 +28,15 @@ from sim.errors import SimInputError
 __all__ = [
     "DEFAULT_BUCKET_MB",
     "SCHEDULERS",
+    "SCHEDULER_OPTIONS",
     "GradientLayers",
     "Plan",
+    "SchedulerOptions",
     "bucket",
+    "bytescheduler",
+    "ddp",
+    "dear",
+    "horovod",
     "comm_end_s",
     "make_plan",
     "mgwfbp",
@@ -71,11 +78,99 @@ class Plan:
 
     ``after_backward`` holds every message until the whole backward pass has
     ended (no overlap of communication with backward).
+
+    The remaining fields are the survey's further scheduling decisions; their
+    defaults give the plain plan above.
+
+    * ``lag_s[g]``: message g is released this long after its last gradient
+      is ready (Horovod's cycle: it waits for the next tick).
+    * ``partition_bytes``: messages are cut into partitions of at most this
+      many bytes, each sent on its own (0: whole messages).
+    * ``priority``: ``"fifo"`` serves the channel in plan order;
+      ``"input_first"`` sends the ready partition of the layer nearest the
+      input first (ByteScheduler, P3).
+    * ``credit``: partitions in flight at once (ByteScheduler's credit); 0 for
+      unbounded.
+    * ``per_layer_update``: each layer is updated as soon as its gradient has
+      been communicated, and the next iteration's forward of layer l waits
+      only for layer l's update (ByteScheduler, DeAR), instead of one update
+      after all messages.
+    * ``decoupled``: each message is a reduce-scatter after backward and an
+      all-gather before the next forward (DeAR).
     """
 
     scheduler: str
     groups: tuple[tuple[int, ...], ...]
     after_backward: bool = False
+    lag_s: tuple[float, ...] = ()
+    partition_bytes: int = 0
+    priority: str = "fifo"
+    credit: int = 0
+    per_layer_update: bool = False
+    decoupled: bool = False
+
+    @property
+    def is_plain(self) -> bool:
+        """True when only groups, their order and ``after_backward`` matter
+        (the structure `sim.dag.build_dag` and `sim.fast` time)."""
+        return not (self.partition_bytes or self.per_layer_update or self.decoupled or self.priority != "fifo")
+
+
+def _help(text: str, **kw):
+    return field(metadata={"help": text}, **kw)
+
+
+@dataclass(frozen=True)
+class SchedulerOptions:
+    """Settings of the fusion, partitioning and parameter-server schedulers.
+
+    Each field has its unit in its name; ``bucket_mb`` (for ``bucket`` and
+    ``ddp``) stays a separate argument of `sim.simulate`, as before.
+    """
+
+    fusion_threshold_mb: float = _help(
+        "Horovod fusion threshold in MiB (HOROVOD_FUSION_THRESHOLD; 0 disables fusion)", default=64.0)
+    cycle_time_ms: float = _help("Horovod cycle time in ms (HOROVOD_CYCLE_TIME; 0: no wait)", default=1.0)
+    first_bucket_mb: float = _help("PyTorch DDP's first bucket cap in MiB (_DEFAULT_FIRST_BUCKET_BYTES)",
+                                   default=1.0)
+    partition_bytes: int = _help("partition size in bytes (ByteScheduler; BytePS's 4,096,000)", default=4_096_000)
+    credit: int = _help("partitions in flight at once (ByteScheduler's credit)", default=4)
+    servers: int | None = _help("parameter servers S (default: as many as worker machines)", default=None)
+    colocated: bool = _help("parameter servers on the worker machines instead of separate hosts", default=False)
+
+    def __post_init__(self) -> None:
+        for name in ("fusion_threshold_mb", "cycle_time_ms", "first_bucket_mb"):
+            value = getattr(self, name)
+            unbounded_ok = name == "fusion_threshold_mb" and value == math.inf
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) or not (
+                    (math.isfinite(value) or unbounded_ok) and value >= 0):
+                raise SimInputError(f"{name} must be a finite number >= 0, got {value!r}")
+        if self.first_bucket_mb == 0:
+            raise SimInputError("first_bucket_mb must be > 0")
+        for name in ("partition_bytes", "credit"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise SimInputError(f"{name} must be a whole number >= 1, got {value!r}")
+        if self.servers is not None and (isinstance(self.servers, bool) or not isinstance(self.servers, (int, np.integer))
+                                         or self.servers < 1):
+            raise SimInputError(f"servers must be a whole number >= 1, got {self.servers!r}")
+        if not isinstance(self.colocated, (bool, np.bool_)):
+            raise SimInputError(f"colocated must be true or false, got {self.colocated!r}")
+
+    @classmethod
+    def of(cls, options) -> SchedulerOptions:
+        """``options`` as given: None (defaults), a dict of fields or an instance."""
+        if options is None:
+            return cls()
+        if isinstance(options, cls):
+            return options
+        if isinstance(options, dict):
+            known = {f.name for f in fields(cls)}
+            unknown = sorted(set(options) - known)
+            if unknown:
+                raise SimInputError(f"unknown option(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
+            return cls(**options)
+        raise SimInputError(f"options must be a dict or SchedulerOptions, got {type(options).__name__}")
 
 
 def _plan(name: str, grads: GradientLayers, spans: list[tuple[int, int]], after_backward: bool = False) -> Plan:
@@ -229,6 +324,98 @@ def bucket(grads: GradientLayers, cost: CommCost, bucket_mb: float = DEFAULT_BUC
     return _plan("bucket", grads, spans)
 
 
+def horovod(grads: GradientLayers, cost: CommCost, options: SchedulerOptions | None = None) -> Plan:
+    """Horovod tensor fusion (Sergeev and Del Balso, arXiv 1802.05799; Horovod 0.19).
+
+    Horovod's background thread wakes every cycle (``cycle_time_ms``, default
+    1 ms) and packs the gradients that have become ready since the last tick,
+    in ready order, into fusion buffers of at most ``fusion_threshold_mb`` MiB
+    (default 64); a gradient larger than the threshold goes alone, and a
+    threshold of 0 sends every gradient alone. Ticks fall at j x cycle from
+    the start of backward, so a gradient ready at r waits for
+    ``ceil(r / cycle) x cycle`` (``Plan.lag_s``). With a cycle of 0 a message
+    leaves when its gradients are ready: threshold 0 is then `wfbp`, and an
+    unbounded threshold with a cycle equal to the backward time is
+    `synceasgd`.
+    """
+    opt = SchedulerOptions.of(options)
+    cycle_s = opt.cycle_time_ms * 1e-3
+    cap = opt.fusion_threshold_mb * MIB
+    spans: list[tuple[int, int]] = []
+    lags: list[float] = []
+    hi, filled, tick_open = grads.n - 1, 0.0, None
+    for l in range(grads.n - 1, -1, -1):
+        r = float(grads.ready_s[l])
+        tick = r if cycle_s == 0 else math.ceil(r / cycle_s - 1e-9) * cycle_s
+        b = float(grads.nbytes[l])
+        if tick_open is not None and (tick != tick_open or filled + b > cap):
+            spans.append((hi, l + 1))
+            lags.append(tick_open - float(grads.ready_s[l + 1]))
+            hi, filled = l, 0.0
+        tick_open = tick
+        filled += b
+    if grads.n:
+        spans.append((hi, 0))
+        lags.append(tick_open - float(grads.ready_s[0]))
+    plan = _plan("horovod", grads, spans)
+    return Plan("horovod", plan.groups, lag_s=tuple(max(x, 0.0) for x in lags))
+
+
+def ddp(grads: GradientLayers, cost: CommCost, bucket_mb: float = DEFAULT_BUCKET_MB,
+        options: SchedulerOptions | None = None) -> Plan:
+    """PyTorch DDP's gradient buckets (Li et al., VLDB 2020; ``compute_bucket_assignment_by_size``).
+
+    Parameters are assigned to buckets in reverse order (the order their
+    gradients become ready); a bucket closes once it holds at least its cap:
+    ``first_bucket_mb`` (1 MiB, ``dist._DEFAULT_FIRST_BUCKET_BYTES``) for the
+    first, ``bucket_mb`` (``bucket_cap_mb``, 25 MiB) for the rest. A bucket's
+    all-reduce starts when all its gradients are ready.
+    """
+    opt = SchedulerOptions.of(options)
+    if not (np.isfinite(bucket_mb) and bucket_mb > 0):
+        raise SimInputError(f"bucket_mb must be > 0, got {bucket_mb}")
+    cap_bytes = opt.first_bucket_mb * MIB
+    spans: list[tuple[int, int]] = []
+    hi, filled = grads.n - 1, 0.0
+    for l in range(grads.n - 1, -1, -1):
+        filled += float(grads.nbytes[l])
+        if filled >= cap_bytes:
+            spans.append((hi, l))
+            hi, filled = l - 1, 0.0
+            cap_bytes = bucket_mb * MIB
+    if hi >= 0:
+        spans.append((hi, 0))
+    return _plan("ddp", grads, spans)
+
+
+def bytescheduler(grads: GradientLayers, cost: CommCost, options: SchedulerOptions | None = None) -> Plan:
+    """ByteScheduler (Peng et al., SOSP 2019) and P3 (Jayarajan et al., MLSys 2019): priority with partitions.
+
+    Every layer's gradient is cut into partitions of ``partition_bytes``;
+    the channel always sends the ready partition of highest priority, the
+    layer nearest the input first; at most ``credit`` partitions are in
+    flight. Each layer is updated once its partitions are back, and the next
+    iteration's forward of layer l starts as soon as layer l is updated, so
+    communication overlaps the next forward as well as backward.
+    """
+    opt = SchedulerOptions.of(options)
+    return Plan("bytescheduler", wfbp(grads, cost).groups, partition_bytes=int(opt.partition_bytes),
+                priority="input_first", credit=int(opt.credit), per_layer_update=True)
+
+
+def dear(grads: GradientLayers, cost: CommCost, options: SchedulerOptions | None = None) -> Plan:
+    """DeAR (Zhang et al., "Decoupling the All-Reduce Primitive for Accelerating
+    Distributed Deep Learning", arXiv 2302.12445): reduce-scatter with backward, all-gather with the next forward.
+
+    Each layer's all-reduce is split into its two halves: the reduce-scatter
+    is sent as the gradient is ready (WFBP order); the layer's shard is then
+    updated, and the all-gather of the updated parameters runs during the next
+    iteration's forward, layer 0 first, each just before the forward that
+    needs it. Each half costs T(M) / 2 (exact for ring and halving-doubling).
+    """
+    return Plan("dear", wfbp(grads, cost).groups, per_layer_update=True, decoupled=True)
+
+
 SCHEDULERS: dict[str, Callable[..., Plan]] = {
     "sequential": sequential,
     "wfbp": wfbp,
@@ -236,13 +423,32 @@ SCHEDULERS: dict[str, Callable[..., Plan]] = {
     "mgwfbp": mgwfbp,
     "optimal": optimal,
     "bucket": bucket,
+    "horovod": horovod,
+    "ddp": ddp,
+    "bytescheduler": bytescheduler,
+    "dear": dear,
+}
+
+#: The `SchedulerOptions` fields (and ``bucket_mb``) each scheduler reads.
+SCHEDULER_OPTIONS: dict[str, tuple[str, ...]] = {
+    "bucket": ("bucket_mb",),
+    "horovod": ("fusion_threshold_mb", "cycle_time_ms"),
+    "ddp": ("bucket_mb", "first_bucket_mb"),
+    "bytescheduler": ("partition_bytes", "credit"),
+    "dear": (),
 }
 
 
-def make_plan(name: str, grads: GradientLayers, cost: CommCost, *, bucket_mb: float = DEFAULT_BUCKET_MB) -> Plan:
+def make_plan(name: str, grads: GradientLayers, cost: CommCost, *, bucket_mb: float = DEFAULT_BUCKET_MB,
+              options: SchedulerOptions | dict | None = None) -> Plan:
     """Run the scheduler called ``name``; an unknown name lists the valid ones."""
     if name not in SCHEDULERS:
         raise SimInputError(f"unknown scheduler {name!r}; valid: {', '.join(SCHEDULERS)}")
     if name == "bucket":
         return bucket(grads, cost, bucket_mb=bucket_mb)
+    if name == "ddp":
+        return ddp(grads, cost, bucket_mb=bucket_mb, options=options)
+    if name in ("horovod", "bytescheduler", "dear"):
+        return SCHEDULERS[name](grads, cost, options=options)
+    SchedulerOptions.of(options)
     return SCHEDULERS[name](grads, cost)

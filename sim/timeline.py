@@ -6,11 +6,14 @@ A timeline is a DataFrame with one row per task and the columns in
 ==============  ===========================================================
 iteration       iteration number, from 0
 kind            io, h2d, forward, backward, comm or update
-name            unique task name, e.g. ``it0/backward/conv1``
+name            unique task name, e.g. ``it0/backward/conv1``; a part of a
+                message names its step and partition, e.g.
+                ``it0/comm/push:fc#2``
 layer           the layer (forward, backward) or the ``+``-joined layers of
                 a message (comm); empty for io, h2d and update
 group           the message a layer's gradient travels in; -1 if none
-resource        io, h2d, compute or comm
+resource        io, h2d, compute or comm; ``push`` and ``pull`` in the
+                parameter-server architecture
 start_s, end_s  start and end time, in seconds from the first task
 duration_s      end_s - start_s
 bytes           gradient bytes (backward: the layer's; comm: the message's)
@@ -38,7 +41,7 @@ def timeline_frame(g: nx.DiGraph, times: dict) -> pd.DataFrame:
         start, end = times[u]
         k, kind, i = u
         rows.append(
-            (d["iteration"], kind, f"it{k}/{kind}/{d['layer'] or i}", d["layer"], d["group"], d["resource"],
+            (d["iteration"], kind, f"it{k}/{kind}/{d.get('label') or d['layer'] or i}", d["layer"], d["group"], d["resource"],
              start, end, end - start, d["bytes"])
         )
     frame = pd.DataFrame(rows, columns=list(TIMELINE_COLUMNS))

@@ -516,6 +516,9 @@ def _run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, 
     )
     cost = cluster.comm_cost()
     plan = make_plan(scheduler, gradient_layers(base, precision), cost, bucket_mb=bucket_mb)
+    if not plan.is_plain or any(plan.lag_s):
+        raise SimInputError(f"scheduler {scheduler!r}: the per-worker engine times plain plans (messages and one "
+                            "update) only; stragglers are not modelled for it")
     groups = plan.groups if cluster.gpus > 1 else ()
     nbytes = base.gradient_bytes(precision)
     message_bytes = [int(sum(nbytes[i] for i in members)) for members in groups]

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import sim
 from sim.api import _run
+from sim.arch import build_arch_dag
 from sim.dag import build_dag, gradient_layers
 from sim.engine import run_dag
 
@@ -41,8 +42,10 @@ def iteration_s(model, cluster, scheduler):
 @SETTINGS
 @given(models(), clusters)
 def test_optimal_is_no_slower_than_any_scheduler(model, cluster):
+    """Among schedulers that group layers into messages and update once; ByteScheduler
+    and DeAR overlap the next forward, which no grouping can, and may be faster."""
     best = iteration_s(model, cluster, "optimal")
-    for name in sim.SCHEDULERS:
+    for name in sorted(set(sim.SCHEDULERS) - {"bytescheduler", "dear"}):
         assert best <= iteration_s(model, cluster, name) * (1 + 1e-12) + 1e-15, name
 
 
@@ -89,12 +92,13 @@ def test_nothing_merges_when_communication_already_hides(model, alpha_s, beta):
 
 
 def _longest_path_s(g: nx.DiGraph) -> float:
-    """Longest path with node durations: put each node's duration on its out-edges via a sink."""
+    """Longest path with node durations: put each node's duration (and an edge's
+    lag, Horovod's wait for a tick) on its out-edges via a sink."""
     h = nx.DiGraph()
     for u, d in g.nodes(data=True):
         h.add_edge(u, ("sink",), weight=d["duration_s"])
-    for u, v in g.edges:
-        h.add_edge(u, v, weight=g.nodes[u]["duration_s"])
+    for u, v, d in g.edges(data=True):
+        h.add_edge(u, v, weight=g.nodes[u]["duration_s"] + d.get("lag_s", 0.0))
     return nx.dag_longest_path_length(h, weight="weight")
 
 
@@ -135,7 +139,10 @@ def test_engine_equals_longest_path_with_resource_order_edges(model, cluster, sc
     """Every task starts when its predecessors and the previous task on its resource are done."""
     plan, timeline, _ = _run(model, cluster, scheduler, "fp32", 2, prefetch, 25.0)
     cost = cluster.comm_cost()
-    g = build_dag(model, plan, cost, iterations=2, prefetch=prefetch, include_comm=cluster.gpus > 1)
+    if plan.is_plain:
+        g = build_dag(model, plan, cost, iterations=2, prefetch=prefetch, include_comm=cluster.gpus > 1)
+    else:
+        g = build_arch_dag(model, plan, cost, iterations=3, prefetch=prefetch)
     times = run_dag(g)
     h = g.copy()
     for resource in ("io", "h2d", "compute", "comm"):
