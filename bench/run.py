@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import sim  # noqa: E402
-from sim import parallel  # noqa: E402
+from sim import fast, parallel  # noqa: E402
 from sim.api import simulate_dag  # noqa: E402
 from sim.comm import CommCost  # noqa: E402
 from sim.dag import build_dag, gradient_layers  # noqa: E402
@@ -44,6 +44,8 @@ DESIGN_MODELS = ["alexnet", "vgg16", "googlenet", "inception_v3", "resnet50", "r
                  "densenet121", "bert_base", "gpt2"]
 DESIGN_NETWORKS = ["10gbe", "10gbe-k80-osu", "25gbe", "100gbe", "ib-fdr-56", "ib-edr-100", "ib-hdr-200", "ib-ndr-400"]
 DESIGN_BUCKETS_MB = [1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 40, 50, 64, 80, 100, 128, 160, 200, 256]
+#: The six schedulers the sweep targets are stated for (sim.SCHEDULERS may hold more).
+SWEEP_SCHEDULERS = ["sequential", "wfbp", "synceasgd", "mgwfbp", "optimal", "bucket"]
 TARGETS_S = {"simulate": 2e-3, "optimal_1000": 50e-3, "dashboard": 50e-3, "design": 10.0, "import": 0.5}
 
 
@@ -102,7 +104,8 @@ def longest_path_s(model: sim.Model, cluster: sim.Cluster, scheduler: str, itera
         h.add_edges_from(((k, "comm", gi), (k, "comm", gi + 1)) for gi in range(n_msg - 1))
     for u, v in h.edges:
         if v != "sink":
-            h.edges[u, v]["weight"] = g.nodes[u]["duration_s"]
+            h.edges[u, v]["weight"] = g.nodes[u]["duration_s"] + g.edges[u, v].get("lag_s", 0.0) if g.has_edge(u, v) \
+                else g.nodes[u]["duration_s"]
     return nx.dag_longest_path_length(h, weight="weight")
 
 
@@ -142,22 +145,27 @@ def bench_simulate(out, repeat: int) -> dict:
     out("## 1. One `simulate` on 16 GPUs (4 per node, 10GbE, ring), batch 32\n")
     out("Fast path: `sim.simulate` (metrics only; the timeline is built on first access). Reference: "
         "`simulate_dag`, and the makespan alone by networkx longest path over the same DAG.\n")
-    out("| model | scheduler | fast | reference `simulate_dag` | ratio | networkx longest path | ratio |")
+    out("| model | scheduler | `simulate` | reference `simulate_dag` | ratio | networkx longest path | ratio |")
     out("|---|---|---|---|---|---|---|")
     worst_non_optimal = {}
     for label, model in (("cnn150 (150 layers, CSV)", sim.load_model(CNN150)),
                          ("resnet50 (zoo, 56 layers)", sim.load_model("resnet50"))):
         for name in sim.SCHEDULERS:
-            t_fast = measure(lambda m=model, s=name: sim.simulate(m, cluster, s, batch_size=32), repeat, warmup=3)
+            t_fast = measure(lambda m=model, s=name: sim.simulate(m, cluster, s, batch_size=32), repeat, warmup=50)
             t_ref = measure(lambda m=model, s=name: simulate_dag(m, cluster, s, batch_size=32), max(5, repeat // 20))
             timed = model.timed(gpu=cluster.gpu, batch_size=32)
+            plan = make_plan(name, gradient_layers(timed, "fp32"), cluster.comm_cost())
+            if not fast.supports(plan, timed.num_layers):  # simulate falls back to the DAG for such plans
+                out(f"| {label} | {name} (no fast path: evaluated on the DAG) | {stat(t_fast)} | {stat(t_ref)} | "
+                    f"{med(t_ref) / med(t_fast):.1f}× | | |")
+                continue
             t_lp = measure(lambda m=timed, s=name: longest_path_s(m, cluster, s), max(5, repeat // 20))
             res = sim.simulate(model, cluster, name, batch_size=32, iterations=2)
             run_end = float(res.timeline["end_s"].max())
             assert abs(longest_path_s(timed, cluster, name) - run_end) <= 1e-12 * run_end, "longest path disagrees"
             out(f"| {label} | {name} | {stat(t_fast)} | {stat(t_ref)} | {med(t_ref) / med(t_fast):.0f}× | "
                 f"{stat(t_lp)} | {med(t_lp) / med(t_fast):.0f}× |")
-            if label.startswith("cnn150") and name != "optimal":
+            if label.startswith("cnn150") and name in SWEEP_SCHEDULERS and name != "optimal":
                 worst_non_optimal[name] = med(t_fast)
     worst = max(worst_non_optimal, key=worst_non_optimal.get)
     out(f"\nTarget, one simulate of 150 layers, any scheduler but optimal: slowest is {worst} at "
@@ -205,7 +213,7 @@ def bench_dashboard(out, repeat: int) -> dict:
     out("## 3. Dashboard sweep: resnet50, 6 schedulers × 11 GPU counts (1..1024), 4 GPUs per node, 10GbE\n")
     model = sim.load_model("resnet50")
     cluster = sim.Cluster(gpus=1, gpus_per_node=4, network="10gbe")
-    kwargs = {"gpus": GPU_COUNTS, "schedulers": list(sim.SCHEDULERS), "batch_size": 32}
+    kwargs = {"gpus": GPU_COUNTS, "schedulers": SWEEP_SCHEDULERS, "batch_size": 32}
     t = measure(lambda: sim.sweep(model, cluster, **kwargs), repeat, warmup=2)
     t_pool = measure(lambda: sim.sweep(model, cluster, jobs=2, **kwargs), max(3, repeat // 4))
 
@@ -213,7 +221,7 @@ def bench_dashboard(out, repeat: int) -> dict:
         timed = model.timed(gpu=cluster.gpu, batch_size=32)
         t1 = simulate_dag(timed, cluster, "wfbp", batch_size=32).iteration_time_s
         return [simulate_dag(timed, cluster.with_gpus(p), s, batch_size=32, single_gpu_iteration_s=t1).metrics
-                for p in GPU_COUNTS for s in sim.SCHEDULERS]
+                for p in GPU_COUNTS for s in SWEEP_SCHEDULERS]
 
     t_ref = measure(reference, 3, warmup=0)
     out("| how | time | ratio to reference |")
@@ -230,7 +238,7 @@ def design_configs() -> list[dict]:
     return [
         {"model": models[m], "gpus": p, "gpus_per_node": 4, "network": net, "scheduler": s,
          "bucket_mb": float(b), "batch_size": 32}
-        for m in DESIGN_MODELS for p in GPU_COUNTS for net in DESIGN_NETWORKS for s in sim.SCHEDULERS
+        for m in DESIGN_MODELS for p in GPU_COUNTS for net in DESIGN_NETWORKS for s in SWEEP_SCHEDULERS
         for b in DESIGN_BUCKETS_MB
     ]
 
@@ -240,7 +248,7 @@ def bench_design(out, repeat: int, jobs: int) -> dict:
     grid = parallel._Grid(configs)
     out(f"## 4. Design-space sweep: {len(configs):,} configurations\n")
     out(f"{len(DESIGN_MODELS)} zoo models × {len(GPU_COUNTS)} GPU counts (1..1024, 4 per node) × "
-        f"{len(DESIGN_NETWORKS)} networks × {len(sim.SCHEDULERS)} schedulers × {len(DESIGN_BUCKETS_MB)} bucket "
+        f"{len(DESIGN_NETWORKS)} networks × {len(SWEEP_SCHEDULERS)} schedulers × {len(DESIGN_BUCKETS_MB)} bucket "
         f"sizes, batch 32, through `sim.parallel.run_grid`. They reduce to {len(grid.units):,} distinct "
         "evaluations (the bucket size changes only the bucket scheduler; one GPU needs no plan; some networks "
         "give the same cost at one node); evaluations of one workload that share a plan are timed in one "
@@ -271,6 +279,28 @@ def bench_design(out, repeat: int, jobs: int) -> dict:
     return {"design_s": med(t_pool), "configs": configs}
 
 
+def bench_crossover(out, quick: bool) -> None:
+    out("## 6. When a process pool pays: serial against `jobs=2`\n")
+    out("Grids of resnet152 (158 layers) × 11 GPU counts × 6 schedulers × more networks and bucket sizes. "
+        "Work is the estimate `run_grid` decides by (layers summed over distinct evaluations, optimal's "
+        f"layers² / 16 added); below `SERIAL_WORK_LIMIT` = {parallel.SERIAL_WORK_LIMIT:,} it runs serially.\n")
+    out("| configurations | work | serial | `jobs=2` |")
+    out("|---|---|---|---|")
+    model = sim.load_model("resnet152")
+    sizes = [(1, 1), (2, 4), (4, 4), (8, 4), (8, 16)] if not quick else [(1, 1), (8, 16)]
+    for n_nets, n_buckets in sizes:
+        configs = [{"model": model, "gpus": p, "gpus_per_node": 4, "network": net, "scheduler": s,
+                    "bucket_mb": float(b), "batch_size": 32}
+                   for p in GPU_COUNTS for net in DESIGN_NETWORKS[:n_nets] for s in SWEEP_SCHEDULERS
+                   for b in range(1, n_buckets + 1)]
+        grid = parallel._Grid(configs)
+        work = grid.work(range(len(grid.units)))
+        t1 = measure(lambda c=configs: parallel.run_grid(c, jobs=1), 5)
+        t2 = measure(lambda c=configs: parallel.run_grid(c, jobs=2), 5)
+        out(f"| {len(configs):,} | {work:,.0f} | {stat(t1)} | {stat(t2)} |")
+    out("")
+
+
 def _fresh(code: str) -> str:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     return proc.stdout.strip()
@@ -291,7 +321,7 @@ def bench_import_and_memory(out, repeat: int, configs: list[dict]) -> dict:
             "sim.Cluster(gpus=16, gpus_per_node=4), 'mgwfbp', batch_size=32); r.timeline"),
         "dashboard sweep": (
             "import sim; sim.sweep(sim.load_model('resnet50'), sim.Cluster(gpus_per_node=4), "
-            "gpus=[2**k for k in range(11)], schedulers=list(sim.SCHEDULERS), batch_size=32)"),
+            f"gpus=[2**k for k in range(11)], schedulers={SWEEP_SCHEDULERS}, batch_size=32)"),
         "design-space sweep, one core": (
             "import sys; sys.path.insert(0, 'bench'); from run import design_configs; "
             "from sim.parallel import run_grid; run_grid(design_configs(), jobs=1)"),
@@ -351,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     got.update(bench_dashboard(out, repeat))
     got.update(bench_design(out, repeat, args.jobs))
     got.update(bench_import_and_memory(out, repeat, got.pop("configs")))
+    bench_crossover(out, args.quick)
     out("## Targets\n")
     out("| target | measured (median) | |")
     out("|---|---|---|")
