@@ -19,6 +19,7 @@ from sim.catalog import gpus, networks
 from sim.cluster import Cluster
 from sim.comm import COLLECTIVES
 from sim.errors import SimInputError
+from sim.methods import method_table
 from sim.model import BYTES_PER_PARAM, load_model, zoo_model, zoo_names
 from sim.schedulers import DEFAULT_BUCKET_MB, SCHEDULERS
 from sim.trace import chrome_trace
@@ -57,6 +58,11 @@ def _empty(text: str):
     raise argparse.ArgumentTypeError(f"{text!r} is an empty list")
 
 
+def _float_list(text: str) -> list[float]:
+    values = [_nonneg_float(part.strip()) for part in text.split(",") if part.strip()] or _empty(text)
+    return [int(v) if float(v).is_integer() else v for v in values]
+
+
 def _nonneg_float(text: str) -> float:
     try:
         value = float(text)
@@ -78,10 +84,14 @@ def _add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
     p.add_argument("--model", required=True, help="zoo name or path to a layer CSV (name,params,fwd_ms,bwd_ms)")
     if many:
         p.add_argument("--gpus", type=_int_list, default=[1, 2, 4, 8, 16], help="GPU counts, e.g. 1,2,4,8")
-        p.add_argument("--scheduler", type=_name_list, default=["wfbp", "mgwfbp"], help="schedulers, e.g. wfbp,mgwfbp")
+        p.add_argument("--scheduler", type=_name_list, default=None, help="schedulers, e.g. wfbp,mgwfbp (default wfbp,mgwfbp)")
+        p.add_argument("--method", type=_name_list, default=None,
+                       help="survey methods instead of schedulers, e.g. BSP-A2A,BSP-PS (python -m sim list methods)")
     else:
         p.add_argument("--gpus", type=_positive_int, default=1, help="number of GPUs P")
-        p.add_argument("--scheduler", default="wfbp", help=f"one of {', '.join(SCHEDULERS)}")
+        p.add_argument("--scheduler", default=None, help=f"one of {', '.join(SCHEDULERS)} (default wfbp)")
+        p.add_argument("--method", default=None,
+                       help="a survey method (architecture + scheduler + settings), e.g. BSP-PS; see list methods")
     p.add_argument("--gpus-per-node", type=_positive_int, default=1, help="GPUs per node (sharing one NIC)")
     p.add_argument("--gpu", default="v100-sxm2", help="GPU type, for the estimated compute times of zoo models")
     p.add_argument("--calibrate-iteration-s", type=_positive_float, default=None,
@@ -97,6 +107,17 @@ def _add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
     p.add_argument("--beta", type=_nonneg_float, default=None, help="all-reduce time per byte, seconds")
     p.add_argument("--bucket-mb", type=_positive_float, default=None,
                    help=f"bucket size in MiB for the bucket scheduler (default {DEFAULT_BUCKET_MB:g})")
+    p.add_argument("--architecture", choices=["allreduce", "ps"], default=None,
+                   help="all-reduce among workers (default) or parameter servers")
+    p.add_argument("--fusion-threshold-mb", type=_nonneg_float, default=None,
+                   help="horovod: fusion threshold in MiB (default 64; 0 disables fusion)")
+    p.add_argument("--cycle-time-ms", type=_nonneg_float, default=None, help="horovod: cycle time in ms (default 1)")
+    p.add_argument("--first-bucket-mb", type=_positive_float, default=None, help="ddp: first bucket cap in MiB (default 1)")
+    p.add_argument("--partition-bytes", type=_positive_int, default=None,
+                   help="bytescheduler and ps: partition size in bytes (default 4096000)")
+    p.add_argument("--credit", type=_positive_int, default=None, help="bytescheduler: partitions in flight (default 4)")
+    p.add_argument("--servers", type=_positive_int, default=None, help="ps: parameter servers (default: one per node)")
+    p.add_argument("--colocated", action="store_true", default=None, help="ps: servers on the worker machines")
     p.add_argument("--iterations", type=_positive_int, default=1, help="iterations in the timeline")
     p.add_argument("--prefetch", action="store_true", help="overlap io/h2d of the next iteration")
     p.add_argument("--io-ms", type=_nonneg_float, default=0.0, help="data read time per iteration, ms")
@@ -156,7 +177,14 @@ def build_parser() -> argparse.ArgumentParser:
     gp.add_argument("--format", choices=["json", "table", "csv"], default="table")
 
     ls = sub.add_parser("list", help="show models, networks, collectives and schedulers")
-    ls.add_argument("what", nargs="?", default="all", choices=["all", "models", "gpus", "networks", "collectives", "schedulers"])
+    ls.add_argument("what", nargs="?", default="all",
+                    choices=["all", "models", "gpus", "networks", "collectives", "schedulers", "methods"])
+
+    tu = sub.add_parser("tune", help="sweep one scheduler knob; print the best value and its gain over the default")
+    _add_workload_flags(tu, many=False)
+    tu.add_argument("--knob", required=True, choices=["bucket-mb", "fusion-threshold-mb", "partition-bytes", "credit"])
+    tu.add_argument("--values", required=True, type=_float_list, help="values to try, e.g. 1,5,25,100")
+    tu.add_argument("--format", choices=["json", "table"], default="table")
     ls.add_argument("--format", choices=["json", "table"], default="table")
     return parser
 
@@ -166,6 +194,50 @@ def _cluster(args, gpus: int) -> Cluster:
         gpus=gpus, gpus_per_node=args.gpus_per_node, network=args.network, intra=args.intra,
         collective=args.collective, alpha_s=args.alpha, beta_s_per_byte=args.beta, gpu=args.gpu,
     )
+
+
+_OPTION_FLAGS = {
+    "fusion_threshold_mb": ("--fusion-threshold-mb", {"horovod"}),
+    "cycle_time_ms": ("--cycle-time-ms", {"horovod"}),
+    "first_bucket_mb": ("--first-bucket-mb", {"ddp"}),
+    "partition_bytes": ("--partition-bytes", {"bytescheduler", "ps"}),
+    "credit": ("--credit", {"bytescheduler"}),
+    "servers": ("--servers", {"ps"}),
+    "colocated": ("--colocated", {"ps"}),
+}
+
+
+def _runs(args) -> list[tuple[str | None, str, str]]:
+    """(method, scheduler, architecture) of each run the flags ask for; checks them."""
+    from sim.methods import method_config
+
+    methods = args.method if isinstance(args.method, list) else ([args.method] if args.method else [])
+    given = args.scheduler if isinstance(args.scheduler, list) else ([args.scheduler] if args.scheduler else [])
+    if methods and given:
+        raise SimInputError("--method sets the scheduler: give --method or --scheduler, not both")
+    if methods and args.architecture is not None:
+        raise SimInputError("--method sets the architecture: give --method or --architecture, not both")
+    if methods:
+        runs = []
+        for name in methods:
+            try:
+                cfg = method_config(name)
+            except SimInputError as exc:
+                raise SimInputError(f"--method: {exc}") from None
+            runs.append((name, cfg.scheduler, cfg.architecture))
+    else:
+        if not given:
+            given = ["wfbp", "mgwfbp"] if isinstance(args.scheduler, list) or args.command == "sweep" else ["wfbp"]
+        runs = [(None, name, args.architecture or "allreduce") for name in given]
+    for key, (flag, users) in _OPTION_FLAGS.items():
+        if getattr(args, key, None) is not None and not any(users & {s, a} for _, s, a in runs):
+            raise SimInputError(f"{flag} applies only to {' or '.join(sorted(users))}")
+    return runs
+
+
+def _options(args) -> dict | None:
+    opts = {k: getattr(args, k) for k in _OPTION_FLAGS if getattr(args, k, None) is not None}
+    return opts or None
 
 
 def _check_flags(args, schedulers: list[str]) -> None:
@@ -186,11 +258,16 @@ def _model(args):
 
 
 def _run_one(args):
-    _check_flags(args, [args.scheduler])
+    (method, scheduler, architecture), = _runs(args)
+    args.scheduler = scheduler
+    _check_flags(args, [scheduler])
+    extended = {}
+    if method is not None or architecture != "allreduce" or _options(args):
+        extended = {"method": method, "architecture": architecture, "options": _options(args)}
     return simulate(
-        _model(args), _cluster(args, args.gpus), args.scheduler, batch_size=args.batch_size,
+        _model(args), _cluster(args, args.gpus), scheduler, batch_size=args.batch_size,
         precision=args.precision, iterations=args.iterations, prefetch=args.prefetch,
-        bucket_mb=args.bucket_mb or DEFAULT_BUCKET_MB, calibrate_iteration_s=args.calibrate_iteration_s,
+        bucket_mb=args.bucket_mb or DEFAULT_BUCKET_MB, calibrate_iteration_s=args.calibrate_iteration_s, **extended,
     )
 
 
@@ -246,8 +323,30 @@ def _dask_client(address: str):
         raise SimInputError(f"--dask-address: cannot reach a Dask scheduler at {address!r} ({exc})") from None
 
 
+def _extended_sweep(args, runs) -> pd.DataFrame:
+    """A sweep over methods, an architecture or scheduler options: one `simulate` per row."""
+    model = _model(args)
+    rows = []
+    for p in args.gpus:
+        for method, scheduler, architecture in runs:
+            res = simulate(model, _cluster(args, p), scheduler, batch_size=args.batch_size, precision=args.precision,
+                           prefetch=args.prefetch, bucket_mb=args.bucket_mb or DEFAULT_BUCKET_MB,
+                           calibrate_iteration_s=args.calibrate_iteration_s, method=method,
+                           architecture=architecture, options=_options(args))
+            rows.append(res.metrics)
+    return pd.DataFrame(rows)
+
+
 def _cmd_sweep(args, out) -> None:
+    runs = _runs(args)
+    args.scheduler = [s for _, s, _ in runs]
     _check_flags(args, args.scheduler)
+    if args.method or args.architecture == "ps" or _options(args):
+        if _straggler_given(args):
+            raise SimInputError("straggler flags do not combine with --method, --architecture or scheduler options")
+        frame = _extended_sweep(args, runs)
+        _write_sweep(args, frame, out)
+        return
     if args.jobs is not None and args.dask_address is not None:
         raise SimInputError("--jobs and --dask-address exclude each other: the Dask cluster's workers run the sweep")
     model = _model(args)
@@ -266,6 +365,10 @@ def _cmd_sweep(args, out) -> None:
             client.close()
     if _straggler_given(args):
         frame = _sweep_with_stragglers(args, model, frame)
+    _write_sweep(args, frame, out)
+
+
+def _write_sweep(args, frame: pd.DataFrame, out) -> None:
     if args.format == "json":
         json.dump(frame.to_dict("records"), out, indent=2)
         out.write("\n")
@@ -274,7 +377,7 @@ def _cmd_sweep(args, out) -> None:
     if args.format == "csv":
         flat.to_csv(out, index=False)
     else:
-        cols = ["gpus", "scheduler", "iteration_time_s", "throughput_samples_per_s", "comm_exposed_s",
+        cols = ["gpus", *(["method"] if "method" in flat.columns else []), "scheduler", "iteration_time_s", "throughput_samples_per_s", "comm_exposed_s",
                 "speedup", "scaling_efficiency", "num_messages"]
         cols += [c for c in ("iteration_p50_s", "iteration_p99_s") if c in flat.columns]
         out.write(flat[cols].to_string(index=False) + "\n")
@@ -310,6 +413,7 @@ def _listing() -> dict[str, list[dict]]:
         ],
         "collectives": [{"name": k, "formula": (f.__doc__ or "").strip().splitlines()[0]} for k, f in COLLECTIVES.items()],
         "schedulers": [{"name": k, "description": (f.__doc__ or "").strip().splitlines()[0]} for k, f in SCHEDULERS.items()],
+        "methods": method_table(),
     }
 
 
@@ -623,7 +727,28 @@ def _cmd_algorithms(args, out) -> None:
                   f"{args.steps} steps per worker, seed {args.seed or 0}\n")
 
 
-COMMANDS = {"run": _cmd_run, "sweep": _cmd_sweep, "trace": _cmd_trace, "list": _cmd_list, "gap": _cmd_gap, "fit-network": _cmd_fit_network,
+def _cmd_tune(args, out) -> None:
+    from sim.tune import tune
+
+    method = args.method
+    if args.scheduler and method:
+        raise SimInputError("--method sets the scheduler: give --method or --scheduler, not both")
+    res = tune(_model(args), _cluster(args, args.gpus), args.knob, args.values, batch_size=args.batch_size,
+               scheduler=args.scheduler, method=method, architecture=args.architecture or "allreduce",
+               options=_options(args), precision=args.precision, bucket_mb=args.bucket_mb or DEFAULT_BUCKET_MB)
+    if args.format == "json":
+        json.dump({"best": _json_safe(res.best), "rows": [_json_safe(r) for r in res.frame.to_dict("records")]},
+                  out, indent=2, default=float)
+        out.write("\n")
+        return
+    out.write(res.frame.to_string(index=False) + "\n")
+    b = res.best
+    out.write(f"best {b['knob']} = {b['value']:g}: {b['iteration_time_s'] * 1e3:.3f} ms per iteration, "
+              f"{b['gain_pct']:+.2f} % against the default {b['default_value']:g} "
+              f"({b['default_iteration_time_s'] * 1e3:.3f} ms)\n")
+
+
+COMMANDS = {"tune": _cmd_tune, "run": _cmd_run, "sweep": _cmd_sweep, "trace": _cmd_trace, "list": _cmd_list, "gap": _cmd_gap, "fit-network": _cmd_fit_network,
             "import-bcaffe": _cmd_import_bcaffe, "validate": _cmd_validate, "algorithms": _cmd_algorithms}
 
 

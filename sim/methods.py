@@ -1,0 +1,75 @@
+"""The seven lossless methods of the quantitative survey, as presets.
+
+Shi et al., "A Quantitative Survey of Communication Optimizations in
+Distributed Deep Learning", arXiv 2005.13247 (IEEE Network 2021), compare
+BSP-A2A, WFBP-A2A, MG-WFBP, ByteScheduler-A2A, BSP-PS, WFBP-PS and
+ByteScheduler-PS on one cluster. Each maps to an architecture, a scheduler
+and its settings:
+
+>>> from sim.methods import method_config
+>>> method_config("BSP-PS").scheduler
+'synceasgd'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sim.errors import SimInputError
+
+__all__ = ["METHODS", "MethodConfig", "method_config", "method_table"]
+
+#: BytePS's partition size (BYTEPS_PARTITION_BYTES), as in the survey's runs.
+BYTEPS_PARTITION_BYTES = 4_096_000
+#: ByteScheduler's partition and credit in the survey's launch scripts:
+#: BYTESCHEDULER_PARTITION=4000000 and BYTESCHEDULER_CREDIT=16000000, both
+#: counted in parameters (bytescheduler/common/bytecore.py), so 16,000,000
+#: bytes in fp32 and 4 partitions in flight.
+BYTESCHEDULER_PARTITION_BYTES = 16_000_000
+BYTESCHEDULER_CREDIT = 4
+
+
+@dataclass(frozen=True)
+class MethodConfig:
+    """One method: ``architecture`` (`sim.api.ARCHITECTURES`), ``scheduler``
+    (`sim.schedulers.SCHEDULERS`) and ``options`` (`sim.schedulers.SchedulerOptions` fields)."""
+
+    name: str
+    architecture: str
+    scheduler: str
+    options: dict = field(default_factory=dict)
+    description: str = ""
+
+
+METHODS: dict[str, MethodConfig] = {m.name: m for m in (
+    MethodConfig("BSP-A2A", "allreduce", "synceasgd", {},
+                 "Horovod all-reduce, every gradient in one message after backward"),
+    MethodConfig("WFBP-A2A", "allreduce", "wfbp", {},
+                 "Horovod all-reduce, one message per layer as soon as it is ready (wait-free backpropagation)"),
+    MethodConfig("MG-WFBP", "allreduce", "mgwfbp", {},
+                 "merged-gradient WFBP (Shi, Chu and Li, INFOCOM 2019)"),
+    MethodConfig("ByteScheduler-A2A", "allreduce", "bytescheduler",
+                 {"partition_bytes": BYTESCHEDULER_PARTITION_BYTES, "credit": BYTESCHEDULER_CREDIT},
+                 "ByteScheduler over all-reduce: partitions, layer nearest the input first, next forward overlapped"),
+    MethodConfig("BSP-PS", "ps", "synceasgd", {"partition_bytes": BYTEPS_PARTITION_BYTES},
+                 "BytePS parameter server, fusion threshold 512 MB: all gradients pushed after backward, "
+                 "one server per worker machine"),
+    MethodConfig("WFBP-PS", "ps", "wfbp", {"partition_bytes": BYTEPS_PARTITION_BYTES},
+                 "BytePS parameter server, fusion threshold 0: each layer pushed as soon as it is ready"),
+    MethodConfig("ByteScheduler-PS", "ps", "bytescheduler",
+                 {"partition_bytes": BYTESCHEDULER_PARTITION_BYTES, "credit": BYTESCHEDULER_CREDIT},
+                 "ByteScheduler over the BytePS parameter server"),
+)}
+
+
+def method_config(name: str) -> MethodConfig:
+    """The preset called ``name``; an unknown name lists the valid ones."""
+    if name not in METHODS:
+        raise SimInputError(f"unknown method {name!r}; valid: {', '.join(METHODS)}")
+    return METHODS[name]
+
+
+def method_table() -> list[dict]:
+    """Every method as a dict: name, architecture, scheduler, settings, description."""
+    return [{"name": m.name, "architecture": m.architecture, "scheduler": m.scheduler, "settings": dict(m.options),
+             "description": m.description} for m in METHODS.values()]
