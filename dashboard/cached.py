@@ -28,6 +28,7 @@ __all__ = [
     "scaling_frame",
     "scaling_point",
     "simulate",
+    "simulate_method",
     "single_gpu_s",
     "toy_alpha_sweep",
     "toy_model",
@@ -83,6 +84,16 @@ def simulate(cfg: Config, scheduler: str, iterations: int = 1) -> sim.SimResult:
     return sim.simulate(
         model_of(cfg), cfg.cluster(), scheduler,
         batch_size=cfg.batch_size, precision=cfg.precision, iterations=iterations,
+        calibrate_iteration_s=cfg.calibrate_iteration_s, single_gpu_iteration_s=single_gpu_s(cfg),
+    )
+
+
+@st.cache_data(**_CACHE)
+def simulate_method(cfg: Config, method: str) -> sim.SimResult:
+    """`sim.simulate` of one of the survey's method presets (`sim.methods.METHODS`)."""
+    return sim.simulate(
+        model_of(cfg), cfg.cluster(), method=method,
+        batch_size=cfg.batch_size, precision=cfg.precision,
         calibrate_iteration_s=cfg.calibrate_iteration_s, single_gpu_iteration_s=single_gpu_s(cfg),
     )
 

@@ -49,7 +49,8 @@ KIND_LABELS = {
     "comm": "all-reduce",
 }
 #: Resource -> lane name, top to bottom.
-LANES = {"io": "I/O", "h2d": "H2D copy", "compute": "GPU compute", "comm": "all-reduce"}
+LANES = {"io": "I/O", "h2d": "H2D copy", "compute": "GPU compute", "comm": "all-reduce",
+         "push": "PS push", "pull": "PS pull"}
 SCHEDULER_COLORS = {
     "sequential": "#7F7F7F",
     "wfbp": "#1F77B4",
@@ -147,7 +148,8 @@ def _gantt_traces(bars: pd.DataFrame, *, showlegend: bool = True) -> list[go.Bar
 def _lane_order(bars: pd.DataFrame) -> list[str]:
     """Lanes present, bottom to top (plotly draws the first category lowest)."""
     present = set(bars["lane"])
-    return [lane for lane in reversed(LANES.values()) if lane in present]
+    known = [lane for lane in reversed(LANES.values()) if lane in present]
+    return sorted(present - set(known)) + known  # a lane this module does not know goes to the bottom
 
 
 def gantt_figure(timeline: pd.DataFrame, title: str = "", height: int | None = None) -> go.Figure:

@@ -37,6 +37,7 @@ __all__ = [
     "default",
     "gpu_options",
     "index_of",
+    "method_options",
     "init_state",
     "model_options",
     "network_options",
@@ -70,6 +71,7 @@ PAGE_DEFAULTS: dict[str, object] = {
     "baseline": "wfbp",  # Timeline
     "iters": 1,  # Timeline
     "compare": ["wfbp", "mgwfbp", "synceasgd", "optimal"],  # Compare
+    "compare_methods": [],  # Compare: the survey's method presets
     "scale_schedulers": ["wfbp", "mgwfbp", "optimal"],  # Scaling
     "scale_nets": [],  # Scaling: networks besides the sidebar's
     "scale_timeline_scheduler": "mgwfbp",  # Scaling: whose timeline is shown
@@ -139,6 +141,13 @@ def collective_options() -> list[str]:
 
 def scheduler_options() -> list[str]:
     return list(sim.SCHEDULERS)
+
+
+def method_options() -> list[str]:
+    """The survey's method presets (`sim.methods.METHODS`)."""
+    from sim.methods import METHODS
+
+    return list(METHODS)
 
 
 # --- the configuration -----------------------------------------------------

@@ -9,13 +9,23 @@ cfg = ui.config_or_stop()
 st.title("Compare schedulers")
 ui.assumptions(cfg)
 
-chosen = st.multiselect("Schedulers", state.scheduler_options(), default=state.default("compare"), key="compare",
-                        bind="query-params")
-if not chosen:
-    st.info("Pick at least one scheduler.")
+left, right = st.columns([3, 2])
+chosen = left.multiselect("Schedulers", state.scheduler_options(), default=state.default("compare"), key="compare",
+                          bind="query-params")
+methods = right.multiselect(
+    "Survey methods", state.method_options(), default=state.default("compare_methods"), key="compare_methods",
+    bind="query-params",
+    help="The seven methods of Shi et al.'s survey (arXiv 2005.13247): architecture (all-reduce or BytePS "
+         "parameter server) + scheduler + fusion settings.")
+if not chosen and not methods:
+    st.info("Pick at least one scheduler or method.")
     st.stop()
 chosen = figures.scheduler_order(chosen)
 results = {s: ui.guarded(cached.simulate, cfg, s) for s in chosen}
+for name in methods:
+    res = ui.guarded(cached.simulate_method, cfg, name)
+    res.metrics["scheduler"] = name  # label the row by the method (a copy: cached results are copied per call)
+    results[name] = res
 mg = ui.guarded(cached.simulate, cfg, "mgwfbp")
 opt = ui.guarded(cached.simulate, cfg, "optimal")
 

@@ -1,0 +1,34 @@
+"""The Compare page picks the survey's seven methods (Shi et al., arXiv 2005.13247)."""
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from dashboard import figures
+
+REPO = Path(__file__).resolve().parent.parent
+METHODS = ["BSP-A2A", "WFBP-A2A", "MG-WFBP", "ByteScheduler-A2A", "BSP-PS", "WFBP-PS", "ByteScheduler-PS"]
+
+
+def test_compare_page_runs_every_survey_method():
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+    at.session_state["compare"] = ["wfbp"]
+    at.session_state["compare_methods"] = METHODS
+    at.run()
+    at.switch_page(str(REPO / "pages" / "compare.py")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    tables = [df.value for df in at.dataframe if "scheduler" in df.value.columns]
+    assert tables, "no metrics table"
+    rows = tables[-1]["scheduler"].tolist()
+    assert rows[:1] == ["wfbp"] and rows[1:] == METHODS
+
+
+def test_gantt_draws_the_parameter_server_lanes():
+    import sim
+
+    res = sim.simulate(sim.load_model("resnet50"), sim.Cluster(gpus=8, gpus_per_node=4), method="WFBP-PS",
+                       batch_size=32)
+    fig = figures.gantt_figure(res.timeline, "t")
+    lanes = {y for trace in fig.data for y in trace.y}
+    assert {"PS push", "PS pull", "GPU compute"} <= lanes
+    assert list(fig.layout.yaxis.categoryarray)[-1] == "GPU compute"
