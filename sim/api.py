@@ -349,7 +349,8 @@ def comm_costs(model: Model, cluster: Cluster, precision: str, scheduler: str, a
     if scheduler == "dear":
         raise SimInputError("scheduler 'dear' decouples an all-reduce; it needs architecture 'allreduce'")
     in_flight = options.credit if scheduler == "bytescheduler" else None
-    timing = cluster.ps_cost(servers=options.servers, colocated=options.colocated, in_flight=in_flight, model=model)
+    timing = cluster.ps_cost(servers=options.servers, colocated=options.colocated, in_flight=in_flight, model=model,
+                             link_efficiency=options.ps_link_efficiency)
     planning = CommCost(timing.push_alpha_s + timing.pull_alpha_s,
                         timing.push_beta_s_per_byte + timing.pull_beta_s_per_byte, timing.label)
     return planning, timing

@@ -125,7 +125,7 @@ class Cluster:
         )
 
     def ps_cost(self, *, servers: int | None = None, colocated: bool = False,
-                in_flight: int | None = None, model=None) -> PSCost:
+                in_flight: int | None = None, model=None, link_efficiency: float = 1.0) -> PSCost:
         """Push and pull costs in the parameter-server architecture (`sim.comm.ps_cost`).
 
         ``servers`` defaults to one per worker machine (the survey's setting).
@@ -143,4 +143,4 @@ class Cluster:
         inter = get_network(self.network)
         return ps_cost(self.nodes, self.gpus_in_node, Link(intra.alpha_s, intra.beta_s_per_byte),
                        Link(inter.alpha_s, inter.beta_s_per_byte), self.gamma_s_per_byte, servers=servers,
-                       colocated=colocated, in_flight=in_flight)
+                       colocated=colocated, in_flight=in_flight, link_efficiency=link_efficiency)

@@ -332,7 +332,7 @@ class PSCost:
 
 
 def ps_cost(nodes: int, k: int, intra: Link, inter: Link, gamma: float = 0.0, *, servers: int | None = None,
-            colocated: bool = False, in_flight: int | None = None) -> PSCost:
+            colocated: bool = False, in_flight: int | None = None, link_efficiency: float = 1.0) -> PSCost:
     """Parameter server (BytePS; Jiang et al., OSDI 2020): push and pull costs for N nodes of k GPUs.
 
     Inside a node the k GPUs first reduce (ring reduce-scatter,
@@ -360,7 +360,12 @@ def ps_cost(nodes: int, k: int, intra: Link, inter: Link, gamma: float = 0.0, *,
         One server on every worker machine (S = N).
     in_flight : int, optional
         Partitions in flight at once; default unbounded.
+    link_efficiency : float
+        Fraction e of the network's effective rate that push and pull reach:
+        every network term beta_e above becomes beta_e / e.
     """
+    if not 0 < link_efficiency <= 1:
+        raise SimInputError(f"link_efficiency must be in (0, 1], got {link_efficiency}")
     s = nodes if servers is None else servers
     if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
         raise SimInputError(f"servers must be a whole number >= 1, got {servers!r}")
@@ -373,7 +378,7 @@ def ps_cost(nodes: int, k: int, intra: Link, inter: Link, gamma: float = 0.0, *,
     busy = s if in_flight is None else min(s, int(in_flight))
     remote = nodes - 1 if colocated else nodes
     w = (s - 1) / s if colocated else 1.0
-    net_b = inter.beta_s_per_byte * max(w, remote / busy)
+    net_b = inter.beta_s_per_byte / link_efficiency * max(w, remote / busy)
     push_b = b_i + net_b + remote / busy * gamma
     pull_b = b_i + net_b
     label = f"ps ({s} servers{', colocated' if colocated else ''})"

@@ -137,6 +137,9 @@ class SchedulerOptions:
     credit: int = _help("partitions in flight at once (ByteScheduler's credit)", default=4)
     servers: int | None = _help("parameter servers S (default: as many as worker machines)", default=None)
     colocated: bool = _help("parameter servers on the worker machines instead of separate hosts", default=False)
+    ps_link_efficiency: float = _help(
+        "fraction of the network's effective rate that parameter-server push and pull reach (1: all of it)",
+        default=1.0)
 
     def __post_init__(self) -> None:
         for name in ("fusion_threshold_mb", "cycle_time_ms", "first_bucket_mb"):
@@ -154,6 +157,9 @@ class SchedulerOptions:
         if self.servers is not None and (isinstance(self.servers, bool) or not isinstance(self.servers, (int, np.integer))
                                          or self.servers < 1):
             raise SimInputError(f"servers must be a whole number >= 1, got {self.servers!r}")
+        eff = self.ps_link_efficiency
+        if isinstance(eff, bool) or not isinstance(eff, (int, float, np.floating, np.integer)) or not 0 < eff <= 1:
+            raise SimInputError(f"ps_link_efficiency must be in (0, 1], got {eff!r}")
         if not isinstance(self.colocated, (bool, np.bool_)):
             raise SimInputError(f"colocated must be true or false, got {self.colocated!r}")
 

@@ -40,21 +40,16 @@ from sim.model import Model, load_model, model_from_frame
 
 __all__ = [
     "CASE_COLUMNS",
-    "SURVEY_METHOD_CASES_PATH",
     "DEFAULT_REFERENCE_DIR",
     "case_model",
     "coarse_versus_fine",
+    "fit_ps_link_efficiency",
     "load_cases",
     "run_validation",
     "summarize",
 ]
 
 CASES_PATH = DATA_DIR / "validation" / "cases.csv"
-#: The survey's ByteScheduler-A2A, BSP-PS, WFBP-PS and ByteScheduler-PS rows
-#: (same source and citation style), simulated by their method presets. Kept
-#: apart from the headline set: the parameter-server model misses them by a
-#: median of about a third (see README, Validation).
-SURVEY_METHOD_CASES_PATH = DATA_DIR / "validation" / "survey_methods.csv"
 DEFAULT_REFERENCE_DIR = DATA_DIR.parent.parent / "shared" / "reference"
 CASE_COLUMNS = (
     "case", "source", "citation", "model", "model_kwargs", "batch_size", "gpus", "gpus_per_node", "gpu",
@@ -156,12 +151,14 @@ def case_model(case: str, reference_dir: Path | str | None = None) -> tuple[pd.S
 
 
 def run_validation(cases: pd.DataFrame | None = None, reference_dir: Path | str | None = None,
-                   overrides: dict | None = None) -> pd.DataFrame:
+                   overrides: dict | None = None, method_options: dict | None = None) -> pd.DataFrame:
     """Simulate every case; one row each with measured, simulated and signed error.
 
     ``overrides`` replaces case columns for every case (e.g. ``{"collective":
     "hierarchical"}``), to study how a modelling choice moves the error.
     Cases whose inputs are missing carry ``status = "skipped: ..."``.
+    ``method_options`` are laid over the options of every method preset a case
+    runs (e.g. ``{"ps_link_efficiency": 0.5}``), to fit or study one setting.
     """
     cases = load_cases() if cases is None else cases
     reference_dir = Path(reference_dir) if reference_dir is not None else DEFAULT_REFERENCE_DIR
@@ -180,7 +177,7 @@ def run_validation(cases: pd.DataFrame | None = None, reference_dir: Path | str 
             if key not in calibrated:
                 calibrated[key] = _calibrated(row, _base_model(row.model, _kwargs(row.model_kwargs), reference_dir),
                                               cluster)
-            by_method = {"method": row.method} if row.method in METHODS else {}
+            by_method = {"method": row.method, "options": method_options} if row.method in METHODS else {}
             res = simulate(calibrated[key], cluster, row.scheduler, batch_size=int(row.batch_size),
                            precision=row.precision, **by_method)
             out["simulated"] = res.metrics["throughput_samples_per_s"]
@@ -241,3 +238,28 @@ def coarse_versus_fine(results: pd.DataFrame) -> dict:
         "coarse_rho_test_median_abs_error_pct": median_abs_pct(test, _coarse_throughput(test, rho)),
         "fine_test_median_abs_error_pct": median_abs_pct(test, test["simulated"]),
     }
+
+
+def fit_ps_link_efficiency(cases: pd.DataFrame | None = None, grid=None) -> dict:
+    """Fit the share of the network's rate that parameter-server push and pull
+    reach (``ps_link_efficiency``) to the survey's PS rows, held out.
+
+    Only the PS methods' multi-node rows depend on it. They are split by the
+    GPU count: 8 and 32 GPUs fit (the median absolute error is minimised over
+    ``grid``), 16 GPUs check; both errors are returned.
+    """
+    cases = load_cases() if cases is None else cases
+    ps = cases.loc[cases["method"].map(lambda m: m in METHODS and METHODS[m].architecture == "ps")
+                   & (cases["gpus"] > cases["gpus_per_node"])]
+    train, test = ps.loc[ps["gpus"].isin([8, 32])], ps.loc[ps["gpus"] == 16]
+    grid = np.round(np.arange(0.20, 1.0001, 0.02), 2) if grid is None else np.asarray(grid)
+
+    def median_abs(frame: pd.DataFrame, eff: float) -> float:
+        out = run_validation(frame, method_options={"ps_link_efficiency": float(eff)})
+        return float(out["error_pct"].abs().median())
+
+    losses = [median_abs(train, e) for e in grid]
+    best = float(grid[int(np.argmin(losses))])
+    return {"ps_link_efficiency": best, "train_cases": len(train), "test_cases": len(test),
+            "train_median_abs_error_pct": min(losses), "test_median_abs_error_pct": median_abs(test, best),
+            "test_median_abs_error_pct_at_1": median_abs(test, 1.0)}

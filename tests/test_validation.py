@@ -96,3 +96,15 @@ def test_fine_grained_model_beats_the_coarse_one(results):
     assert cmp["fine_median_abs_error_pct"] < cmp["coarse_median_abs_error_pct"]
     assert cmp["fine_test_median_abs_error_pct"] < cmp["coarse_rho_test_median_abs_error_pct"]
     assert 0.0 <= cmp["coarse_rho_fitted_on_train"] <= 1.0
+
+
+@needs_ref
+def test_byteps_link_efficiency_is_the_held_out_fit():
+    """The PS presets' ps_link_efficiency (sim.methods.BYTEPS_TCP_LINK_EFFICIENCY) is fitted on the
+    survey's 8- and 32-GPU PS rows and checked on the 16-GPU rows; refit on its neighbours."""
+    from sim.methods import BYTEPS_TCP_LINK_EFFICIENCY as eff
+    from sim.validation import fit_ps_link_efficiency
+
+    fit = fit_ps_link_efficiency(grid=[round(eff - 0.02, 2), eff, round(eff + 0.02, 2)])
+    assert fit["ps_link_efficiency"] == eff
+    assert fit["test_median_abs_error_pct"] <= MEDIAN_TOLERANCE_PCT < fit["test_median_abs_error_pct_at_1"]
