@@ -14,8 +14,10 @@ that is, per iteration k (``N`` iterations, ``G`` messages):
            backward run back to back, so their ends are one running sum;
 * channel: ``start[g] = max(end[g-1], ready[g])``, ``end[g] = start[g] +
            t_c[g]`` (MG-WFBP, Eq. 5), with ``ready[g]`` the end of the
-           backward of the message's lowest layer (or of layer 0 when the plan
-           holds messages until backward ends), plus the plan's ``lag_s``;
+           backward of the message's lowest layer plus the plan's ``lag_s``
+           (no earlier than the end of backward when the plan holds messages
+           until then); messages released out of plan order are served as
+           the engine serves them, the released one first in plan order;
 * update:  starts at max(end of backward, end of the last message).
 
 Every start is the maximum of earlier ends and every end one addition, the
@@ -33,6 +35,7 @@ The DAG and the engine stay the reference and the independent check
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,11 +56,14 @@ _ROWS_FOR_NUMPY_SCAN = 8
 def supports(plan: Plan, num_layers: int) -> bool:
     """True when the fast path times ``plan`` exactly as the engine would.
 
-    The channel must serve the messages in plan order: each message is
-    non-empty, no layer travels twice, and either the plan holds every
-    message until backward ends or each message's lowest layer is below the
-    previous message's (so it is ready no earlier, and the engine's priority
-    order agrees with the order of readiness).
+    The plan must be plain (`Plan.is_plain`: whole messages, one update, a
+    first-in-first-out channel; a ``lag_s`` is fine), each message non-empty,
+    no layer sent twice, and either every message held until backward ends
+    or each message's lowest layer below the previous message's. Then
+    messages whose gradients are ready at the same instant reach the channel
+    in plan order, as in the engine. (A cost model other than all-reduce,
+    such as parameter servers, is the caller's to refuse: see
+    `sim.arch.needs_arch_dag`.)
     """
     if not plan.is_plain:
         return False
@@ -90,16 +96,21 @@ def _chain_ends(start: np.ndarray, durations: np.ndarray) -> np.ndarray:
 
 
 def _channel(free_s: np.ndarray, ready_s: np.ndarray, t_c_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end of each message on one channel, in order, per row.
+    """Start and end of each message on one channel, per row, in plan order.
 
-    ``start[g] = max(end[g-1], ready[g])`` and ``end[g] = start[g] + t_c[g]``
-    with ``end[-1] = free_s``: the WFBP recurrence, step by step (a prefix
-    scan such as `sim.schedulers.comm_end_s` rounds differently).
+    Messages released in plan order go in plan order: ``start[g] =
+    max(end[g-1], ready[g])`` and ``end[g] = start[g] + t_c[g]`` with
+    ``end[-1] = free_s``, the WFBP recurrence step by step (a prefix scan such
+    as `sim.schedulers.comm_end_s` rounds differently). A row whose messages
+    are released out of plan order (lags, as Horovod's ticks, can do that,
+    if only by rounding) is served as the engine serves it: whenever the
+    channel is free, the released message first in plan order.
     """
     rows, n_msg = ready_s.shape
+    in_order = np.all(ready_s[:, 1:] >= ready_s[:, :-1], axis=1)
     start = np.empty((rows, n_msg))
     end = np.empty((rows, n_msg))
-    if rows >= _ROWS_FOR_NUMPY_SCAN:
+    if rows >= _ROWS_FOR_NUMPY_SCAN and in_order.all():
         e = free_s.copy()
         for g in range(n_msg):
             s = np.maximum(e, ready_s[:, g])
@@ -108,16 +119,47 @@ def _channel(free_s: np.ndarray, ready_s: np.ndarray, t_c_s: np.ndarray) -> tupl
             end[:, g] = e
         return start, end
     for r in range(rows):
-        e = float(free_s[r])
-        st, en = [], []
-        for ready, t_c in zip(ready_s[r].tolist(), t_c_s[r].tolist(), strict=True):
-            s = ready if ready > e else e
-            e = s + t_c
-            st.append(s)
-            en.append(e)
-        start[r] = st
-        end[r] = en
+        ready, t_c = ready_s[r].tolist(), t_c_s[r].tolist()
+        if in_order[r]:
+            e = float(free_s[r])
+            st, en = [], []
+            for rd, tc in zip(ready, t_c, strict=True):
+                s = rd if rd > e else e
+                e = s + tc
+                st.append(s)
+                en.append(e)
+            start[r], end[r] = st, en
+        else:
+            start[r], end[r] = _channel_by_priority(float(free_s[r]), ready, t_c)
     return start, end
+
+
+def _channel_by_priority(free_s: float, ready_s: list[float], t_c_s: list[float]) -> tuple[list, list]:
+    """One channel serving, whenever free, the released message first in plan order."""
+    n_msg = len(ready_s)
+    by_release = sorted(range(n_msg), key=lambda g: (ready_s[g], g))
+    start, end = [0.0] * n_msg, [0.0] * n_msg
+    waiting: list[int] = []
+    t, nxt = free_s, 0
+    for _ in range(n_msg):
+        if not waiting:  # idle until the next release
+            t = max(t, ready_s[by_release[nxt]])
+        while nxt < n_msg and ready_s[by_release[nxt]] <= t:
+            heapq.heappush(waiting, by_release[nxt])
+            nxt += 1
+        g = heapq.heappop(waiting)
+        start[g] = t
+        t = end[g] = t + t_c_s[g]
+    return start, end
+
+
+def _time_order(c_start: np.ndarray, c_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's messages in the timeline's order (start, end, then plan order)."""
+    if np.all(c_start[:, 1:] >= c_start[:, :-1]) and np.all(c_end[:, 1:] >= c_end[:, :-1]):
+        return c_start, c_end  # served in plan order
+    plan_order = np.broadcast_to(np.arange(c_start.shape[1]), c_start.shape)
+    order = np.lexsort((plan_order, c_end, c_start), axis=-1)
+    return np.take_along_axis(c_start, order, axis=1), np.take_along_axis(c_end, order, axis=1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -172,7 +214,7 @@ class FastRun:
         forward = (fwd_end - fwd_start).sum(axis=1)
         backward = (bwd_end - bwd_start).sum(axis=1)
         update = self.update_end_s[:, -1] - self.update_start_s[:, -1]
-        c_start, c_end = self.comm_start_s[:, -1], self.comm_end_s[:, -1]
+        c_start, c_end = _time_order(self.comm_start_s[:, -1], self.comm_end_s[:, -1])
         comm = np.ascontiguousarray(c_end - c_start).sum(axis=1)
         hidden = np.minimum(_hidden_s(c_start, c_end, bwd_end[:, -1]), comm)
         return {
@@ -344,7 +386,7 @@ def evaluate(
         group_bytes = np.zeros(0, np.int64)
         lowest = np.zeros(0, np.int64)
     # backward arrays run from layer n-1 down to 0: layer i sits at n-1-i
-    ready_at = np.zeros(n_msg, np.int64) + (n - 1) if plan.after_backward else n - 1 - lowest
+    lowest_at = n - 1 - lowest
     t_c = message_times_s(costs, groups, group_bytes)
     lag = np.asarray(plan.lag_s, dtype=float) if plan.lag_s else np.zeros(n_msg)  # Horovod's wait for a tick
     fwd, bwd_rev = model.fwd_s, model.bwd_s[::-1].copy()
@@ -373,8 +415,12 @@ def evaluate(
         bwd_end[:, k] = _chain_ends(fwd_end[:, k, -1], bwd_rev)
         backward_done = bwd_end[:, k, -1]
         if n_msg:
-            c_start[:, k], c_end[:, k] = _channel(free, bwd_end[:, k, ready_at] + lag, t_c)
-            free = c_end[:, k, -1]
+            # released lag_s after the message's lowest layer (the last of its gradients) is ready
+            ready = bwd_end[:, k, lowest_at] + lag
+            if plan.after_backward:
+                ready = np.maximum(ready, backward_done[:, None])
+            c_start[:, k], c_end[:, k] = _channel(free, ready, t_c)
+            free = c_end[:, k].max(axis=1)
             upd_start[:, k] = np.maximum(backward_done, free)
         else:
             upd_start[:, k] = backward_done

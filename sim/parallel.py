@@ -36,6 +36,7 @@ import pandas as pd
 
 from sim import fast
 from sim.api import _NO_GRADIENTS, METRIC_KEYS, _check_run_args, _dag_figures, resolve_model
+from sim.arch import needs_arch_dag
 from sim.cluster import Cluster
 from sim.comm import NO_COMM, CommCost
 from sim.dag import gradient_layers
@@ -235,7 +236,7 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
         w = workloads[wid]
         costs = [units[p][4] for p in positions]
         idx = np.asarray(positions)
-        if fast.supports(plan, w.model.num_layers):
+        if fast.supports(plan, w.model.num_layers) and not any(needs_arch_dag(plan, c) for c in costs):
             run = fast.evaluate(w.model, plan, costs, precision=w.precision, iterations=2, prefetch=w.prefetch)
             out["iteration_time_s"][idx] = run.iteration_time_s
             for name, values in run.phase_metrics().items():

@@ -130,6 +130,54 @@ class TestAgainstTheEngine:
             assert phases[key] == pytest.approx(want, rel=1e-9, abs=0), key
 
 
+class TestLags:
+    """A plan's ``lag_s`` holds each message back after its gradients are ready
+    (Horovod's ticks); lags may release messages out of plan order."""
+
+    @SETTINGS
+    @given(models(max_layers=10), st.data())
+    def test_random_lags_even_out_of_order(self, model, data):
+        grads = gradient_layers(model, "fp32")
+        plan = sim.schedulers.make_plan(data.draw(st.sampled_from(["wfbp", "sequential", "bucket"])), grads,
+                                        CommCost(1e-4, 1e-9), bucket_mb=1.0)
+        lag_s = st.one_of(st.just(0.0), st.floats(0, 10 * MS))
+        plan = dataclasses.replace(plan, lag_s=tuple(data.draw(lag_s) for _ in plan.groups))
+        assert fast.supports(plan, model.num_layers)
+        cost = CommCost(data.draw(st.floats(0, 2e-3)), data.draw(st.floats(0, 3e-9)))
+        prefetch = data.draw(st.booleans())
+        run = fast.evaluate(model, plan, [cost, CommCost(0.0, 0.0)], iterations=3, prefetch=prefetch)
+        for row, row_cost in enumerate((cost, CommCost(0.0, 0.0))):
+            ref = _dag_timeline(model, plan, row_cost, "fp32", 3, prefetch)
+            pd.testing.assert_frame_equal(run.timeline(row), ref, check_exact=True)
+            assert float(run.iteration_time_s[row]) == _steady_iteration_s(ref)
+            phases = {k: float(v[row]) for k, v in run.phase_metrics().items()}
+            for key, want in _phase_metrics(ref).items():
+                assert phases[key] == pytest.approx(want, rel=1e-9, abs=0), key
+
+    def test_a_lagged_first_message_goes_second(self):
+        # L1 ready at 4 ms but held 5 ms; L0 ready at 6 ms goes first, then L1 at 9 ms
+        model = make_model([1000, 1000], [1, 1], [2, 2])
+        plan = Plan("wfbp", ((1,), (0,)), lag_s=(5 * MS, 0.0))
+        run = fast.evaluate(model, plan, CommCost(1 * MS, 0.0), iterations=2)
+        assert run.comm_start_s[0, 0].tolist() == pytest.approx([9 * MS, 6 * MS])
+        assert run.update_start_s[0, 0] == pytest.approx(10 * MS)
+
+    @SETTINGS
+    @given(models(max_layers=12), st.sampled_from([0.0, 0.5, 1.0]), st.sampled_from([0.0, 4.0, 64.0]))
+    def test_horovod_ticks(self, model, cycle_ms, threshold_mb):
+        """Messages cut at one tick are released at that tick up to rounding; the engine
+        serves whichever rounds earlier, and so must the fast path."""
+        cluster = user_cluster(gpus=4, alpha_s=1e-4, beta_s_per_byte=1e-9)
+        options = {"cycle_time_ms": cycle_ms, "fusion_threshold_mb": threshold_mb}
+        pair = both(model, cluster, {"scheduler": "horovod", "iterations": 2, "options": options})
+        if pair is None:
+            return
+        pd.testing.assert_frame_equal(pair[0].timeline, pair[1].timeline, check_exact=True)
+        for key in sim.METRIC_KEYS:
+            got, want = pair[0].metrics[key], pair[1].metrics[key]
+            assert got == (pytest.approx(want, rel=1e-9, abs=0) if isinstance(want, float) else want), key
+
+
 class TestVectorisedRows:
     @SETTINGS
     @given(models(), st.lists(st.tuples(st.floats(0, 5e-3), st.floats(0, 5e-9)), min_size=1, max_size=12),
