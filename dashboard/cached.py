@@ -31,6 +31,7 @@ __all__ = [
     "simulate_method",
     "single_gpu_s",
     "toy_alpha_sweep",
+    "tune",
     "toy_model",
     "toy_results",
 ]
@@ -96,6 +97,17 @@ def simulate_method(cfg: Config, method: str) -> sim.SimResult:
         batch_size=cfg.batch_size, precision=cfg.precision,
         calibrate_iteration_s=cfg.calibrate_iteration_s, single_gpu_iteration_s=single_gpu_s(cfg),
     )
+
+
+@st.cache_data(**_CACHE)
+def tune(cfg: Config, knob: str, values: tuple) -> tuple[pd.DataFrame, dict]:
+    """`sim.tune.tune` of one knob over ``values`` for the sidebar's configuration."""
+    from sim.tune import tune as run_tune
+
+    model = resolve_model(model_of(cfg), cfg.cluster(), cfg.batch_size, cfg.precision, False,
+                          cfg.calibrate_iteration_s)
+    result = run_tune(model, cfg.cluster(), knob, list(values), batch_size=cfg.batch_size, precision=cfg.precision)
+    return result.frame, result.best
 
 
 @st.cache_data(**_CACHE)

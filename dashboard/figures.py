@@ -20,6 +20,7 @@ from dashboard.tables import fmt_bytes, short_layers
 __all__ = [
     "KIND_COLORS",
     "LANES",
+    "tune_figure",
     "SCHEDULER_COLORS",
     "alpha_sweep_figure",
     "breakdown_figure",
@@ -483,3 +484,24 @@ def scheduler_order(names: Sequence[str]) -> list[str]:
     """Schedulers in a stable, readable order (as in `SCHEDULER_COLORS`)."""
     order = list(SCHEDULER_COLORS)
     return sorted(names, key=lambda s: order.index(s) if s in order else len(order))
+
+
+def tune_figure(frame: pd.DataFrame, best: dict) -> go.Figure:
+    """Iteration time against one knob's values (`sim.tune.tune`), the best value
+    marked with its gain over the default, and the default drawn as a line."""
+    knob = str(frame["knob"].iloc[0])
+    fig = go.Figure(go.Scatter(
+        x=frame["value"], y=frame["iteration_time_s"] * 1e3, mode="lines+markers", name=knob,
+        customdata=frame[["gain_pct"]],
+        hovertemplate=knob + " %{x}<br>iteration %{y:.2f} ms<br>%{customdata[0]:+.1f} % vs default<extra></extra>",
+    ))
+    fig.add_trace(go.Scatter(
+        x=[best["value"]], y=[best["iteration_time_s"] * 1e3], mode="markers+text", name="best",
+        marker={"size": 14, "symbol": "star", "color": "#2ca02c"},
+        text=[f"best {best['value']:g}: {best['gain_pct']:+.1f} %"], textposition="top center",
+    ))
+    fig.add_hline(y=best["default_iteration_time_s"] * 1e3, line_dash="dot", line_color="grey",
+                  annotation_text=f"default {best['default_value']:g}", annotation_position="bottom right")
+    fig.update_layout(xaxis={"title": knob, "type": "log"}, yaxis={"title": "iteration time (ms)"},
+                      height=360, margin={"t": 30}, showlegend=False)
+    return fig

@@ -58,3 +58,19 @@ st.subheader("Metrics")
 table = tables.metrics_table(r.metrics for r in results.values())
 st.dataframe(table, hide_index=True, key="metrics_table", column_config=ui.metric_columns())
 ui.download_metrics(table, f"compare-{cfg.model_label}-{cfg.gpus}gpus", "dl_compare")
+
+st.subheader("Tune a knob")
+TUNE_VALUES = {
+    "bucket-mb": (1, 2, 5, 10, 25, 50, 100, 200),
+    "fusion-threshold-mb": (1, 4, 16, 32, 64, 128, 256),
+    "partition-bytes": (1_000_000, 2_000_000, 4_096_000, 8_000_000, 16_000_000, 64_000_000),
+    "credit": (1, 2, 4, 8, 16),
+}
+knob = st.selectbox("Knob", list(TUNE_VALUES), key="tune_knob",
+                    help="bucket-mb: PyTorch DDP buckets; fusion-threshold-mb: Horovod tensor fusion; "
+                         "partition-bytes and credit: ByteScheduler.")
+frame, best = ui.guarded(cached.tune, cfg, knob, TUNE_VALUES[knob])
+st.plotly_chart(figures.tune_figure(frame, best), key="tune_chart", config=ui.PLOTLY_CONFIG)
+st.caption(f"Best {knob} = {best['value']:g} ({best['scheduler']}): {ui.fmt_ms(best['iteration_time_s'])} per "
+           f"iteration, {best['gain_pct']:+.1f} % against the default {best['default_value']:g}. "
+           "PyTorch users ask for exactly this (pytorch/pytorch#118421). CLI: `python -m sim tune --knob ...`.")

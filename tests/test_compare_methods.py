@@ -32,3 +32,27 @@ def test_gantt_draws_the_parameter_server_lanes():
     lanes = {y for trace in fig.data for y in trace.y}
     assert {"PS push", "PS pull", "GPU compute"} <= lanes
     assert list(fig.layout.yaxis.categoryarray)[-1] == "GPU compute"
+
+
+def test_tune_figure_marks_the_best_value():
+    import sim
+    from sim.tune import tune
+
+    result = tune(sim.load_model("resnet50"), sim.Cluster(gpus=16, gpus_per_node=4), "bucket-mb", [1, 25, 100],
+                  batch_size=64)
+    fig = figures.tune_figure(result.frame, result.best)
+    line, star = fig.data[0], fig.data[1]
+    assert list(line.x) == [1, 25, 100]
+    assert star.x[0] == result.best["value"]
+    assert star.y[0] == min(line.y)
+
+
+def test_compare_page_tunes_every_knob():
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+    at.session_state["compare"] = ["wfbp"]
+    at.run()
+    at.switch_page(str(REPO / "pages" / "compare.py")).run()
+    for knob in ["bucket-mb", "fusion-threshold-mb", "partition-bytes", "credit"]:
+        at.selectbox(key="tune_knob").select(knob).run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert any(f"Best {knob}" in c.value for c in at.caption)
