@@ -108,3 +108,18 @@ def test_byteps_link_efficiency_is_the_held_out_fit():
     fit = fit_ps_link_efficiency(grid=[round(eff - 0.02, 2), eff, round(eff + 0.02, 2)])
     assert fit["ps_link_efficiency"] == eff
     assert fit["test_median_abs_error_pct"] <= MEDIAN_TOLERANCE_PCT < fit["test_median_abs_error_pct_at_1"]
+
+
+def test_validate_command_prints_cases_and_summary():
+    import io
+    import json
+
+    from sim.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["validate", "--source", "b-caffe", "--format", "json", "--reference", str(REF)], out=out, err=err) == 0
+    payload = json.loads(out.getvalue())
+    assert {"case", "source", "measured", "simulated", "error_pct"} <= set(payload["cases"][0])
+    assert payload["summary"][0]["source"] == "all"
+    assert main(["validate", "--source", "nope"], out=io.StringIO(), err=err) == 2
+    assert "unknown source" in err.getvalue()
