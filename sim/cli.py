@@ -429,6 +429,14 @@ def _cmd_list(args, out) -> None:
         out.write(pd.DataFrame(rows).to_string(index=False) + "\n\n")
 
 
+def _read_text(path) -> str:
+    """A log file's text; an unreadable file is bad input."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise SimInputError(f"cannot read {str(path)!r}: {exc.strerror}") from None
+
+
 def _cmd_fit_network(args, out) -> None:
     import csv
     from pathlib import Path
@@ -437,10 +445,7 @@ def _cmd_fit_network(args, out) -> None:
     from sim.fit import fit_alpha_beta, fit_to_network, parse_allreduce_log
 
     path = Path(args.file)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise SimInputError(f"cannot read {args.file!r}: {exc.strerror}") from None
+    text = _read_text(path)
     points = parse_allreduce_log(text)
     fit = fit_alpha_beta(points["bytes"], points["time_s"], min_bytes=args.min_bytes, weighting=args.weighting)
     ranks = args.gpus or points.attrs.get("ranks")
@@ -486,10 +491,7 @@ def _cmd_import_bcaffe(args, out) -> None:
     from sim.importers import bcaffe_layers
 
     path = Path(args.log)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise SimInputError(f"cannot read {args.log!r}: {exc.strerror}") from None
+    text = _read_text(path)
     table = bcaffe_layers(text, where=path.name, dump=args.dump)
     try:
         table.to_csv(args.output, index=False)
