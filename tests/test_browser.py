@@ -11,6 +11,7 @@ Set ``UPDATE_DOCS_SCREENSHOTS=1`` to copy the screenshots to ``docs/screenshots/
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -221,11 +222,15 @@ def test_control_to_chart_latency(page, server):
     """Recorded in artifacts/latency.json; never asserted."""
     values = [32, 64, 128, 8, 16, 32, 64]
     report = {}
-    for name, path, key in (("timeline", "", "timeline_chart"), ("scaling", "scaling", "scaling_timeline")):
-        open_page(page, server, path)
+    pages = (("timeline", "", "timeline_chart"), ("scaling", "scaling", "scaling_timeline"))
+    # the default model (resnet50, 56 layers), and resnet152 (158 layers), the speed issue's 150-layer case
+    models = (("resnet50", ""), ("resnet152", "_resnet152"))
+    for (model, suffix), (name, path, key) in itertools.product(models, pages):
+        open_page(page, server, path + ("" if model == "resnet50" else f"?model={model}"))
         samples = _measure(page, key, values)
         assert_no_exception(page)
-        report[name] = {
+        report[name + suffix] = {
+            "model": model,
             "chart": key,
             "gpu_counts": values,
             "samples_ms": [round(s, 1) for s in samples],
