@@ -254,8 +254,10 @@ def bench_design(out, repeat: int, jobs: int) -> dict:
         "give the same cost at one node); evaluations of one workload that share a plan are timed in one "
         "vectorised pass.\n")
     reps = max(3, repeat // 40)
-    t_serial = measure(lambda: parallel.run_grid(configs, jobs=1), reps)
-    t_pool = measure(lambda: parallel.run_grid(configs, jobs=jobs), reps)
+    t_serial, t_pool = [], []
+    for _ in range(reps):  # alternate, so that both see the same load from other processes
+        t_serial.extend(measure(lambda: parallel.run_grid(configs, jobs=1), 1, warmup=0))
+        t_pool.extend(measure(lambda: parallel.run_grid(configs, jobs=jobs), 1, warmup=0))
     rng = np.random.default_rng(0)
     sample = [configs[i] for i in rng.choice(len(configs), 40, replace=False)]
 
