@@ -29,6 +29,7 @@ __all__ = [
     "scaling_point",
     "simulate",
     "simulate_method",
+    "stragglers",
     "single_gpu_s",
     "toy_alpha_sweep",
     "tune",
@@ -97,6 +98,25 @@ def simulate_method(cfg: Config, method: str) -> sim.SimResult:
         batch_size=cfg.batch_size, precision=cfg.precision,
         calibrate_iteration_s=cfg.calibrate_iteration_s, single_gpu_iteration_s=single_gpu_s(cfg),
     )
+
+
+#: Iterations of the per-worker engine behind the straggler panels (the first is start-up).
+STRAGGLER_ITERATIONS = 200
+
+
+@st.cache_data(**_CACHE)
+def stragglers(cfg: Config, scheduler: str, spec, seed: int, shown_iterations: int = 3):
+    """`sim.workers.simulate_workers` for the sidebar's configuration: its metrics, the
+    per-worker timeline of iterations 1..``shown_iterations``, every iteration time and
+    the slow workers."""
+    from sim.workers import simulate_workers
+
+    model = resolve_model(model_of(cfg), cfg.cluster(), cfg.batch_size, cfg.precision, False,
+                          cfg.calibrate_iteration_s)
+    res = simulate_workers(model, cfg.cluster(), scheduler, batch_size=cfg.batch_size, straggler=spec,
+                           iterations=STRAGGLER_ITERATIONS, seed=seed, precision=cfg.precision)
+    early = res.timeline.loc[res.timeline["iteration"].between(1, shown_iterations)]
+    return res.metrics, early, res.iteration_times_s, res.straggler_workers
 
 
 @st.cache_data(**_CACHE)

@@ -88,3 +88,22 @@ def render() -> None:
             if st.session_state.get("calib"):
                 st.number_input("Measured 1-GPU iteration (s)", min_value=1e-6, max_value=1e4, step=0.01,
                                 format="%.4f", value=state.default("calib_s"), key="calib_s", bind=_BIND)
+
+        with st.expander("Stragglers"):
+            st.toggle("Workers differ", value=state.default("strag"), key="strag", bind=_BIND,
+                      help="Run the per-worker engine too: every all-reduce waits for the slowest worker. "
+                           "Timeline and Compare then show who waits for whom and the p50/p99 iteration.")
+            if st.session_state.get("strag"):
+                dists = ["constant", "normal", "lognormal", "exponential"]
+                st.selectbox("Compute variability", dists, index=state.index_of("strag_dist_sb", dists),
+                             key="strag_dist_sb", bind=_BIND)
+                st.slider("Coefficient of variation", 0.0, 1.0, value=state.default("strag_cv_sb"), step=0.01,
+                          key="strag_cv_sb", bind=_BIND)
+                c1, c2 = st.columns(2)
+                c1.number_input("Slow workers", min_value=0, max_value=65536, step=1,
+                                value=state.default("strag_slow_sb"), key="strag_slow_sb", bind=_BIND,
+                                help="Persistently slow workers, chosen by the seed.")
+                c2.number_input("Slower by", min_value=1.0, max_value=10.0, step=0.1,
+                                value=state.default("strag_factor_sb"), key="strag_factor_sb", bind=_BIND)
+                st.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, value=state.default("strag_seed_sb"),
+                                key="strag_seed_sb", bind=_BIND)

@@ -42,6 +42,7 @@ __all__ = [
     "model_options",
     "network_options",
     "scheduler_options",
+    "stragglers_from_state",
 ]
 
 #: The model option that means "use the uploaded layer CSV".
@@ -63,6 +64,12 @@ DEFAULTS: dict[str, object] = {
     "beta_ns": 1.0,
     "calib": False,  # calibrate to a measured one-GPU iteration
     "calib_s": 0.25,
+    "strag": False,  # stragglers: run the per-worker engine beside the identical-worker one
+    "strag_dist_sb": "normal",
+    "strag_cv_sb": 0.1,
+    "strag_slow_sb": 0,
+    "strag_factor_sb": 1.5,
+    "strag_seed_sb": 0,
 }
 
 #: Page controls (also query parameters) and their first-load values.
@@ -230,3 +237,21 @@ def config_from_state(session: Mapping) -> Config:
         beta_s_per_byte=float(session.get("beta_ns", DEFAULTS["beta_ns"])) * 1e-9 if override else None,
         calibrate_iteration_s=float(session.get("calib_s", DEFAULTS["calib_s"])) if calibrate else None,
     )
+
+
+def stragglers_from_state(session: Mapping):
+    """The sidebar's straggler setting as ``(sim.workers.StragglerSpec, seed)``, or None when off.
+
+    Raises `sim.SimInputError` for an impossible setting (e.g. more slow workers than GPUs)."""
+    if not session.get("strag", False):
+        return None
+    from sim.workers import StragglerSpec
+
+    dist = str(session.get("strag_dist_sb", DEFAULTS["strag_dist_sb"]))
+    gpus = int(session.get("gpus", DEFAULTS["gpus"]))
+    slow = int(session.get("strag_slow_sb", DEFAULTS["strag_slow_sb"]))
+    if slow > gpus:
+        raise sim.SimInputError(f"slow workers = {slow} is more than the {gpus} GPUs")
+    spec = StragglerSpec(dist=dist, cv=0.0 if dist == "constant" else float(session.get("strag_cv_sb", 0.1)),
+                         stragglers=slow, factor=float(session.get("strag_factor_sb", 1.5)))
+    return spec, int(session.get("strag_seed_sb", 0))

@@ -112,7 +112,8 @@ def assumptions(cfg: Config, what: str = "") -> None:
         comm = (f"{cfg.collective} all-reduce on {nodes} node(s) × {min(cfg.gpus, cfg.gpus_per_node)} GPUs "
                 f"costs α + β·M with α = {fmt_alpha(cost.alpha_s)}, β = {cost.beta_s_per_byte * 1e9:.3g} ns/byte")
     st.caption(
-        f"Assumptions: α-β cost model ({comm}); {cfg.gpus} identical workers, no stragglers; "
+        f"Assumptions: α-β cost model ({comm}); {cfg.gpus} identical workers"
+        f"{' (stragglers from the sidebar: per-worker panel below)' if st.session_state.get('strag') else ', no stragglers'}; "
         f"{cfg.compute_source}; batch {cfg.batch_size} per GPU, {cfg.precision}.{(' ' + what) if what else ''}"
     )
 

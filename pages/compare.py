@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import cached, figures, state, tables, ui
+from dashboard import cached, figures, state, stragglers_view, tables, ui
 
 cfg = ui.config_or_stop()
 st.title("Compare schedulers")
@@ -58,6 +58,8 @@ st.subheader("Metrics")
 table = tables.metrics_table(r.metrics for r in results.values())
 st.dataframe(table, hide_index=True, key="metrics_table", column_config=ui.metric_columns())
 ui.download_metrics(table, f"compare-{cfg.model_label}-{cfg.gpus}gpus", "dl_compare")
+
+stragglers_view.compare_table(cfg, list(chosen), {s: results[s].iteration_time_s for s in chosen})
 
 st.subheader("Tune a knob")
 TUNE_VALUES = {

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import cached, figures, state, tables, ui
+from dashboard import cached, figures, state, stragglers_view, tables, ui
 
 cfg = ui.config_or_stop()
 st.title("Timeline of an iteration")
@@ -53,6 +53,8 @@ with figures_col:
 messages = tables.message_table(res.timeline)
 with st.expander(f"{ui.plural(len(messages), 'message')} of {scheduler}", expanded=False):
     st.dataframe(messages, hide_index=True)
+
+stragglers_view.timeline_panel(cfg, scheduler, res.iteration_time_s)
 
 with st.container(horizontal=True):
     ui.download_metrics(tables.metrics_table([m, b]), f"metrics-{cfg.model_label}-{cfg.gpus}gpus", "dl_metrics")

@@ -1,0 +1,80 @@
+"""The sidebar's straggler setting, shown on the Timeline and Compare pages."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+import sim
+from dashboard import algorithms_figures as af
+from dashboard import cached, state, ui
+from dashboard.state import Config
+
+__all__ = ["setting", "timeline_panel", "compare_table"]
+
+SHOWN_ITERATIONS = 3
+UNSUPPORTED = {"bytescheduler", "dear", "horovod"}  # the per-worker engine refuses these plans
+
+
+def setting():
+    """``(spec, seed)`` from the sidebar, None when off; an impossible setting shows an error."""
+    try:
+        return state.stragglers_from_state(st.session_state)
+    except sim.SimInputError as exc:
+        st.error(f"Stragglers: {exc}")
+        return None
+
+
+def _describe(spec) -> str:
+    noise = "no noise" if spec.dist == "constant" else f"{spec.dist} compute noise, cv {spec.cv:g}"
+    slow = f", {spec.stragglers} worker(s) {spec.factor:g}× slower" if spec.stragglers else ""
+    return noise + slow
+
+
+def timeline_panel(cfg: Config, scheduler: str, ideal_iteration_s: float) -> None:
+    """Who waits for whom under ``scheduler``, with the p50/p99 iteration against identical workers."""
+    chosen = setting()
+    if chosen is None:
+        return
+    spec, seed = chosen
+    st.subheader("Stragglers: who waits for whom")
+    if scheduler in UNSUPPORTED:
+        st.info(f"The per-worker engine does not model {scheduler}; pick another scheduler to see stragglers.")
+        return
+    metrics, early, _, slow = ui.guarded(cached.stragglers, cfg, scheduler, spec, seed, SHOWN_ITERATIONS)
+    cols = st.columns(4)
+    cols[0].metric("Median iteration", ui.fmt_ms(metrics["iteration_p50_s"]),
+                   f"{metrics['iteration_p50_s'] / ideal_iteration_s - 1:+.1%} vs identical workers",
+                   delta_color="inverse")
+    cols[1].metric("p99 iteration", ui.fmt_ms(metrics["iteration_p99_s"]))
+    cols[2].metric("Slowdown", f"{metrics['straggler_slowdown']:.3f}×",
+                   help="Mean iteration time over that of identical workers.")
+    cols[3].metric("Mean wait per worker", ui.fmt_ms(metrics["wait_mean_s"]))
+    lanes = list(dict.fromkeys([*slow, *range(cfg.gpus)]))[:4]
+    st.plotly_chart(af.worker_timeline_figure(early, sorted(lanes), slow,
+                                              f"{scheduler}, iterations 1-{SHOWN_ITERATIONS}: {_describe(spec)}"),
+                    key="timeline_stragglers", config=ui.PLOTLY_CONFIG)
+    st.caption(f"Per-worker engine (`sim.workers`), seed {seed}, {cached.STRAGGLER_ITERATIONS} iterations; "
+               "every all-reduce starts when the last worker's gradient is ready.")
+
+
+def compare_table(cfg: Config, schedulers: list[str], ideal_s: dict[str, float]) -> None:
+    """p50/p99 iteration of each scheduler with the sidebar's stragglers."""
+    chosen = setting()
+    if chosen is None:
+        return
+    spec, seed = chosen
+    rows = []
+    for name in schedulers:
+        if name in UNSUPPORTED or name not in ideal_s:
+            continue
+        metrics, *_ = ui.guarded(cached.stragglers, cfg, name, spec, seed, SHOWN_ITERATIONS)
+        rows.append({"scheduler": name, "identical workers (ms)": ideal_s[name] * 1e3,
+                     "p50 (ms)": metrics["iteration_p50_s"] * 1e3, "p99 (ms)": metrics["iteration_p99_s"] * 1e3,
+                     "slowdown": metrics["straggler_slowdown"]})
+    if rows:
+        st.subheader(f"With stragglers ({_describe(spec)})")
+        st.dataframe(pd.DataFrame(rows), hide_index=True, key="compare_stragglers",
+                     column_config={c: st.column_config.NumberColumn(format="%.2f")
+                                    for c in ("identical workers (ms)", "p50 (ms)", "p99 (ms)")}
+                     | {"slowdown": st.column_config.NumberColumn(format="%.3f×")})
