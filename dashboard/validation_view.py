@@ -11,7 +11,8 @@ from dashboard.state import UPLOAD
 
 __all__ = ["case_settings", "error_figure", "parity_figure"]
 
-SOURCE_COLOURS = {"ddl-benchmarks": "#1f77b4", "b-caffe": "#ff7f0e", "b-caffe-trace": "#2ca02c"}
+SOURCE_COLOURS = {"ddl-benchmarks": "#1f77b4", "b-caffe": "#ff7f0e", "b-caffe-trace": "#2ca02c",
+                  "ddl-benchmarks-100gib": "#9467bd", "ddl-benchmarks-100gbe": "#8c564b"}
 
 
 def parity_figure(results: pd.DataFrame, band_pct: float = 10.0) -> go.Figure:
