@@ -350,7 +350,9 @@ def ps_cost(nodes: int, k: int, intra: Link, inter: Link, gamma: float = 0.0, *,
     with w = 1 on separate hosts, (S-1)/S colocated, and S' = min(S,
     in_flight). pull(M) is the same without gamma. One node (N = 1) sends
     nothing across the network: BytePS skips push and pull with a single
-    worker machine, leaving the node's reduce and broadcast.
+    worker machine, leaving the node's reduce and broadcast. Both are rings
+    over the same intra-node links, so they share one lane (``shared_lane``)
+    rather than overlap as a push and a pull over a full-duplex NIC do.
 
     Parameters
     ----------
@@ -373,8 +375,8 @@ def ps_cost(nodes: int, k: int, intra: Link, inter: Link, gamma: float = 0.0, *,
         raise SimInputError(f"servers = {s}: colocated servers sit one per worker machine, so servers = nodes = {nodes}")
     a_i = (k - 1) * intra.alpha_s if k > 1 else 0.0
     b_i = (k - 1) / k * intra.beta_s_per_byte if k > 1 else 0.0
-    if nodes == 1:
-        return PSCost(a_i, b_i, a_i, b_i, colocated, "ps (one node: reduce and broadcast inside it)")
+    if nodes == 1:  # the reduce and the broadcast are both rings over the same PCIe/NVLink links: one lane
+        return PSCost(a_i, b_i, a_i, b_i, True, "ps (one node: reduce and broadcast inside it)")
     busy = s if in_flight is None else min(s, int(in_flight))
     remote = nodes - 1 if colocated else nodes
     w = (s - 1) / s if colocated else 1.0
