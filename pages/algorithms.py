@@ -15,12 +15,12 @@ from sim.algorithms import ALGORITHMS, AlgorithmConfig, sweep_algorithms
 from sim.api import resolve_model
 from sim.coarse import compare_coarse_fine
 from sim.training import compare_algorithms
-from sim.workers import StragglerSpec, monte_carlo, simulate_workers
+from sim.workers import StragglerSpec, monte_carlo
 
 CACHE = {"show_spinner": False, "max_entries": 64}
 SWEEP_STEPS = 20
 MAX_SWEEP_WORKERS = 64
-STRAGGLER_ITERATIONS = 200
+STRAGGLER_ITERATIONS = cached.STRAGGLER_ITERATIONS
 TIMELINE_ITERATIONS = 3
 
 
@@ -43,14 +43,6 @@ def _sweep(cfg: Config, algorithms: tuple, counts: tuple, seed: int, knobs: Algo
     return sweep_algorithms(_model(cfg), cfg.cluster(gpus=1), workers=list(counts), algorithms=algorithms,
                             batch_size=cfg.batch_size, steps=SWEEP_STEPS, seed=seed, straggler=spec, config=knobs,
                             precision=cfg.precision)
-
-
-@st.cache_data(**CACHE)
-def _stragglers(cfg: Config, scheduler: str, spec: StragglerSpec, seed: int):
-    res = simulate_workers(_model(cfg), cfg.cluster(), scheduler, batch_size=cfg.batch_size, straggler=spec,
-                           iterations=STRAGGLER_ITERATIONS, seed=seed, precision=cfg.precision)
-    early = res.timeline.loc[res.timeline["iteration"].between(1, TIMELINE_ITERATIONS)]
-    return res.metrics, early, res.iteration_times_s, res.straggler_workers
 
 
 @st.cache_data(**CACHE)
@@ -140,7 +132,8 @@ scheduler = s6.selectbox("Scheduler", state.scheduler_options(), index=state.sch
                          key="strag_scheduler")
 spec = ui.guarded(StragglerSpec, dist=dist, cv=0.0 if dist == "constant" else float(cv), stragglers=int(slow),
                   factor=float(factor), jitter_cv=float(jitter))
-metrics, early, times, slow_workers = ui.guarded(_stragglers, cfg, scheduler, spec, int(seed))
+metrics, early, times, slow_workers = ui.guarded(cached.stragglers, cfg, scheduler, spec, int(seed),
+                                                 TIMELINE_ITERATIONS)
 m = st.columns(4)
 m[0].metric("Median iteration", ui.fmt_ms(metrics["iteration_p50_s"]))
 m[1].metric("p99 iteration", ui.fmt_ms(metrics["iteration_p99_s"]))

@@ -67,7 +67,7 @@ import pandas as pd
 from sim.catalog import get_network
 from sim.cluster import Cluster
 from sim.errors import SimInputError
-from sim.model import Model, bytes_per_param
+from sim.model import Model, bytes_per_param, check_batch_size
 from sim.workers import (
     WORKER_TIMELINE_COLUMNS,
     Engine,
@@ -565,8 +565,7 @@ def _check_int(name: str, value, low: int, high: int) -> int:
 
 
 def _setup(model, cluster, *, batch_size, steps, spec, seed, precision, gpus_by_worker) -> tuple[_Setup, Model]:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise SimInputError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
+    check_batch_size(batch_size)
     steps = _check_int("steps", steps, 2, MAX_STEPS)
     seed = _check_seed(seed)
     _check_int("workers", cluster.gpus, 1, MAX_ALGORITHM_WORKERS)

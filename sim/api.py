@@ -24,7 +24,7 @@ from sim.comm import NO_COMM, CommCost, PSCost
 from sim.dag import build_dag, gradient_layers
 from sim.engine import run_dag
 from sim.errors import SimInputError
-from sim.model import Model, bytes_per_param
+from sim.model import Model, bytes_per_param, check_batch_size
 from sim.schedulers import (
     DEFAULT_BUCKET_MB,
     SCHEDULER_OPTIONS,
@@ -107,8 +107,7 @@ class SimResult:
 
 
 def _check_run_args(batch_size: int, iterations: int, precision: str) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise SimInputError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
+    check_batch_size(batch_size)
     if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or not 1 <= iterations <= MAX_ITERATIONS:
         raise SimInputError(f"iterations must be a whole number from 1 to {MAX_ITERATIONS}, got {iterations!r}")
     bytes_per_param(precision)

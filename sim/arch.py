@@ -40,6 +40,7 @@ from __future__ import annotations
 import networkx as nx
 
 from sim.comm import CommCost, PSCost
+from sim.dag import add_compute_chain
 from sim.model import Model
 from sim.schedulers import Plan
 
@@ -80,7 +81,6 @@ def build_arch_dag(
     ``plan.decoupled``, a reduce-scatter and an all-gather).
     """
     g = nx.DiGraph()
-    n = model.num_layers
     nbytes = model.gradient_bytes(precision)
     names = model.layer_names
     groups = plan.groups
@@ -112,19 +112,7 @@ def build_arch_dag(
 
     carry: tuple[dict[int, list], object] | None = None  # (layer -> tasks its next forward waits for, step end)
     for k in range(iterations):
-        add((k, "io", 0), "io", "io", model.io_s)
-        add((k, "h2d", 0), "h2d", "h2d", model.h2d_s)
-        g.add_edge((k, "io", 0), (k, "h2d", 0))
-        for i in range(n):
-            add((k, "forward", i), "forward", "compute", model.fwd_s[i], names[i], group_of.get(i, -1))
-        for i in range(n - 1, -1, -1):
-            add((k, "backward", i), "backward", "compute", model.bwd_s[i], names[i], group_of.get(i, -1), nbytes[i])
-        g.add_edge((k, "h2d", 0), (k, "forward", 0))
-        for i in range(1, n):
-            g.add_edge((k, "forward", i - 1), (k, "forward", i))
-        g.add_edge((k, "forward", n - 1), (k, "backward", n - 1))
-        for i in range(n - 1, 0, -1):
-            g.add_edge((k, "backward", i), (k, "backward", i - 1))
+        add_compute_chain(g, add, k, model, group_of, nbytes)
         if carry is not None:
             ready, step_done = carry
             g.add_edge((k - 1, "backward", 0), (k, "forward", 0))

@@ -36,14 +36,18 @@ class _Parser(argparse.ArgumentParser):
         raise SimInputError(message)
 
 
-def _positive_int(text: str) -> int:
+def _int_at_least(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= {minimum}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    return _int_at_least(text, 1)
 
 
 def _int_list(text: str) -> list[int]:
@@ -573,13 +577,7 @@ def _add_straggler_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _nonneg_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
-    return value
+    return _int_at_least(text, 0)
 
 
 def _straggler_given(args) -> bool:

@@ -38,7 +38,7 @@ import pandas as pd
 from sim.api import resolve_model, simulate
 from sim.cluster import Cluster
 from sim.errors import SimInputError
-from sim.model import Model, bytes_per_param
+from sim.model import Model, bytes_per_param, check_batch_size
 
 __all__ = ["COARSE_PHASES", "coarse_iteration", "compare_coarse_fine", "fit_overlap"]
 
@@ -73,8 +73,7 @@ def coarse_iteration(model: Model, cluster: Cluster, *, batch_size: int, precisi
     io 0.5 + h2d 0.25 + forward 2 + backward 4 + one all-reduce of 8000 bytes
     at 1 ms + 1e-9 s/B (1.008 ms) + update 1 = 8.758 ms.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise SimInputError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
+    check_batch_size(batch_size)
     rho = _check_overlap(overlap)
     width = bytes_per_param(precision)
     timed = resolve_model(model, cluster, batch_size, precision, False, calibrate_iteration_s)

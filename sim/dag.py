@@ -33,7 +33,7 @@ from sim.comm import CommCost
 from sim.model import Model
 from sim.schedulers import GradientLayers, Plan
 
-__all__ = ["RESOURCES", "build_dag", "gradient_layers"]
+__all__ = ["RESOURCES", "add_compute_chain", "build_dag", "gradient_layers"]
 
 RESOURCES = ("io", "h2d", "compute", "comm")
 
@@ -62,7 +62,6 @@ def build_dag(
     ``priority``. ``include_comm=False`` leaves out all messages (P = 1).
     """
     g = nx.DiGraph()
-    n = model.num_layers
     nbytes = model.gradient_bytes(precision)
     names = model.layer_names
     groups = plan.groups if include_comm else ()
@@ -80,20 +79,8 @@ def build_dag(
         seq += 1
 
     for k in range(iterations):
-        add((k, "io", 0), "io", "io", model.io_s)
-        add((k, "h2d", 0), "h2d", "h2d", model.h2d_s)
-        g.add_edge((k, "io", 0), (k, "h2d", 0))
-        for i in range(n):
-            add((k, "forward", i), "forward", "compute", model.fwd_s[i], names[i], group_of.get(i, -1))
-        for i in range(n - 1, -1, -1):
-            add((k, "backward", i), "backward", "compute", model.bwd_s[i], names[i], group_of.get(i, -1), nbytes[i])
+        add_compute_chain(g, add, k, model, group_of, nbytes)
         add((k, "update", 0), "update", "compute", model.update_s)
-        g.add_edge((k, "h2d", 0), (k, "forward", 0))
-        for i in range(1, n):
-            g.add_edge((k, "forward", i - 1), (k, "forward", i))
-        g.add_edge((k, "forward", n - 1), (k, "backward", n - 1))
-        for i in range(n - 1, 0, -1):
-            g.add_edge((k, "backward", i), (k, "backward", i - 1))
         g.add_edge((k, "backward", 0), (k, "update", 0))
         for gi, members in enumerate(groups):
             key = (k, "comm", gi)
@@ -112,6 +99,26 @@ def build_dag(
                 g.add_edge((k - 1, "update", 0), (k, "io", 0))
     _uniform_priorities(g)
     return g
+
+
+def add_compute_chain(g: nx.DiGraph, add, k: int, model: Model, group_of: dict, nbytes) -> None:
+    """Iteration ``k``'s io, h2d, forward and backward tasks and the edges between them:
+    io -> h2d -> forward 0 .. n-1 -> backward n-1 .. 0. ``add(key, kind, resource,
+    duration, layer, group, bytes)`` adds one task; ``group_of`` maps a layer to its message."""
+    n, names = model.num_layers, model.layer_names
+    add((k, "io", 0), "io", "io", model.io_s)
+    add((k, "h2d", 0), "h2d", "h2d", model.h2d_s)
+    for i in range(n):
+        add((k, "forward", i), "forward", "compute", model.fwd_s[i], names[i], group_of.get(i, -1))
+    for i in range(n - 1, -1, -1):
+        add((k, "backward", i), "backward", "compute", model.bwd_s[i], names[i], group_of.get(i, -1), nbytes[i])
+    g.add_edge((k, "io", 0), (k, "h2d", 0))
+    g.add_edge((k, "h2d", 0), (k, "forward", 0))
+    for i in range(1, n):
+        g.add_edge((k, "forward", i - 1), (k, "forward", i))
+    g.add_edge((k, "forward", n - 1), (k, "backward", n - 1))
+    for i in range(n - 1, 0, -1):
+        g.add_edge((k, "backward", i), (k, "backward", i - 1))
 
 
 def _uniform_priorities(g: nx.DiGraph) -> None:

@@ -30,6 +30,7 @@ __all__ = [
     "REQUIRED_COLUMNS",
     "Model",
     "bytes_per_param",
+    "check_batch_size",
     "load_model",
     "model_from_frame",
     "zoo_model",
@@ -46,6 +47,12 @@ def bytes_per_param(precision: str) -> int:
     if precision not in BYTES_PER_PARAM:
         raise SimInputError(f"unknown precision {precision!r}; valid: {', '.join(BYTES_PER_PARAM)}")
     return BYTES_PER_PARAM[precision]
+
+
+def check_batch_size(batch_size) -> None:
+    """Refuse a batch size that is not a whole number >= 1."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise SimInputError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
 
 
 def _check_scalar(name: str, value: float) -> float:

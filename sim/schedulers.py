@@ -317,17 +317,22 @@ def bucket(grads: GradientLayers, cost: CommCost, bucket_mb: float = DEFAULT_BUC
     """
     if not (np.isfinite(bucket_mb) and bucket_mb > 0):
         raise SimInputError(f"bucket_mb must be > 0, got {bucket_mb}")
-    cap_bytes = bucket_mb * MIB
+    return _plan("bucket", grads, _fill_buckets(grads, bucket_mb * MIB, bucket_mb * MIB))
+
+
+def _fill_buckets(grads: GradientLayers, first_cap_bytes: float, cap_bytes: float) -> list[tuple[int, int]]:
+    """Spans of gradient positions, in ready order: a gradient joins the open bucket,
+    which closes once it holds at least its cap (the first bucket's cap may differ)."""
     spans: list[tuple[int, int]] = []
-    hi, filled = grads.n - 1, 0.0
+    cap, hi, filled = first_cap_bytes, grads.n - 1, 0.0
     for l in range(grads.n - 1, -1, -1):
         filled += float(grads.nbytes[l])
-        if filled >= cap_bytes:
+        if filled >= cap:
             spans.append((hi, l))
-            hi, filled = l - 1, 0.0
+            cap, hi, filled = cap_bytes, l - 1, 0.0
     if hi >= 0:
         spans.append((hi, 0))
-    return _plan("bucket", grads, spans)
+    return spans
 
 
 def horovod(grads: GradientLayers, cost: CommCost, options: SchedulerOptions | None = None) -> Plan:
@@ -380,18 +385,7 @@ def ddp(grads: GradientLayers, cost: CommCost, bucket_mb: float = DEFAULT_BUCKET
     opt = SchedulerOptions.of(options)
     if not (np.isfinite(bucket_mb) and bucket_mb > 0):
         raise SimInputError(f"bucket_mb must be > 0, got {bucket_mb}")
-    cap_bytes = opt.first_bucket_mb * MIB
-    spans: list[tuple[int, int]] = []
-    hi, filled = grads.n - 1, 0.0
-    for l in range(grads.n - 1, -1, -1):
-        filled += float(grads.nbytes[l])
-        if filled >= cap_bytes:
-            spans.append((hi, l))
-            hi, filled = l - 1, 0.0
-            cap_bytes = bucket_mb * MIB
-    if hi >= 0:
-        spans.append((hi, 0))
-    return _plan("ddp", grads, spans)
+    return _plan("ddp", grads, _fill_buckets(grads, opt.first_bucket_mb * MIB, bucket_mb * MIB))
 
 
 def bytescheduler(grads: GradientLayers, cost: CommCost, options: SchedulerOptions | None = None) -> Plan:

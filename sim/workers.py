@@ -59,7 +59,7 @@ from sim.catalog import get_gpu
 from sim.cluster import Cluster
 from sim.dag import gradient_layers
 from sim.errors import SimInputError
-from sim.model import Model, bytes_per_param
+from sim.model import Model, bytes_per_param, check_batch_size
 from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
 
 __all__ = [
@@ -504,8 +504,7 @@ def _run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, 
               prefetch, bucket_mb, calibrate_iteration_s, record, factors=None):
     """One synchronous run. ``factors`` (iterations x workers) replaces the drawn
     compute factors; `sim.algorithms` passes its own, drawn per worker."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise SimInputError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
+    check_batch_size(batch_size)
     bytes_per_param(precision)
     if not isinstance(spec, StragglerSpec):
         raise SimInputError(f"straggler must be a StragglerSpec, got {type(spec).__name__}")
