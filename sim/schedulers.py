@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from sim.comm import CommCost
+from sim.core.plan import GradientLayers, Plan
 from sim.errors import SimInputError
 
 __all__ = [
@@ -48,72 +49,6 @@ __all__ = [
 
 DEFAULT_BUCKET_MB = 25.0
 MIB = 1 << 20
-
-
-@dataclass(frozen=True, eq=False)
-class GradientLayers:
-    """The layers that have parameters, in model order (input to output).
-
-    ``index`` maps back to the model's layer numbers. ``ready_s`` is when each
-    gradient is ready, measured from the start of backward; it decreases with
-    the index, since backward runs from the output down.
-    """
-
-    index: np.ndarray
-    ready_s: np.ndarray
-    nbytes: np.ndarray
-
-    @property
-    def n(self) -> int:
-        return len(self.index)
-
-    @property
-    def backward_end_s(self) -> float:
-        return float(self.ready_s[0]) if self.n else 0.0
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Messages in sending order, each a tuple of model layer indices.
-
-    ``after_backward`` holds every message until the whole backward pass has
-    ended (no overlap of communication with backward).
-
-    The remaining fields are the survey's further scheduling decisions; their
-    defaults give the plain plan above.
-
-    * ``lag_s[g]``: message g is released this long after its last gradient
-      is ready (Horovod's cycle: it waits for the next tick).
-    * ``partition_bytes``: messages are cut into partitions of at most this
-      many bytes, each sent on its own (0: whole messages).
-    * ``priority``: ``"fifo"`` serves the channel in plan order;
-      ``"input_first"`` sends the ready partition of the layer nearest the
-      input first (ByteScheduler, P3).
-    * ``credit``: partitions in flight at once (ByteScheduler's credit); 0 for
-      unbounded.
-    * ``per_layer_update``: each layer is updated as soon as its gradient has
-      been communicated, and the next iteration's forward of layer l waits
-      only for layer l's update (ByteScheduler, DeAR), instead of one update
-      after all messages.
-    * ``decoupled``: each message is a reduce-scatter after backward and an
-      all-gather before the next forward (DeAR).
-    """
-
-    scheduler: str
-    groups: tuple[tuple[int, ...], ...]
-    after_backward: bool = False
-    lag_s: tuple[float, ...] = ()
-    partition_bytes: int = 0
-    priority: str = "fifo"
-    credit: int = 0
-    per_layer_update: bool = False
-    decoupled: bool = False
-
-    @property
-    def is_plain(self) -> bool:
-        """True when only groups, their order and ``after_backward`` matter
-        (the structure `sim.dag.build_dag` and `sim.fast` time)."""
-        return not (self.partition_bytes or self.per_layer_update or self.decoupled or self.priority != "fifo")
 
 
 def _help(text: str, **kw):

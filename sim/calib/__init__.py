@@ -1,0 +1,1 @@
+"""Calibration: fitting networks, importing measured traces, validation against published measurements."""

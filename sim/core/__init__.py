@@ -1,0 +1,1 @@
+"""The timing core: plan -> lowering -> engine -> timeline -> metrics."""
