@@ -1,0 +1,66 @@
+"""Shared input validators: one place that turns a bad value into a one-line
+`SimInputError` naming the field.
+
+Every public entry point checks its arguments with these before any work
+starts, so a bad value never reaches the engine as a silently wrong number.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from sim.errors import SimInputError
+
+__all__ = ["check_choice", "check_float", "check_int", "check_seed"]
+
+#: The largest seed numpy's Generator is given here (a 64-bit unsigned integer).
+MAX_SEED = 2**63 - 1
+
+
+def check_int(name: str, value, low: int | None = None, high: int | None = None) -> int:
+    """``value`` as a Python int, or a `SimInputError` naming ``name``.
+
+    Booleans and floats are refused (``True`` is not a GPU count and 2.5 is not
+    a layer count); bounds are inclusive.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise SimInputError(f"{name} must be a whole number, got {value!r}")
+    value = int(value)
+    if (low is not None and value < low) or (high is not None and value > high):
+        if high is None:
+            raise SimInputError(f"{name} must be a whole number >= {low}, got {value}")
+        if low is None:
+            raise SimInputError(f"{name} must be a whole number <= {high}, got {value}")
+        raise SimInputError(f"{name} must be a whole number from {low} to {high}, got {value}")
+    return value
+
+
+def check_float(name: str, value, low: float | None = None, high: float | None = None, *,
+                low_open: bool = False, allow_inf: bool = False) -> float:
+    """``value`` as a finite float within [low, high] (or (low, high] with
+    ``low_open``), or a `SimInputError` naming ``name``. NaN is always refused;
+    +inf only with ``allow_inf``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise SimInputError(f"{name} must be a number, got {value!r}")
+    value = float(value)
+    if math.isnan(value) or (math.isinf(value) and not (allow_inf and value > 0)):
+        raise SimInputError(f"{name} must be a finite number, got {value}")
+    if low is not None and (value < low or (low_open and value == low)):
+        raise SimInputError(f"{name} must be {'>' if low_open else '>='} {low:g}, got {value:g}")
+    if high is not None and value > high:
+        raise SimInputError(f"{name} must be <= {high:g}, got {value:g}")
+    return value
+
+
+def check_seed(value) -> int:
+    """A random seed: a whole number from 0 to `MAX_SEED`."""
+    return check_int("seed", value, 0, MAX_SEED)
+
+
+def check_choice(name: str, value, choices) -> str:
+    """``value`` if it is one of ``choices``; else an error listing them."""
+    if not isinstance(value, str) or value not in choices:
+        raise SimInputError(f"unknown {name} {value!r}; valid: {', '.join(choices)}")
+    return value
