@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sim.core.cost import NO_COMM, CommCost, MeasuredCommCost, PSCost, measured_cost
 from sim.errors import SimInputError
 
 __all__ = [
@@ -51,84 +52,6 @@ class Link:
 
     alpha_s: float
     beta_s_per_byte: float
-
-
-@dataclass(frozen=True)
-class CommCost:
-    """All-reduce time of one message: ``T(M) = alpha_s + beta_s_per_byte * M``.
-
-    ``alpha_s`` is the start-up cost that merging two messages saves, the
-    quantity the MG-WFBP merge rule compares waiting time against.
-    """
-
-    alpha_s: float
-    beta_s_per_byte: float
-    label: str = ""
-
-    def __post_init__(self) -> None:
-        for name in ("alpha_s", "beta_s_per_byte"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise SimInputError(f"{name} must be a finite number >= 0, got {value}")
-
-    def time_s(self, nbytes):
-        """Time to all-reduce ``nbytes`` (scalar or array)."""
-        return self.alpha_s + self.beta_s_per_byte * np.asarray(nbytes, dtype=float)
-
-    @property
-    def is_free(self) -> bool:
-        return self.alpha_s == 0 and self.beta_s_per_byte == 0
-
-    @property
-    def is_measured(self) -> bool:
-        """True when single-layer messages take measured times (trace-driven)."""
-        return False
-
-    def message_time_s(self, members, nbytes) -> float:
-        """Time of one message carrying the gradients of layers ``members``."""
-        return float(self.time_s(nbytes))
-
-
-@dataclass(frozen=True)
-class MeasuredCommCost(CommCost):
-    """Trace-driven communication: measured times for single-layer messages.
-
-    ``layer_s[i]`` is the measured all-reduce time of model layer i's gradient
-    alone. A message of one layer takes that time; a merged message, which was
-    never measured, takes ``alpha_s + beta_s_per_byte * M`` from a least-squares
-    fit of the measured points (`measured_cost`).
-    """
-
-    layer_s: tuple = ()
-
-    @property
-    def is_measured(self) -> bool:
-        return True
-
-    def message_time_s(self, members, nbytes) -> float:
-        if len(members) == 1:
-            return float(self.layer_s[members[0]])
-        return float(self.time_s(nbytes))
-
-
-def measured_cost(layer_comm_s, layer_bytes) -> MeasuredCommCost:
-    """Fit ``T(M) = alpha + beta M`` to the measured per-layer all-reduce times
-    (ordinary least squares over the layers that send something, alpha and
-    beta clipped at 0) and keep the measured times for single-layer messages."""
-    comm = np.asarray(layer_comm_s, dtype=float)
-    nbytes = np.asarray(layer_bytes, dtype=float)
-    sends = (nbytes > 0) & (comm > 0)
-    if sends.sum() >= 2 and np.ptp(nbytes[sends]) > 0:
-        beta, alpha = np.polyfit(nbytes[sends], comm[sends], 1)
-        alpha, beta = max(float(alpha), 0.0), max(float(beta), 0.0)
-    elif sends.any():
-        alpha, beta = 0.0, float(comm[sends].sum() / nbytes[sends].sum())
-    else:
-        alpha, beta = 0.0, 0.0
-    return MeasuredCommCost(alpha, beta, "measured per layer, alpha-beta fit for merged messages", tuple(comm.tolist()))
-
-
-NO_COMM = CommCost(0.0, 0.0, "P = 1: no communication")
 
 
 def _lg(p: int) -> int:
@@ -291,44 +214,6 @@ def double_binary_tree(nodes: int, k: int, intra: Link, inter: Link, gamma: floa
     link = _bottleneck(nodes, k, intra, inter)
     alpha = 2 * (_lg(nodes) * inter.alpha_s + (k - 1) * intra.alpha_s)
     return CommCost(alpha, 2 * link.beta_s_per_byte + gamma, "double_binary_tree")
-
-
-@dataclass(frozen=True)
-class PSCost:
-    """Push and pull times of one message in the parameter-server architecture.
-
-    ``push_time_s(M) = push_alpha_s + push_beta_s_per_byte * M`` and likewise
-    for pull (see `ps_cost` for the formulas). ``shared_lane`` is True when
-    push and pull go through the same direction of the same interface
-    (servers colocated with the workers), so they take turns on one lane;
-    otherwise push uses the worker's uplink and pull its downlink (full
-    duplex) and they overlap.
-    """
-
-    push_alpha_s: float
-    push_beta_s_per_byte: float
-    pull_alpha_s: float
-    pull_beta_s_per_byte: float
-    shared_lane: bool = False
-    label: str = "ps"
-
-    def __post_init__(self) -> None:
-        for name in ("push_alpha_s", "push_beta_s_per_byte", "pull_alpha_s", "pull_beta_s_per_byte"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise SimInputError(f"{name} must be a finite number >= 0, got {value}")
-
-    def push_time_s(self, nbytes):
-        """Time to push ``nbytes`` of gradient to the servers (scalar or array)."""
-        return self.push_alpha_s + self.push_beta_s_per_byte * np.asarray(nbytes, dtype=float)
-
-    def pull_time_s(self, nbytes):
-        """Time to pull ``nbytes`` of updated parameters back (scalar or array)."""
-        return self.pull_alpha_s + self.pull_beta_s_per_byte * np.asarray(nbytes, dtype=float)
-
-    def time_s(self, nbytes):
-        """Push then pull, unpipelined: the all-reduce-equivalent time."""
-        return self.push_time_s(nbytes) + self.pull_time_s(nbytes)
 
 
 def ps_cost(nodes: int, k: int, intra: Link, inter: Link, gamma: float = 0.0, *, servers: int | None = None,

@@ -34,21 +34,22 @@ from itertools import repeat
 import numpy as np
 import pandas as pd
 
-from sim import fast
-from sim.api import _NO_GRADIENTS, METRIC_KEYS, _check_run_args, _dag_figures, resolve_model
-from sim.arch import needs_arch_dag
 from sim.cluster import Cluster
-from sim.comm import NO_COMM, CommCost
-from sim.dag import gradient_layers
+from sim.core.cost import NO_COMM, CommCost
+from sim.core.metrics import METRIC_KEYS, PHASE_KEYS, rates
+from sim.core.plan import NO_GRADIENTS, GradientLayers, Plan, gradient_layers
+from sim.core.run import single_gpu_iteration_s, time_plan
+from sim.core.workload import check_run_args, resolve_model
 from sim.errors import SimInputError
 from sim.model import Model, load_model
-from sim.schedulers import DEFAULT_BUCKET_MB, GradientLayers, Plan, make_plan
+from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
+from sim.schedulers.names import BUCKET, DDP, OPTIMAL, WFBP
 
 __all__ = ["GRID_KEYS", "SERIAL_WORK_LIMIT", "default_jobs", "run_grid"]
 
 _CLUSTER_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Cluster)}
 _RUN_DEFAULTS = {
-    "scheduler": "wfbp",
+    "scheduler": WFBP,
     "precision": "fp32",
     "prefetch": False,
     "bucket_mb": DEFAULT_BUCKET_MB,
@@ -67,8 +68,7 @@ _N_RUN = 2 + len(_RUN_DEFAULTS)
 SERIAL_WORK_LIMIT = 150_000
 _CHUNKS_PER_WORKER = 8
 _MISSING = object()
-_PHASES = ("compute_s", "forward_s", "backward_s", "update_s", "io_s", "h2d_s",
-           "comm_s", "comm_hidden_s", "comm_exposed_s")
+_PHASES = PHASE_KEYS
 
 Progress = Callable[[int, int], None]
 
@@ -146,7 +146,7 @@ class _Grid:
             self.clusters.append((cluster, _timing_cost(cluster.comm_cost())))
         cluster, cost = self.clusters[cid]
         if (scheduler, bucket_mb) not in self._checked:
-            make_plan(scheduler, _NO_GRADIENTS, NO_COMM, bucket_mb=bucket_mb)  # checks the name and bucket_mb
+            make_plan(scheduler, NO_GRADIENTS, NO_COMM, bucket_mb=bucket_mb)  # checks the name and bucket_mb
             self._checked.add((scheduler, bucket_mb))
         prefetch = bool(prefetch)
         wkey = (model, cluster.gpu, batch_size, precision, prefetch, calibrate)
@@ -158,16 +158,16 @@ class _Grid:
                 model = self._models[model]
             elif not isinstance(model, Model):
                 raise SimInputError(f"model must be a sim.Model or a name, got {type(model).__name__}")
-            _check_run_args(batch_size, 1, precision)
+            check_run_args(batch_size, 1, precision)
             timed = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate)
-            single = fast.single_gpu_iteration_s(timed, precision, prefetch)
+            single = single_gpu_iteration_s(timed, precision, prefetch)
             wid = self._workload_ids[wkey] = len(self.workloads)
             self.workloads.append(_Workload(timed, precision, prefetch, int(batch_size), single))
         workload = self.workloads[wid]
         if cluster.gpus > 1 and workload.model.comm_s is not None:  # trace-driven: the model's measured times
             cost = cluster.comm_cost(workload.model, workload.precision)
         if cluster.gpus > 1:  # make_plan hands bucket_mb to the bucket scheduler only
-            ukey = (wid, scheduler, bucket_mb if scheduler in ("bucket", "ddp") else None, cost)
+            ukey = (wid, scheduler, bucket_mb if scheduler in (BUCKET, DDP) else None, cost)
         else:  # one GPU sends nothing: no plan
             ukey = (wid, None, None, NO_COMM)
         uid = self._unit_ids.get(ukey)
@@ -182,7 +182,7 @@ class _Grid:
         for uid in unit_ids:
             wid, scheduler = self.units[uid][:2]
             n = self.workloads[wid].model.num_layers
-            total += n + (n * n / 16 if scheduler == "optimal" else 0)
+            total += n + (n * n / 16 if scheduler == OPTIMAL else 0)
         return total
 
     def chunks(self, parts: int) -> list[list[int]]:
@@ -236,17 +236,11 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
         w = workloads[wid]
         costs = [units[p][4] for p in positions]
         idx = np.asarray(positions)
-        if fast.supports(plan, w.model.num_layers) and not any(needs_arch_dag(plan, c) for c in costs):
-            run = fast.evaluate(w.model, plan, costs, precision=w.precision, iterations=2, prefetch=w.prefetch)
-            out["iteration_time_s"][idx] = run.iteration_time_s
-            for name, values in run.phase_metrics().items():
-                out[name][idx] = values
-        else:  # a plan the channel recurrence does not describe: the reference evaluation
-            for p, cost in zip(positions, costs, strict=True):
-                t_iter, phases = _dag_figures(w.model, plan, cost, w.precision, 2, w.prefetch)
-                out["iteration_time_s"][p] = t_iter
-                for name in _PHASES:
-                    out[name][p] = phases[name]
+        timing = time_plan(w.model, plan, costs, precision=w.precision, iterations=1, prefetch=w.prefetch,
+                           keep_timeline=False)
+        out["iteration_time_s"][idx] = timing.iteration_time_s
+        for name, values in timing.phases.items():
+            out[name][idx] = values
         names = w.model.layer_names
         groups = [[names[i] for i in members] for members in plan.groups]
         out["num_messages"][idx] = len(groups)
@@ -402,12 +396,10 @@ def _frame(grid: _Grid, results: dict) -> pd.DataFrame:
                                                                                       # models bring their own
         "beta_s_per_byte": np.array([u[3].beta_s_per_byte for u in grid.units], dtype=float)[unit],
         "iteration_time_s": t_iter,
-        # the same operations, in the same order, as `simulate`
-        "throughput_samples_per_s": batch * gpus / t_iter,
+        # the same function, so the same operations in the same order, as `simulate`
+        "throughput_samples_per_s": rates(batch, gpus, t_iter, single)["throughput_samples_per_s"],
         **{k: results[k][unit] for k in _PHASES},
-        "single_gpu_iteration_time_s": single,
-        "speedup": gpus * single / t_iter,
-        "scaling_efficiency": single / t_iter,
+        **{k: v for k, v in rates(batch, gpus, t_iter, single).items() if k != "throughput_samples_per_s"},
         "num_messages": results["num_messages"][unit],
         "groups": [results["groups"][u] for u in unit.tolist()],
     }

@@ -10,7 +10,6 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import sim
-from sim.api import _run
 from sim.arch import build_arch_dag
 from sim.dag import build_dag, gradient_layers
 from sim.engine import run_dag
@@ -63,7 +62,12 @@ def test_optimal_equals_brute_force(model, cluster):
 @SETTINGS
 @given(models(), clusters, st.sampled_from(sorted(sim.SCHEDULERS)))
 def test_backward_plus_comm_phase_is_bounded(model, cluster, scheduler):
-    """max(B, C) <= end of backward-and-communication phase <= B + C."""
+    """max(B, C) <= end of backward-and-communication phase <= B + C + the plan's lags.
+
+    A lag (Horovod's wait for its next cycle tick) holds a message back
+    without occupying any lane, so the phase may exceed B + C by at most the
+    lags' sum: each message starts no later than the previous one's end or
+    its own ready time plus its lag."""
     res = sim.simulate(model, cluster, scheduler, batch_size=4)
     it = res.timeline[res.timeline.iteration == 0]
     b = float(it.loc[it.kind == "backward", "duration_s"].sum())
@@ -72,7 +76,7 @@ def test_backward_plus_comm_phase_is_bounded(model, cluster, scheduler):
     end = float(it.loc[it.kind.isin(["backward", "comm"]), "end_s"].max())
     phase = end - start
     assert max(b, c) <= phase * (1 + 1e-12) + 1e-15
-    assert phase <= (b + c) * (1 + 1e-12) + 1e-15
+    assert phase <= (b + c + sum(res.plan.lag_s)) * (1 + 1e-12) + 1e-15
 
 
 @SETTINGS
@@ -137,7 +141,7 @@ def test_engine_on_random_dags_with_a_resource_each(g):
 @given(models(), clusters, st.sampled_from(sorted(sim.SCHEDULERS)), st.booleans())
 def test_engine_equals_longest_path_with_resource_order_edges(model, cluster, scheduler, prefetch):
     """Every task starts when its predecessors and the previous task on its resource are done."""
-    plan, timeline, _ = _run(model, cluster, scheduler, "fp32", 2, prefetch, 25.0)
+    plan = sim.simulate(model, cluster, scheduler, batch_size=4, prefetch=prefetch).plan
     cost = cluster.comm_cost()
     if plan.is_plain:
         g = build_dag(model, plan, cost, iterations=2, prefetch=prefetch, include_comm=cluster.gpus > 1)

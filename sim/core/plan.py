@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["GradientLayers", "Plan"]
+__all__ = ["NO_GRADIENTS", "GradientLayers", "Plan", "gradient_layers"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,3 +79,14 @@ class Plan:
         """True when only groups, their order and ``after_backward`` matter
         (the structure `sim.dag.build_dag` and `sim.fast` time)."""
         return not (self.partition_bytes or self.per_layer_update or self.decoupled or self.priority != "fifo")
+
+
+#: No gradients at all: what a scheduler sees on one GPU (used to check its name and arguments).
+NO_GRADIENTS = GradientLayers(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
+
+
+def gradient_layers(model, precision: str) -> GradientLayers:
+    """Gradient-bearing layers of a timed model with their ready times from backward start."""
+    ready_all = np.cumsum(model.bwd_s[::-1])[::-1]  # r[l] = sum of t_b over layers l..n-1
+    has = np.flatnonzero(model.params > 0)
+    return GradientLayers(index=has, ready_s=ready_all[has], nbytes=model.gradient_bytes(precision)[has])

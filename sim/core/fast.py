@@ -1,0 +1,479 @@
+"""The fast path: time the standard iteration from arrays, in O(layers).
+
+`sim.dag.build_dag` always builds the same structure: io -> h2d -> a chain of
+forward, backward and update on the compute stream, and one all-reduce per
+message on the channel, released when its last gradient is ready. The engine
+(`sim.engine.run_dag`) starts every task at the later of its predecessors'
+ends and the end of the task before it on its resource. For this structure
+that is, per iteration k (``N`` iterations, ``G`` messages):
+
+* io:      starts at 0 (k = 0), at the end of io k-1 (prefetch) or at the end
+           of update k-1 (no prefetch);
+* h2d:     starts at max(end io k, end h2d k-1);
+* compute: forward starts at max(end h2d k, end update k-1); forward and
+           backward run back to back, so their ends are one running sum;
+* channel: ``start[g] = max(end[g-1], ready[g])``, ``end[g] = start[g] +
+           t_c[g]`` (MG-WFBP, Eq. 5), with ``ready[g]`` the end of the
+           backward of the message's lowest layer plus the plan's ``lag_s``
+           (no earlier than the end of backward when the plan holds messages
+           until then); messages released out of plan order are served as
+           the engine serves them, the released one first in plan order;
+* update:  starts at max(end of backward, end of the last message).
+
+Every start is the maximum of earlier ends and every end one addition, the
+same operations the engine performs, so the task times here are bit-identical
+to the engine's; the timeline built from them equals
+`sim.timeline.timeline_frame` of the DAG. Everything is vectorised over K
+communication costs that share one plan (rows of the arrays), so a sweep over
+GPU counts or networks costs one pass per plan.
+
+The DAG and the engine stay the reference and the independent check
+(``tests/test_fast.py``); plans the channel recurrence does not describe
+(messages out of ready order, overlapping or empty messages) are refused by
+`supports`, and the caller falls back to the DAG.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from sim.core.cost import NO_COMM, CommCost, PSCost
+from sim.core.lower import WorkerTimes
+from sim.core.plan import Plan
+from sim.core.timeline import frame
+
+__all__ = ["FastRun", "evaluate", "message_times_s", "single_gpu_iteration_s", "supports"]
+
+#: Above this many rows the channel recurrence steps through messages with
+#: numpy over all rows; below it, plain floats row by row are faster.
+_ROWS_FOR_NUMPY_SCAN = 8
+
+
+def supports(plan: Plan, cost, num_layers: int | None = None) -> bool:
+    """True when the fast path times ``plan`` under ``cost`` exactly as the engine would.
+
+    The plan must be plain (`Plan.is_plain`: whole messages, one update, a
+    first-in-first-out channel; a ``lag_s`` is fine), each message non-empty,
+    no layer sent twice, and either every message held until backward ends
+    or each message's lowest layer below the previous message's. Then
+    messages whose gradients are ready at the same instant reach the channel
+    in plan order, as in the engine. The cost must be an all-reduce cost (a
+    parameter server's push and pull need the engine). For backward
+    compatibility ``supports(plan, num_layers)`` is accepted too.
+    """
+    if num_layers is None:
+        cost, num_layers = None, cost
+    if not plan.is_plain or isinstance(cost, PSCost):
+        return False
+    seen: set[int] = set()
+    prev_low = num_layers
+    for members in plan.groups:
+        if not members:
+            return False
+        for i in members:
+            if not 0 <= i < num_layers or i in seen:
+                return False
+            seen.add(i)
+        low = min(members)
+        if not plan.after_backward and low >= prev_low:
+            return False
+        prev_low = low
+    return True
+
+
+def _chain_ends(start: np.ndarray, durations: np.ndarray) -> np.ndarray:
+    """Ends of tasks run back to back from ``start`` (K,): ``end[i] = end[i-1] + d[i]``.
+
+    A running sum that starts from ``start``, added in the same order as the
+    engine adds, so the ends are the engine's to the last bit.
+    """
+    buf = np.empty((start.shape[0], durations.shape[0] + 1))
+    buf[:, 0] = start
+    buf[:, 1:] = durations
+    return np.cumsum(buf, axis=1)[:, 1:]
+
+
+def _channel(free_s: np.ndarray, ready_s: np.ndarray, t_c_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end of each message on one channel, per row, in plan order.
+
+    Messages released in plan order go in plan order: ``start[g] =
+    max(end[g-1], ready[g])`` and ``end[g] = start[g] + t_c[g]`` with
+    ``end[-1] = free_s``, the WFBP recurrence step by step (a prefix scan such
+    as `sim.schedulers.comm_end_s` rounds differently). A row whose messages
+    are released out of plan order (lags, as Horovod's ticks, can do that,
+    if only by rounding) is served as the engine serves it: whenever the
+    channel is free, the released message first in plan order.
+    """
+    rows, n_msg = ready_s.shape
+    in_order = np.all(ready_s[:, 1:] >= ready_s[:, :-1], axis=1)
+    start = np.empty((rows, n_msg))
+    end = np.empty((rows, n_msg))
+    if rows >= _ROWS_FOR_NUMPY_SCAN and in_order.all():
+        e = free_s.copy()
+        for g in range(n_msg):
+            s = np.maximum(e, ready_s[:, g])
+            e = s + t_c_s[:, g]
+            start[:, g] = s
+            end[:, g] = e
+        return start, end
+    for r in range(rows):
+        ready, t_c = ready_s[r].tolist(), t_c_s[r].tolist()
+        if in_order[r]:
+            e = float(free_s[r])
+            st, en = [], []
+            for rd, tc in zip(ready, t_c, strict=True):
+                s = rd if rd > e else e
+                e = s + tc
+                st.append(s)
+                en.append(e)
+            start[r], end[r] = st, en
+        else:
+            start[r], end[r] = _channel_by_priority(float(free_s[r]), ready, t_c)
+    return start, end
+
+
+def _channel_by_priority(free_s: float, ready_s: list[float], t_c_s: list[float]) -> tuple[list, list]:
+    """One channel serving, whenever free, the released message first in plan order."""
+    n_msg = len(ready_s)
+    by_release = sorted(range(n_msg), key=lambda g: (ready_s[g], g))
+    start, end = [0.0] * n_msg, [0.0] * n_msg
+    waiting: list[int] = []
+    t, nxt = free_s, 0
+    for _ in range(n_msg):
+        if not waiting:  # idle until the next release
+            t = max(t, ready_s[by_release[nxt]])
+        while nxt < n_msg and ready_s[by_release[nxt]] <= t:
+            heapq.heappush(waiting, by_release[nxt])
+            nxt += 1
+        g = heapq.heappop(waiting)
+        start[g] = t
+        t = end[g] = t + t_c_s[g]
+    return start, end
+
+
+def _time_order(c_start: np.ndarray, c_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's messages in the timeline's order (start, end, then plan order)."""
+    if np.all(c_start[:, 1:] >= c_start[:, :-1]) and np.all(c_end[:, 1:] >= c_end[:, :-1]):
+        return c_start, c_end  # served in plan order
+    plan_order = np.broadcast_to(np.arange(c_start.shape[1]), c_start.shape)
+    order = np.lexsort((plan_order, c_end, c_start), axis=-1)
+    return np.take_along_axis(c_start, order, axis=1), np.take_along_axis(c_end, order, axis=1)
+
+
+@dataclass(frozen=True, eq=False)
+class FastRun:
+    """Task times of ``N`` iterations under K communication costs and one plan.
+
+    Arrays are indexed ``[row, iteration, ...]``; backward arrays run in
+    backward order (layer n-1 first), message arrays in plan order.
+    """
+
+    model: object
+    groups: tuple[tuple[int, ...], ...]
+    layer_bytes: np.ndarray
+    group_bytes: np.ndarray
+    io_start_s: np.ndarray
+    io_end_s: np.ndarray
+    h2d_start_s: np.ndarray
+    h2d_end_s: np.ndarray
+    fwd_start_s: np.ndarray
+    fwd_end_s: np.ndarray
+    bwd_end_s: np.ndarray
+    update_start_s: np.ndarray
+    update_end_s: np.ndarray
+    comm_start_s: np.ndarray
+    comm_end_s: np.ndarray
+
+    @property
+    def iterations(self) -> int:
+        return self.update_end_s.shape[1]
+
+    @property
+    def iteration_time_s(self) -> np.ndarray:
+        """Steady-state iteration time per row: the period between the last two updates."""
+        ends = self.update_end_s
+        if ends.shape[1] >= 2:
+            return ends[:, -1] - ends[:, -2]
+        return ends[:, -1].copy()  # one iteration: the update ends last
+
+    def phase_metrics(self) -> dict[str, np.ndarray]:
+        """Compute and communication figures of the last iteration, per row.
+
+        The same definitions as ``sim.api._phase_metrics`` on the timeline:
+        durations are end - start; hidden communication is the overlap of the
+        last iteration's messages with all compute, found as that function
+        finds it (unions of touching intervals, overlaps summed in time order),
+        so hidden and exposed time agree with it to the last bit.
+        """
+        fwd_start = np.concatenate([self.fwd_start_s[:, -1, None], self.fwd_end_s[:, -1, :-1]], axis=1)
+        fwd_end = self.fwd_end_s[:, -1]
+        bwd_end = self.bwd_end_s[:, -1]
+        bwd_start = np.concatenate([fwd_end[:, -1:], bwd_end[:, :-1]], axis=1)
+        forward = (fwd_end - fwd_start).sum(axis=1)
+        backward = (bwd_end - bwd_start).sum(axis=1)
+        update = self.update_end_s[:, -1] - self.update_start_s[:, -1]
+        c_start, c_end = _time_order(self.comm_start_s[:, -1], self.comm_end_s[:, -1])
+        comm = np.ascontiguousarray(c_end - c_start).sum(axis=1)
+        hidden = np.minimum(_hidden_s(c_start, c_end, bwd_end[:, -1]), comm)
+        return {
+            "compute_s": forward + backward + update,
+            "forward_s": forward,
+            "backward_s": backward,
+            "update_s": update,
+            "io_s": self.io_end_s[:, -1] - self.io_start_s[:, -1],
+            "h2d_s": self.h2d_end_s[:, -1] - self.h2d_start_s[:, -1],
+            "comm_s": comm,
+            "comm_hidden_s": hidden,
+            "comm_exposed_s": np.maximum(comm - hidden, 0.0),
+        }
+
+    def timeline(self, row: int | None = 0, iterations: int | None = None) -> pd.DataFrame:
+        """The timeline of row ``row`` for the first ``iterations`` iterations.
+
+        Equal to `sim.core.timeline.graph_timeline` of the lowered graph and the
+        engine's times (same rows, order, names and dtypes). For a per-worker
+        run, ``row=None`` gives every worker, the messages once (worker -1).
+        """
+        n_it = self.iterations if iterations is None else min(iterations, self.iterations)
+        rows = range(self.update_end_s.shape[0]) if row is None else [row]
+        parts = [self._worker_columns(r, n_it, row is None) for r in rows]
+        parts.append(self._comm_columns(0 if self.comm_start_s.shape[0] == 1 else rows[0], n_it, -1))
+        return frame({key: np.concatenate([p[key] for p in parts]) for key in parts[0]})
+
+    def _worker_columns(self, r: int, n_it: int, named: bool) -> dict:
+        """One worker's io, h2d, forward, backward and update, iteration by iteration."""
+        n = self.model.num_layers
+        names = list(self.model.layer_names)
+        group_of = {i: gi for gi, members in enumerate(self.groups) for i in members}
+        layer_group = [group_of.get(i, -1) for i in range(n)]
+        kinds = ["io", "h2d"] + ["forward"] * n + ["backward"] * n + ["update"]
+        tails = ["0", "0"] + names + names[::-1] + ["0"]
+        who = f"w{r}/" if named and r > 0 else ""
+        fwd_end, bwd_end = self.fwd_end_s[r, :n_it], self.bwd_end_s[r, :n_it]
+        start = np.concatenate([self.io_start_s[r, :n_it, None], self.h2d_start_s[r, :n_it, None],
+                                self.fwd_start_s[r, :n_it, None], fwd_end[:, :-1], fwd_end[:, -1:], bwd_end[:, :-1],
+                                self.update_start_s[r, :n_it, None]], axis=1).ravel()
+        end = np.concatenate([self.io_end_s[r, :n_it, None], self.h2d_end_s[r, :n_it, None], fwd_end, bwd_end,
+                              self.update_end_s[r, :n_it, None]], axis=1).ravel()
+        nbytes = np.concatenate([np.zeros(2 + n, np.int64), self.layer_bytes[::-1], np.zeros(1, np.int64)])
+        return {
+            "iteration": np.repeat(np.arange(n_it, dtype=np.int64), len(kinds)),
+            "worker": np.full(len(kinds) * n_it, r if named else 0, dtype=np.int64),
+            "lane": np.array((["io", "h2d"] + ["compute"] * (2 * n + 1)) * n_it, dtype=object),
+            "kind": np.array(kinds * n_it, dtype=object),
+            "name": np.array([f"it{k}/{who}{kind}/{tail}" for k in range(n_it)
+                              for kind, tail in zip(kinds, tails, strict=True)], dtype=object),
+            "layer": np.array((["", ""] + names + names[::-1] + [""]) * n_it, dtype=object),
+            "message": np.tile(np.asarray([-1, -1] + layer_group + layer_group[::-1] + [-1], np.int64), n_it),
+            "start_s": start, "end_s": end, "bytes": np.tile(nbytes, n_it),
+        }
+
+    def _comm_columns(self, r: int, n_it: int, worker: int) -> dict:
+        """The messages of row ``r``, iteration by iteration (shared by all workers)."""
+        names = list(self.model.layer_names)
+        labels = ["+".join(names[i] for i in members) for members in self.groups]
+        n_msg = len(self.groups)
+        return {
+            "iteration": np.repeat(np.arange(n_it, dtype=np.int64), n_msg),
+            "worker": np.full(n_msg * n_it, worker, dtype=np.int64),
+            "lane": np.array(["comm"] * (n_msg * n_it), dtype=object),
+            "kind": np.array(["comm"] * (n_msg * n_it), dtype=object),
+            "name": np.array([f"it{k}/comm/{label}" for k in range(n_it) for label in labels], dtype=object),
+            "layer": np.array(labels * n_it, dtype=object),
+            "message": np.tile(np.arange(n_msg, dtype=np.int64), n_it),
+            "start_s": self.comm_start_s[r, :n_it].ravel(), "end_s": self.comm_end_s[r, :n_it].ravel(),
+            "bytes": np.tile(np.asarray(self.group_bytes, np.int64), n_it),
+        }
+
+
+def _hidden_s(c_start: np.ndarray, c_end: np.ndarray, backward_end_s: np.ndarray) -> np.ndarray:
+    """Overlap of each row's messages with compute, as `sim.timeline.interval_overlap_s` sums it.
+
+    Messages of one iteration all start after its forward pass begins and end
+    before its update starts, so of all compute they can only overlap the
+    span from the start of the forward pass to the end of backward (merged
+    with the update when that follows at once, which changes nothing before
+    it). Touching messages merge into one busy period, as in that function's
+    union; each period adds ``min(period end, backward end) - period start``
+    when positive, summed one after another in time order.
+    """
+    rows, n_msg = c_start.shape
+    if n_msg == 0:
+        return np.zeros(rows)
+    valid = c_end > c_start
+    run_end = np.maximum.accumulate(np.where(valid, c_end, -np.inf), axis=1)
+    before = np.concatenate([np.full((rows, 1), -np.inf), run_end[:, :-1]], axis=1)
+    opens = valid & (c_start > before)
+    # a busy period ends just before the next one opens (or at the last message)
+    idx = np.arange(n_msg)
+    next_open = np.minimum.accumulate(np.where(opens, idx, n_msg)[:, ::-1], axis=1)[:, ::-1]
+    next_open = np.concatenate([next_open[:, 1:], np.full((rows, 1), n_msg)], axis=1)
+    period_end = np.take_along_axis(run_end, next_open - 1, axis=1)
+    hi = np.minimum(period_end, backward_end_s[:, None])
+    piece = np.where(opens & (hi > c_start), hi - c_start, 0.0)
+    return np.cumsum(piece, axis=1)[:, -1]
+
+
+def message_times_s(costs, groups, group_bytes: np.ndarray) -> np.ndarray:
+    """All-reduce time of each message (columns) under each cost (rows).
+
+    As the lowering takes them (`sim.core.lower`): a plain `CommCost` is
+    ``alpha_s + beta_s_per_byte * M`` (all rows at once); any other cost
+    model (e.g. measured per-layer times) is asked message by message
+    through its ``step_time_s``.
+    """
+    times = np.empty((len(costs), len(groups)))
+    plain = [k for k, c in enumerate(costs) if type(c) is CommCost]
+    if plain:
+        alpha = np.array([costs[k].alpha_s for k in plain])
+        beta = np.array([costs[k].beta_s_per_byte for k in plain])
+        times[plain] = alpha[:, None] + beta[:, None] * group_bytes.astype(float)[None, :]
+    for k, cost in enumerate(costs):
+        if type(cost) is not CommCost:
+            times[k] = [cost.step_time_s("allreduce", members, int(b))
+                        for members, b in zip(groups, group_bytes, strict=True)]
+    return times
+
+
+def evaluate(
+    model,
+    plan: Plan,
+    costs,
+    *,
+    precision: str = "fp32",
+    iterations: int = 2,
+    prefetch: bool = False,
+    times: WorkerTimes | None = None,
+) -> FastRun:
+    """Time ``iterations`` iterations of ``model`` under ``plan``.
+
+    Parameters
+    ----------
+    model : Model
+        A model with compute times (`Model.timed`).
+    plan : Plan
+        Messages in sending order; ``Plan(name, ())`` for one GPU. Must pass
+        `supports`.
+    costs : CommCost or sequence of K CommCost
+        The all-reduce cost of each row (see `message_times_s`).
+    iterations : int
+        Iterations to time, >= 1.
+    prefetch : bool
+        Let io and h2d of the next iteration overlap the current one.
+    times : WorkerTimes, optional
+        A per-worker run: one cost, and each row is a worker with its own
+        compute times (`sim.core.lower.WorkerTimes`); a message is released
+        when every worker's gradients are ready, so the channel is shared.
+
+    Returns
+    -------
+    FastRun
+    """
+    costs = [costs] if isinstance(costs, CommCost) else list(costs)
+    groups, n_msg = plan.groups, len(plan.groups)
+    layer_bytes = model.gradient_bytes(precision)
+    group_bytes, lowest = _message_layout(groups, layer_bytes)
+    t_c = message_times_s(costs, groups, group_bytes)
+    lag = np.asarray(plan.lag_s, dtype=float) if plan.lag_s else np.zeros(n_msg)  # Horovod's wait for a tick
+    work = _Work.of(model, times, len(costs), iterations)
+    rows, n = work.rows, model.num_layers
+    lowest_at = n - 1 - lowest  # backward arrays run from layer n-1 down to 0: layer i sits at n-1-i
+    shape = (rows, iterations)
+    io_start, io_end, h2d_start, h2d_end = (np.empty(shape) for _ in range(4))
+    fwd_start, upd_start, upd_end = np.empty(shape), np.empty(shape), np.empty(shape)
+    fwd_end, bwd_end = np.empty(shape + (n,)), np.empty(shape + (n,))
+    c_rows = 1 if times is not None else rows
+    c_start, c_end = np.empty((c_rows, iterations, n_msg)), np.empty((c_rows, iterations, n_msg))
+    free = np.full(c_rows, -np.inf)  # when the channel is next free
+    for k in range(iterations):
+        if k == 0:
+            io_start[:, 0] = 0.0
+        elif prefetch:
+            io_start[:, k] = io_end[:, k - 1]
+        else:
+            io_start[:, k] = np.maximum(upd_end[:, k - 1], io_end[:, k - 1])
+        io_end[:, k] = io_start[:, k] + work.io_s
+        h2d_start[:, k] = io_end[:, k] if k == 0 else np.maximum(io_end[:, k], h2d_end[:, k - 1])
+        h2d_end[:, k] = h2d_start[:, k] + work.h2d_s
+        fwd_start[:, k] = h2d_end[:, k] if k == 0 else np.maximum(h2d_end[:, k], upd_end[:, k - 1])
+        fwd_end[:, k] = _chain_ends(fwd_start[:, k], work.fwd_s(k))
+        bwd_end[:, k] = _chain_ends(fwd_end[:, k, -1], work.bwd_rev_s(k))
+        backward_done = bwd_end[:, k, -1]
+        if n_msg:
+            # released lag_s after the message's lowest layer (the last of its gradients) is ready
+            ready = bwd_end[:, k, lowest_at] + lag
+            if plan.after_backward:
+                ready = np.maximum(ready, backward_done[:, None])
+            if times is not None:  # every worker's gradients, on one shared channel
+                ready = ready.max(axis=0, keepdims=True)
+            c_start[:, k], c_end[:, k] = _channel(free, ready, t_c * work.comm_scale(k))
+            free = c_end[:, k].max(axis=1)
+            upd_start[:, k] = np.maximum(backward_done, free)
+        else:
+            upd_start[:, k] = backward_done
+        upd_end[:, k] = upd_start[:, k] + work.update_s
+    return FastRun(
+        model, groups, layer_bytes, group_bytes, io_start, io_end, h2d_start, h2d_end,
+        fwd_start, fwd_end, bwd_end, upd_start, upd_end, c_start, c_end,
+    )
+
+
+def _message_layout(groups, layer_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each message's bytes and lowest layer."""
+    if not groups:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    flat = np.fromiter((i for members in groups for i in members), dtype=np.int64)
+    offsets = np.cumsum([0] + [len(m) for m in groups[:-1]])
+    return np.add.reduceat(layer_bytes[flat], offsets), np.minimum.reduceat(flat, offsets)
+
+
+@dataclass(frozen=True, eq=False)
+class _Work:
+    """Per-row compute durations: the same model on every row (K costs), or
+    each worker's own (a per-worker run), as the lowering computes them."""
+
+    rows: int
+    io_s: np.ndarray | float
+    h2d_s: np.ndarray | float
+    update_s: np.ndarray | float
+    fwd: np.ndarray  # (profiles, n)
+    bwd_rev: np.ndarray
+    profile_of: np.ndarray | None
+    compute_scale: np.ndarray | None
+    comm_scale_of: np.ndarray | None
+
+    @classmethod
+    def of(cls, model, times: WorkerTimes | None, rows: int, iterations: int) -> _Work:
+        if times is None:
+            return cls(rows, float(model.io_s), float(model.h2d_s), float(model.update_s), model.fwd_s,
+                       model.bwd_s[::-1].copy(), None, None, None)
+        models = times.models
+        profile = np.asarray(times.profile_of)
+        pick = np.array([[float(m.io_s), float(m.h2d_s), float(m.update_s)] for m in models])[profile]
+        update = np.array([float(pick[w, 2]) * float(times.update_scale[w]) for w in range(len(profile))])
+        return cls(len(profile), pick[:, 0], pick[:, 1], update, np.stack([m.fwd_s for m in models]),
+                   np.stack([m.bwd_s[::-1] for m in models]), profile, np.asarray(times.compute_scale, float),
+                   None if times.comm_scale is None else np.asarray(times.comm_scale, float))
+
+    def fwd_s(self, k: int) -> np.ndarray:
+        if self.profile_of is None:
+            return self.fwd
+        return self.fwd[self.profile_of] * self.compute_scale[k][:, None]
+
+    def bwd_rev_s(self, k: int) -> np.ndarray:
+        if self.profile_of is None:
+            return self.bwd_rev
+        return self.bwd_rev[self.profile_of] * self.compute_scale[k][:, None]
+
+    def comm_scale(self, k: int):
+        return 1.0 if self.comm_scale_of is None else self.comm_scale_of[k][None, :]
+
+
+def single_gpu_iteration_s(model, precision: str = "fp32", prefetch: bool = False) -> float:
+    """Steady-state iteration time of ``model`` on one GPU (no communication)."""
+    run = evaluate(model, Plan("", ()), NO_COMM, precision=precision, iterations=2, prefetch=prefetch)
+    return float(run.iteration_time_s[0])

@@ -1,0 +1,122 @@
+"""The one metrics builder: every figure of a run, with the same keys everywhere.
+
+`METRIC_KEYS` are the keys of ``SimResult.metrics``, of ``run --format
+json``, of every `sim.sweep` row and of the dashboard's tables.
+
+Definitions (Shi et al., ICPADS 2018; hidden and exposed as HTA reports them):
+
+* ``iteration_time_s``: the steady-state period, between the updates of the
+  last two iterations; with per-layer updates (several per iteration),
+  between the last update of each, averaged over the last `PIPELINED_WINDOW`
+  iterations.
+* phase figures come from one reference iteration: the last one, or with
+  per-layer updates the one before it, whose communication overlaps the next
+  iteration's forward pass as it does in the steady state.
+  ``comm_s`` is the time communication is under way (the sum of its tasks on
+  one lane; the union of their intervals when push and pull run on two lanes
+  at once); ``comm_hidden_s`` the part of it during which the GPU computes;
+  ``comm_exposed_s = comm_s - comm_hidden_s``.
+* ``speedup = P * T_1 / T_P``, ``scaling_efficiency = T_1 / T_P``,
+  ``throughput_samples_per_s = batch * P / T_P``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.core.timeline import COMPUTE_KINDS, interval_overlap_s
+
+__all__ = [
+    "METRIC_KEYS", "PHASE_KEYS", "PIPELINED_ITERATIONS", "PIPELINED_WINDOW", "graph_figures", "rates",
+    "steady_iteration_s",
+]
+
+METRIC_KEYS = (
+    "model", "scheduler", "gpus", "gpus_per_node", "nodes", "batch_size", "precision",
+    "network", "intra", "collective", "alpha_s", "beta_s_per_byte",
+    "iteration_time_s", "throughput_samples_per_s",
+    "compute_s", "forward_s", "backward_s", "update_s", "io_s", "h2d_s",
+    "comm_s", "comm_hidden_s", "comm_exposed_s",
+    "single_gpu_iteration_time_s", "speedup", "scaling_efficiency",
+    "num_messages", "groups",
+)
+PHASE_KEYS = ("compute_s", "forward_s", "backward_s", "update_s", "io_s", "h2d_s",
+              "comm_s", "comm_hidden_s", "comm_exposed_s")
+#: Iterations timed when layers are updated one by one and the next forward
+#: overlaps communication: the period settles after the first iteration.
+PIPELINED_ITERATIONS = 8
+#: ... and the period is averaged over this many of the last iterations, so
+#: that what is left of the start-up transient (and any cycle of period > 1 of
+#: the max-plus system) is averaged out.
+PIPELINED_WINDOW = 5
+
+
+def iterations_to_run(plan, iterations: int) -> int:
+    """Iterations the engine times so that the steady state is reached."""
+    return max(iterations, PIPELINED_ITERATIONS if plan.per_layer_update else 2)
+
+
+def steady_iteration_s(update_ends_s: np.ndarray, pipelined: bool) -> float:
+    """The steady-state period from each iteration's last update end (in order)."""
+    ends = np.asarray(update_ends_s, dtype=float)
+    if len(ends) < 2:
+        return float(ends[-1])
+    if not pipelined:
+        return float(ends[-1] - ends[-2])
+    w = min(PIPELINED_WINDOW, len(ends) - 1)
+    return float((ends[-1] - ends[-1 - w]) / w)
+
+
+def rates(batch_size, gpus, iteration_time_s, single_gpu_iteration_s) -> dict:
+    """Throughput, speedup and efficiency (scalars or arrays alike)."""
+    return {
+        "throughput_samples_per_s": batch_size * gpus / iteration_time_s,
+        "single_gpu_iteration_time_s": single_gpu_iteration_s,
+        "speedup": gpus * single_gpu_iteration_s / iteration_time_s,
+        "scaling_efficiency": single_gpu_iteration_s / iteration_time_s,
+    }
+
+
+def _sum(values: list[float]) -> float:
+    return float(np.sum(np.asarray(values, dtype=float))) if values else 0.0
+
+
+def graph_figures(graph, start: np.ndarray, end: np.ndarray, pipelined: bool, worker: int = 0) -> tuple[float, dict]:
+    """Iteration time and phase figures of one worker of an engine run."""
+    kinds, iters, workers = graph.kind, graph.iteration, graph.worker
+    last = max(iters)
+    update_end = np.full(last + 1, -np.inf)
+    for t, kind in enumerate(kinds):
+        if kind == "update" and (workers[t] == worker):
+            update_end[iters[t]] = max(update_end[iters[t]], end[t])
+    # no update at all (a per-layer plan of a model without parameters): the makespan, as before
+    t_iter = steady_iteration_s(update_end, pipelined) if np.isfinite(update_end).all() else float(np.max(end))
+    ref = last - 1 if (pipelined and last >= 1) else last
+    dur: dict[str, list[float]] = {}
+    comm, lanes, compute = [], set(), []
+    for t, kind in enumerate(kinds):
+        if kind in COMPUTE_KINDS and workers[t] == worker:
+            compute.append(t)
+        if iters[t] != ref or workers[t] not in (worker, -1):
+            continue
+        dur.setdefault(kind, []).append(end[t] - start[t])
+        if kind == "comm":
+            comm.append(t)
+            lanes.add(graph.resource[t])
+    c_start, c_end = start[comm], end[comm]
+    comm_s = _sum(dur.get("comm", []))
+    if len(lanes) > 1:  # push and pull at once: the time communication is under way
+        comm_s = interval_overlap_s(c_start, c_end, c_start, c_end)
+    hidden = min(interval_overlap_s(c_start, c_end, start[compute], end[compute]), comm_s)
+    by_kind = {k: _sum(v) for k, v in dur.items()}
+    return t_iter, {
+        "compute_s": float(sum(by_kind.get(k, 0.0) for k in COMPUTE_KINDS)),
+        "forward_s": by_kind.get("forward", 0.0),
+        "backward_s": by_kind.get("backward", 0.0),
+        "update_s": by_kind.get("update", 0.0),
+        "io_s": by_kind.get("io", 0.0),
+        "h2d_s": by_kind.get("h2d", 0.0),
+        "comm_s": comm_s,
+        "comm_hidden_s": hidden,
+        "comm_exposed_s": max(comm_s - hidden, 0.0),
+    }

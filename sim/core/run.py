@@ -1,0 +1,115 @@
+"""The one path: a plan and its costs, timed, as figures and a timeline.
+
+`time_plan` lowers a plan to a task graph (`sim.core.lower`), times it with
+the engine (`sim.core.engine`) and reads the figures (`sim.core.metrics`)
+and the timeline (`sim.core.timeline`) off it. Where the fast path
+(`sim.core.fast`) declares that it supports the plan and the cost, it gives
+the same task times from arrays, to the bit, in O(layers) per cost and for
+many costs at once; ``engine="general"`` forces the task graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.core import engine as core_engine
+from sim.core import fast
+from sim.core.lower import WorkerTimes, lower
+from sim.core.metrics import PHASE_KEYS, graph_figures, iterations_to_run
+from sim.core.plan import Plan
+from sim.core.timeline import graph_timeline
+from sim.errors import SimInputError
+
+__all__ = ["ENGINES", "Timing", "single_gpu_iteration_s", "time_plan"]
+
+#: ``auto``: the fast path where it applies, else the task graph; ``general``: always the task graph.
+ENGINES = ("auto", "general")
+
+
+@dataclass(frozen=True, eq=False)
+class Timing:
+    """Per cost (row): the steady-state iteration time and the phase figures;
+    ``timeline(row, iterations)`` builds that row's timeline on demand."""
+
+    iteration_time_s: np.ndarray
+    phases: dict
+    timeline: Callable
+    fast: bool
+
+
+def time_plan(model, plan: Plan, costs, *, precision: str = "fp32", iterations: int = 1, prefetch: bool = False,
+              engine: str = "auto", keep_timeline: bool = True) -> Timing:
+    """Time ``plan`` on ``model`` under each cost of ``costs``.
+
+    At least enough iterations for the steady state are timed
+    (`sim.core.metrics.iterations_to_run`); ``iterations`` is how many the
+    timeline shows by default.
+    """
+    if engine not in ENGINES:
+        raise SimInputError(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}")
+    costs = list(costs)
+    n_run = iterations_to_run(plan, iterations)
+    if engine == "auto" and all(fast.supports(plan, c, model.num_layers) for c in costs):
+        run = fast.evaluate(model, plan, costs, precision=precision, iterations=n_run, prefetch=prefetch)
+        return Timing(run.iteration_time_s, run.phase_metrics(), _Timelines(run, None, iterations), True)
+    t_iter = np.empty(len(costs))
+    phases = {key: np.empty(len(costs)) for key in PHASE_KEYS}
+    kept = []
+    for row, cost in enumerate(costs):
+        graph = lower(model, plan, cost, precision=precision, iterations=n_run, prefetch=prefetch)
+        start, end = core_engine.run(graph)
+        t_iter[row], figures = graph_figures(graph, start, end, plan.per_layer_update)
+        for key in PHASE_KEYS:
+            phases[key][row] = figures[key]
+        if keep_timeline:
+            kept.append((graph, start, end))
+    return Timing(t_iter, phases, _Timelines(None, kept, iterations), False)
+
+
+class _Timelines:
+    """Builds a row's timeline on demand (picklable, unlike a closure)."""
+
+    def __init__(self, run, kept, iterations: int):
+        self.run, self.kept, self.iterations = run, kept, iterations
+
+    def __call__(self, row: int = 0, shown: int | None = None):
+        shown = self.iterations if shown is None else shown
+        if self.run is not None:
+            return self.run.timeline(row, shown)
+        if not self.kept:
+            raise SimInputError("this run kept no timeline")
+        return graph_timeline(*self.kept[row], shown)
+
+
+def single_gpu_iteration_s(model, precision: str = "fp32", prefetch: bool = False, engine: str = "auto") -> float:
+    """Steady-state iteration time of ``model`` on one GPU (no communication)."""
+    from sim.core.cost import NO_COMM
+
+    timing = time_plan(model, Plan("", ()), [NO_COMM], precision=precision, iterations=2, prefetch=prefetch,
+                       engine=engine, keep_timeline=False)
+    return float(timing.iteration_time_s[0])
+
+
+def time_workers(model, plan: Plan, cost, times: WorkerTimes, *, precision: str = "fp32", iterations: int,
+                 prefetch: bool = False, engine: str = "auto"):
+    """A per-worker run: ``(update_end_s (iterations, workers), timeline builder, fast?)``.
+
+    Each worker computes with its own times (``times``); every message waits
+    for all workers' gradients. With identical workers every worker's tasks
+    take the aggregate run's times, to the bit.
+    """
+    if engine == "auto" and fast.supports(plan, cost, model.num_layers):
+        run = fast.evaluate(model, plan, [cost], precision=precision, iterations=iterations, prefetch=prefetch,
+                            times=times)
+        return run.update_end_s.T.copy(), lambda: run.timeline(None), True
+    graph = lower(model, plan, cost, precision=precision, iterations=iterations, prefetch=prefetch, times=times)
+    start, end = core_engine.run(graph)
+    update_end = np.full((iterations, times.workers), -np.inf)
+    for t, kind in enumerate(graph.kind):
+        if kind == "update":
+            k, w = graph.iteration[t], graph.worker[t]
+            update_end[k, w] = max(update_end[k, w], end[t])
+    return update_end, lambda: graph_timeline(graph, start, end), False

@@ -1,0 +1,107 @@
+"""The one timeline schema, and the interval arithmetic every metric uses.
+
+A timeline is a DataFrame with one row per task and the columns in
+`TIMELINE_COLUMNS`:
+
+==============  ===========================================================
+iteration       iteration number, from 0
+worker          the worker that ran the task; -1 for communication, which
+                all workers take part in (the aggregate run shows worker 0)
+lane            io, h2d, compute or comm; ``push`` and ``pull`` in the
+                parameter-server architecture
+kind            io, h2d, forward, backward, update or comm
+name            unique task name, e.g. ``it0/backward/conv1``; a part of a
+                message names its step and partition, e.g.
+                ``it0/comm/push:fc#2``; per-worker runs add ``w3/``
+layer           the layer (forward, backward, per-layer update) or the
+                ``+``-joined layers of a message (comm); empty otherwise
+message         the message a layer's gradient travels in; -1 if none
+start_s, end_s  start and end time, in seconds from the first task
+duration_s      end_s - start_s
+bytes           gradient bytes (backward: the layer's; comm: the part's)
+group           the same as ``message`` (its name before the one schema)
+resource        the same as ``lane`` (likewise)
+==============  ===========================================================
+
+Rows are sorted by start, end and iteration, ties kept in task order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["COMPUTE_KINDS", "TIMELINE_COLUMNS", "frame", "graph_timeline", "interval_overlap_s"]
+
+TIMELINE_COLUMNS = (
+    "iteration", "worker", "lane", "kind", "name", "layer", "message", "start_s", "end_s", "duration_s", "bytes",
+    "group", "resource",
+)
+COMPUTE_KINDS = ("forward", "backward", "update")
+_INT_COLUMNS = {"iteration": "int64", "worker": "int64", "message": "int64", "bytes": "int64"}
+
+
+def frame(columns: dict) -> pd.DataFrame:
+    """A timeline from its columns (all but ``duration_s`` and the aliases), sorted."""
+    start, end = np.asarray(columns["start_s"], float), np.asarray(columns["end_s"], float)
+    data = {key: columns[key] for key in TIMELINE_COLUMNS[:9] if key not in ("start_s", "end_s")}
+    data.update(start_s=start, end_s=end, duration_s=end - start, bytes=columns["bytes"])
+    out = pd.DataFrame(data).astype(_INT_COLUMNS)
+    out["group"] = out["message"]
+    out["resource"] = out["lane"]
+    out = out[list(TIMELINE_COLUMNS)]
+    return out.sort_values(["start_s", "end_s", "iteration"], kind="stable").reset_index(drop=True)
+
+
+def graph_timeline(graph, start: np.ndarray, end: np.ndarray, iterations: int | None = None) -> pd.DataFrame:
+    """The timeline of a task graph (`sim.core.lower.TaskGraph`) timed by the engine,
+    for its first ``iterations`` iterations (all by default)."""
+    keep = range(len(graph)) if iterations is None else [t for t, k in enumerate(graph.iteration) if k < iterations]
+    keep = list(keep)
+    many = any(w > 0 for w in graph.worker)
+
+    def name(t: int) -> str:
+        tail = graph.label[t] or graph.layer[t] or "0"
+        who = f"w{graph.worker[t]}/" if many and graph.worker[t] >= 0 else ""
+        return f"it{graph.iteration[t]}/{who}{graph.kind[t]}/{tail}"
+
+    def pick(values):
+        return [values[t] for t in keep]
+
+    idx = np.asarray(keep, dtype=np.int64)
+    return frame({
+        "iteration": pick(graph.iteration), "worker": pick(graph.worker),
+        "lane": [graph.lane(t) for t in keep], "kind": pick(graph.kind), "name": [name(t) for t in keep],
+        "layer": pick(graph.layer), "message": pick(graph.message),
+        "start_s": start[idx] if len(idx) else np.zeros(0), "end_s": end[idx] if len(idx) else np.zeros(0),
+        "bytes": pick(graph.nbytes),
+    })
+
+
+def _union(starts: np.ndarray, ends: np.ndarray) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for s, e in sorted(zip(starts.tolist(), ends.tolist(), strict=True)):
+        if e <= s:
+            continue
+        if merged and s <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+        else:
+            merged.append((s, e))
+    return merged
+
+
+def interval_overlap_s(a_start, a_end, b_start, b_end) -> float:
+    """Total length of the intersection of two sets of intervals."""
+    a = _union(np.asarray(a_start, float), np.asarray(a_end, float))
+    b = _union(np.asarray(b_start, float), np.asarray(b_end, float))
+    total, i, j = 0.0, 0, 0
+    while i < len(a) and j < len(b):
+        lo = max(a[i][0], b[j][0])
+        hi = min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total

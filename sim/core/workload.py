@@ -1,0 +1,58 @@
+"""A workload ready to time: the model with compute times for a GPU, batch
+and precision, calibrated to a measured one-GPU iteration if asked; and the
+checks every run shares."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from sim.errors import SimInputError
+from sim.model import bytes_per_param, check_batch_size
+
+__all__ = ["MAX_ITERATIONS", "calibrate", "check_run_args", "resolve_model"]
+
+MAX_ITERATIONS = 1000
+
+
+def check_run_args(batch_size: int, iterations: int, precision: str) -> None:
+    """Check the arguments every run shares; a `SimInputError` names the bad one."""
+    check_batch_size(batch_size)
+    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or not 1 <= iterations <= MAX_ITERATIONS:
+        raise SimInputError(f"iterations must be a whole number from 1 to {MAX_ITERATIONS}, got {iterations!r}")
+    bytes_per_param(precision)
+
+
+def calibrate(model, measured_iteration_s: float, *, precision: str = "fp32", prefetch: bool = False):
+    """Scale ``model``'s compute times so its one-GPU iteration takes ``measured_iteration_s``.
+
+    One factor s multiplies every forward, backward and update time, keeping
+    the per-layer proportions. io and h2d stay as given. The one-GPU
+    iteration is io + h2d + s * C without prefetch (C the compute time), so
+    s = (T - io - h2d) / C; with prefetch it is max(io, h2d, s * C), so s = T / C.
+    """
+    t = float(measured_iteration_s)
+    if not (math.isfinite(t) and t > 0):
+        raise SimInputError(f"calibrate_iteration_s must be a finite number > 0, got {measured_iteration_s}")
+    compute = float(model.fwd_s.sum() + model.bwd_s.sum() + model.update_s)
+    if compute <= 0:
+        raise SimInputError("cannot calibrate a model with no compute time")
+    fixed = max(model.io_s, model.h2d_s) if prefetch else model.io_s + model.h2d_s
+    target = t if prefetch else t - fixed
+    if target <= 0 or (prefetch and t < fixed):
+        raise SimInputError(
+            f"calibrate_iteration_s = {t:g} s is shorter than the model's io and h2d time ({fixed:g} s)"
+        )
+    return model.scaled(target / compute)
+
+
+def resolve_model(model, cluster, batch_size: int, precision: str, prefetch: bool = False,
+                  calibrate_iteration_s: float | None = None):
+    """The model with compute times for this GPU and batch, calibrated if asked."""
+    model = model.timed(gpu=cluster.gpu, batch_size=batch_size, precision=precision)
+    if calibrate_iteration_s is not None:
+        model = calibrate(model, calibrate_iteration_s, precision=precision, prefetch=prefetch)
+    return model
+
+
