@@ -10,6 +10,7 @@ many costs at once; ``engine="general"`` forces the task graph.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -95,7 +96,9 @@ def single_gpu_iteration_s(model, precision: str = "fp32", prefetch: bool = Fals
 
 def time_workers(model, plan: Plan, cost, times: WorkerTimes, *, precision: str = "fp32", iterations: int,
                  prefetch: bool = False, engine: str = "auto"):
-    """A per-worker run: ``(update_end_s (iterations, workers), timeline builder, fast?)``.
+    """A per-worker run. Returns arrays of shape (iterations, workers): the end
+    of each worker's step (its last update), the end of its backward pass and
+    the time its updates take; and a picklable ``timeline()`` builder.
 
     Each worker computes with its own times (``times``); every message waits
     for all workers' gradients. With identical workers every worker's tasks
@@ -104,12 +107,18 @@ def time_workers(model, plan: Plan, cost, times: WorkerTimes, *, precision: str 
     if engine == "auto" and fast.supports(plan, cost, model.num_layers):
         run = fast.evaluate(model, plan, [cost], precision=precision, iterations=iterations, prefetch=prefetch,
                             times=times)
-        return run.update_end_s.T.copy(), lambda: run.timeline(None), True
+        update_s = (run.update_end_s - run.update_start_s).T
+        return (run.update_end_s.T.copy(), run.bwd_end_s[:, :, -1].T.copy(), update_s,
+                functools.partial(run.timeline, None))
     graph = lower(model, plan, cost, precision=precision, iterations=iterations, prefetch=prefetch, times=times)
     start, end = core_engine.run(graph)
-    update_end = np.full((iterations, times.workers), -np.inf)
+    shape = (iterations, times.workers)
+    update_end, backward_end, update_s = np.full(shape, -np.inf), np.full(shape, -np.inf), np.zeros(shape)
     for t, kind in enumerate(graph.kind):
+        k, w = graph.iteration[t], graph.worker[t]
         if kind == "update":
-            k, w = graph.iteration[t], graph.worker[t]
             update_end[k, w] = max(update_end[k, w], end[t])
-    return update_end, lambda: graph_timeline(graph, start, end), False
+            update_s[k, w] += end[t] - start[t]
+        elif kind == "backward":
+            backward_end[k, w] = max(backward_end[k, w], end[t])
+    return update_end, backward_end, update_s, functools.partial(graph_timeline, graph, start, end)

@@ -1,0 +1,234 @@
+"""Per-worker runs on the one timing core: stragglers, link jitter and mixed GPUs.
+
+Each of the P workers runs its own iterations with its own compute times;
+the plan's messages are shared, and each is released when every worker has
+its gradients: the task graph of `sim.core.lower` with P workers
+(`sim.core.lower.WorkerTimes`), timed by the one engine, or by the fast path
+(`sim.core.fast.evaluate` with ``times``) where it applies, to the same bit.
+Every scheduler, method and cost model (trace-driven, parameter server) that
+`sim.simulate` takes, this takes too; with identical workers each worker's
+tasks take the aggregate run's times exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from sim.api import SimResult, plan_run, resolve_method, resolve_model
+from sim.catalog import get_gpu
+from sim.checks import check_int, check_seed
+from sim.cluster import Cluster
+from sim.core.lower import WorkerTimes
+from sim.core.metrics import steady_iteration_s
+from sim.core.run import time_workers
+from sim.errors import SimInputError
+from sim.model import Model, bytes_per_param, check_batch_size
+from sim.schedulers import DEFAULT_BUCKET_MB
+from sim.workers.stragglers import (
+    StragglerSpec,
+    draw_compute_factors,
+    jitter_factors,
+    straggler_factors,
+)
+
+__all__ = ["MAX_WORKER_ITERATIONS", "SyncRun", "WorkerResult", "run_sync", "simulate_workers", "worker_models"]
+
+MAX_WORKER_ITERATIONS = 5000
+#: A per-worker run returns the one result type.
+WorkerResult = SimResult
+
+
+def worker_models(model: Model, cluster: Cluster, batch_size: int, precision: str, prefetch: bool,
+                  calibrate_iteration_s, gpus_by_worker):
+    """``(base, timed, profile_of, names)``: the model timed for the cluster's GPU,
+    one timed model per distinct GPU type, each worker's index into that list
+    and each worker's GPU name."""
+    base = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s)
+    if gpus_by_worker is None:
+        return base, [base], np.zeros(cluster.gpus, dtype=int), (cluster.gpu,) * cluster.gpus
+    names = tuple(str(g) for g in gpus_by_worker)
+    if len(names) != cluster.gpus:
+        raise SimInputError(f"gpus_by_worker names {len(names)} GPUs for a cluster of {cluster.gpus}")
+    for name in names:
+        get_gpu(name)
+    if len(set(names)) > 1 or names[0] != cluster.gpu:
+        if model.is_timed:
+            raise SimInputError("gpus_by_worker needs a zoo model: a CSV model carries its own times for one GPU type")
+        if calibrate_iteration_s is not None:
+            raise SimInputError("calibrate_iteration_s applies to one GPU type; leave it out with gpus_by_worker")
+    kinds = list(dict.fromkeys(names))
+    timed = [base if g == cluster.gpu else model.timed(gpu=g, batch_size=batch_size, precision=precision)
+             for g in kinds]
+    return base, timed, np.array([kinds.index(g) for g in names], dtype=int), names
+
+
+@dataclass(frozen=True, eq=False)
+class SyncRun:
+    """One synchronous per-worker run.
+
+    ``update_end_s[k, w]`` is when worker w's step k ends (its last update);
+    ``backward_end_s[k, w]`` when its backward pass ends; ``wait_s[k, w]`` the
+    time between the two that it spends not updating (waiting for the slowest
+    worker's gradients and for the network). ``timeline()`` builds the rows.
+    """
+
+    base: Model
+    plan: object
+    update_end_s: np.ndarray
+    backward_end_s: np.ndarray
+    wait_s: np.ndarray
+    slow: np.ndarray
+    names: tuple
+    timeline: object
+
+    @property
+    def periods_s(self) -> np.ndarray:
+        """Periods between the ends of successive iterations (an iteration ends with the last worker's step)."""
+        return np.diff(self.update_end_s.max(axis=1))
+
+
+def _check(batch_size, precision, spec, iterations, seed) -> int:
+    check_batch_size(batch_size)
+    bytes_per_param(precision)
+    if not isinstance(spec, StragglerSpec):
+        raise SimInputError(f"straggler must be a StragglerSpec, got {type(spec).__name__}")
+    check_seed(seed)
+    return check_int("iterations", iterations, 2, MAX_WORKER_ITERATIONS)
+
+
+def run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, gpus_by_worker=None,
+             precision="fp32", prefetch=False, bucket_mb=DEFAULT_BUCKET_MB, calibrate_iteration_s=None,
+             factors=None, method=None, architecture="allreduce", options=None) -> SyncRun:
+    """One synchronous per-worker run. ``factors`` (iterations x workers) replaces
+    the drawn compute factors (`sim.workers.algorithms` passes its own)."""
+    iterations = _check(batch_size, precision, spec, iterations, seed)
+    base, timed, profile_of, names = worker_models(model, cluster, batch_size, precision, prefetch,
+                                                   calibrate_iteration_s, gpus_by_worker)
+    scheduler, architecture, opts = resolve_method(method, scheduler, architecture, options)
+    plan, _, cost = plan_run(base, cluster, scheduler, architecture, opts, precision, bucket_mb)
+    p = cluster.gpus
+    rng = np.random.default_rng(int(seed))
+    slow = straggler_factors(spec, rng, p)
+    drawn = draw_compute_factors(spec, rng, iterations, p)
+    factors = drawn if factors is None else np.asarray(factors, dtype=float)
+    jitter = jitter_factors(spec, rng, (iterations, len(plan.groups)))
+    times = WorkerTimes(tuple(timed), profile_of, slow[None, :] * factors, slow, jitter)
+    ends, backward, update_s, timeline = time_workers(base, plan, cost, times, precision=precision,
+                                                      iterations=iterations, prefetch=prefetch)
+    wait = np.maximum(ends - backward - update_s, 0.0)
+    return SyncRun(base, plan, ends, backward, wait, slow, names, timeline)
+
+
+def _metrics(run: SyncRun, spec: StragglerSpec, cluster: Cluster, scheduler: str, batch_size: int,
+             precision: str, seed: int, iterations: int, ideal: float, mean: float) -> dict:
+    periods = run.periods_s
+    waits = run.wait_s[1:]
+    return {
+        "model": run.base.name, "scheduler": scheduler, "gpus": cluster.gpus, "batch_size": int(batch_size),
+        "precision": precision, "network": cluster.network, "seed": int(seed), **spec.as_dict(),
+        "iterations": int(iterations), "iteration_time_s": mean,
+        "iteration_p50_s": float(np.percentile(periods, 50)), "iteration_p99_s": float(np.percentile(periods, 99)),
+        "iteration_min_s": float(periods.min()), "iteration_max_s": float(periods.max()),
+        "ideal_iteration_time_s": ideal, "straggler_slowdown": mean / ideal,
+        "throughput_samples_per_s": batch_size * cluster.gpus / mean,
+        "wait_mean_s": float(waits.mean()) if waits.size else 0.0, "num_messages": len(run.plan.groups),
+        "straggler_workers": [int(w) for w in np.flatnonzero(run.slow != 1.0)],
+    }
+
+
+def simulate_workers(
+    model: Model,
+    cluster: Cluster,
+    scheduler: str = "wfbp",
+    *,
+    batch_size: int,
+    straggler: StragglerSpec | None = None,
+    iterations: int = 20,
+    seed: int = 0,
+    gpus_by_worker: Sequence[str] | None = None,
+    precision: str = "fp32",
+    prefetch: bool = False,
+    bucket_mb: float = DEFAULT_BUCKET_MB,
+    calibrate_iteration_s: float | None = None,
+    method: str | None = None,
+    architecture: str = "allreduce",
+    options: dict | None = None,
+) -> SimResult:
+    """Simulate ``iterations`` synchronous iterations of every worker.
+
+    Parameters
+    ----------
+    model, cluster, scheduler, batch_size, precision, prefetch, bucket_mb, calibrate_iteration_s, method,
+    architecture, options
+        As in `sim.simulate`. The plan is made for ``cluster.gpu``.
+    straggler : StragglerSpec, optional
+        What varies between workers; none by default.
+    iterations : int
+        Iterations to simulate, 2 to `MAX_WORKER_ITERATIONS`; the first is
+        start-up and is left out of the statistics.
+    seed : int
+        Seed of the one ``numpy`` Generator every random draw comes from.
+    gpus_by_worker : sequence of str, optional
+        The GPU type of each worker (a zoo model is needed to mix types).
+
+    Returns
+    -------
+    SimResult
+        ``iteration_time_s`` is the mean period between iteration ends from
+        the second iteration on; with identical workers (nothing random) it is
+        the steady-state period by `sim.simulate`'s rule, so the two agree.
+        ``metrics`` holds p50, p99, the ideal (identical-worker) iteration and
+        the slowdown; ``timeline`` every worker's tasks (`sim.core.timeline`),
+        plus ``wait`` and ``comm_wait`` rows for the idle time before each
+        update; ``iteration_times_s``, ``wait_s`` and ``straggler_workers``.
+    """
+    spec = straggler if straggler is not None else StragglerSpec()
+    common = dict(batch_size=batch_size, iterations=iterations, seed=seed, precision=precision, prefetch=prefetch,
+                  bucket_mb=bucket_mb, calibrate_iteration_s=calibrate_iteration_s, method=method,
+                  architecture=architecture, options=options)
+    run = run_sync(model, cluster, scheduler, spec=spec, gpus_by_worker=gpus_by_worker, **common)
+    pipelined = run.plan.per_layer_update
+    last_ends = run.update_end_s.max(axis=1)
+    if spec.is_uniform and gpus_by_worker is None:
+        ideal = mean = steady_iteration_s(last_ends, pipelined)
+    else:
+        ideal_run = run_sync(model, cluster, scheduler, spec=StragglerSpec(), **common)
+        ideal = steady_iteration_s(ideal_run.update_end_s.max(axis=1), pipelined)
+        mean = float(run.periods_s.mean())
+    if not (mean > 0 and math.isfinite(mean)):
+        raise SimInputError("the iteration takes no time: give the model non-zero compute times")
+    scheduler = resolve_method(method, scheduler, architecture, options)[0]
+    metrics = _metrics(run, spec, cluster, scheduler, batch_size, precision, seed, iterations, ideal, mean)
+    names = run.base.layer_names
+    groups = [[names[i] for i in members] for members in run.plan.groups]
+    return SimResult(mean, metrics, lambda: with_waits(run), groups, run.plan, run.base, cluster,
+                     run.periods_s, run.wait_s, tuple(int(w) for w in np.flatnonzero(run.slow != 1.0)), run.names)
+
+
+def with_waits(run: SyncRun) -> pd.DataFrame:
+    """The run's timeline with a ``wait`` row (until the slowest worker's backward
+    ends) and a ``comm_wait`` row (then until the network is done) per worker
+    and iteration in which it idles before its update."""
+    timeline = run.timeline()
+    slowest = run.backward_end_s.max(axis=1, keepdims=True)
+    own, idle_end = run.backward_end_s, run.backward_end_s + run.wait_s
+    wait_end = np.minimum(np.maximum(slowest, own), idle_end)
+    rows = []
+    for kind, lo, hi in (("wait", own, wait_end), ("comm_wait", wait_end, idle_end)):
+        k, w = np.nonzero(hi > lo)
+        rows.append(pd.DataFrame({
+            "iteration": k, "worker": w, "lane": "compute", "kind": kind,
+            "name": [f"it{a}/w{b}/{kind}" for a, b in zip(k.tolist(), w.tolist(), strict=True)],
+            "layer": "", "message": -1, "start_s": lo[k, w], "end_s": hi[k, w],
+            "duration_s": hi[k, w] - lo[k, w], "bytes": 0,
+        }))
+    extra = pd.concat(rows, ignore_index=True)
+    extra["group"], extra["resource"] = extra["message"], extra["lane"]
+    extra = extra[list(timeline.columns)].astype(timeline.dtypes.to_dict())
+    out = pd.concat([timeline, extra], ignore_index=True)
+    return out.sort_values(["start_s", "end_s", "iteration"], kind="stable").reset_index(drop=True)
