@@ -29,13 +29,15 @@ AD-PSGD      ring           compute a gradient on x_w while averaging x_w with a
 Costs. A worker's step computes ``io + h2d + f (F + B)`` (``f`` its straggler
 factor, `sim.workers.StragglerSpec`), plus its update ``U`` where the worker
 updates a local model. Every message carries the full model, M = params x
-bytes per parameter, over the cluster's inter-node ``network`` preset:
-``alpha + beta M`` (times a jitter factor). One parameter server holds the
+bytes per parameter, over the cluster's inter-node ``network`` preset; its
+time is the `sim.comm.CommCost` of `message_cost` (``alpha + beta M``), times
+a jitter factor. One parameter server holds the
 model; its inbound and outbound links each carry one message at a time,
 shared by every worker — the bottleneck that grows with P. The server
 applies each push in ``U``. In the gossip and ring algorithms each worker's
 link carries one exchange at a time. Each GPU is an endpoint of the network
-(``gpus_per_node`` only matters to AR-SGD's collective).
+(``gpus_per_node`` only matters to AR-SGD's collective, whose all-reduce
+takes the cluster's own cost, `sim.cluster.Cluster.comm_cost`).
 
 Every run processes a budget of ``P x steps`` gradients and records each
 change to a model in an **update log** (`UPDATE_COLUMNS`) that
@@ -68,6 +70,7 @@ import pandas as pd
 from sim.catalog import get_network
 from sim.checks import check_seed
 from sim.cluster import Cluster
+from sim.comm import CommCost
 from sim.errors import SimInputError
 from sim.model import Model, bytes_per_param, check_batch_size
 from sim.workers import WORKER_TIMELINE_COLUMNS, StragglerSpec, straggler_factors
@@ -83,6 +86,7 @@ __all__ = [
     "UPDATE_COLUMNS",
     "AlgorithmConfig",
     "AlgorithmResult",
+    "message_cost",
     "simulate_algorithm",
     "simulate_algorithms",
     "sweep_algorithms",
@@ -161,6 +165,18 @@ def _check_int(name: str, value, low: int, high: int) -> int:
     return int(value)
 
 
+def message_cost(cluster: Cluster) -> CommCost:
+    """The cost of every message of BSP, ASP, SSP, EASGD, GoSGD and AD-PSGD.
+
+    One message moves the whole model from one GPU to another (or to the
+    server) over the cluster's inter-node ``network`` preset: ``alpha +
+    beta M``. Each GPU is an endpoint of that network. AR-SGD instead takes
+    the cluster's all-reduce cost (`Cluster.comm_cost`) in the engine.
+    """
+    net = get_network(cluster.network)
+    return CommCost(net.alpha_s, net.beta_s_per_byte, f"one message over {cluster.network}")
+
+
 def _setup(model, cluster, *, batch_size, steps, spec, seed, precision, gpus_by_worker) -> tuple[RunSetup, Model]:
     check_batch_size(batch_size)
     steps = _check_int("steps", steps, 2, MAX_STEPS)
@@ -171,12 +187,12 @@ def _setup(model, cluster, *, batch_size, steps, spec, seed, precision, gpus_by_
     width = bytes_per_param(precision)
     base, fb, update = worker_times(model, cluster, batch_size, precision, gpus_by_worker)
     slow = straggler_factors(spec, np.random.default_rng(seed), cluster.gpus)
-    net = get_network(cluster.network)
     nbytes = int(base.total_params) * width
+    message_s = message_cost(cluster).message_time_s(tuple(range(base.num_layers)), nbytes)
     setup = RunSetup(
         workers=cluster.gpus, steps=steps, batch_size=int(batch_size), io_s=base.io_s, h2d_s=base.h2d_s,
         fb_s=fb * slow, update_s=update * slow, server_update_s=float(base.update_s),
-        message_s=net.alpha_s + net.beta_s_per_byte * nbytes, model_bytes=nbytes, spec=spec, seed=seed,
+        message_s=message_s, model_bytes=nbytes, spec=spec, seed=seed,
     )
     return setup, base
 
