@@ -68,7 +68,7 @@ import numpy as np
 import pandas as pd
 
 from sim.catalog import get_network
-from sim.checks import check_seed
+from sim.checks import check_float, check_int, check_seed
 from sim.cluster import Cluster
 from sim.comm import CommCost
 from sim.errors import SimInputError
@@ -126,15 +126,11 @@ class AlgorithmConfig:
     gossip_p: float = 0.5
 
     def __post_init__(self) -> None:
-        for name in ("staleness", "tau"):
-            value = getattr(self, name)
-            low = 0 if name == "staleness" else 1
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                raise SimInputError(f"{name} must be a whole number >= {low}, got {value!r}")
-        if self.moving_rate is not None and not (math.isfinite(self.moving_rate) and 0 < self.moving_rate <= 1):
-            raise SimInputError(f"moving_rate must be in (0, 1], got {self.moving_rate!r}")
-        if not (isinstance(self.gossip_p, (int, float)) and 0 <= self.gossip_p <= 1):
-            raise SimInputError(f"gossip_p must be from 0 to 1, got {self.gossip_p!r}")
+        check_int("staleness", self.staleness, 0)
+        check_int("tau", self.tau, 1)
+        if self.moving_rate is not None:
+            check_float("moving_rate", self.moving_rate, 0, 1, low_open=True)
+        check_float("gossip_p", self.gossip_p, 0, 1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,12 +155,6 @@ class AlgorithmResult:
 # --- entry points -------------------------------------------------------------------
 
 
-def _check_int(name: str, value, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
-        raise SimInputError(f"{name} must be a whole number from {low} to {high}, got {value!r}")
-    return int(value)
-
-
 def message_cost(cluster: Cluster) -> CommCost:
     """The cost of every message of BSP, ASP, SSP, EASGD, GoSGD and AD-PSGD.
 
@@ -179,9 +169,9 @@ def message_cost(cluster: Cluster) -> CommCost:
 
 def _setup(model, cluster, *, batch_size, steps, spec, seed, precision, gpus_by_worker) -> tuple[RunSetup, Model]:
     check_batch_size(batch_size)
-    steps = _check_int("steps", steps, 2, MAX_STEPS)
+    steps = check_int("steps", steps, 2, MAX_STEPS)
     seed = check_seed(seed)
-    _check_int("workers", cluster.gpus, 1, MAX_ALGORITHM_WORKERS)
+    check_int("workers", cluster.gpus, 1, MAX_ALGORITHM_WORKERS)
     if not isinstance(spec, StragglerSpec):
         raise SimInputError(f"straggler must be a StragglerSpec, got {type(spec).__name__}")
     width = bytes_per_param(precision)
@@ -308,7 +298,7 @@ def sweep_algorithms(model: Model, cluster: Cluster, *, workers: Sequence[int],
         raise SimInputError("workers must list at least one worker count")
     rows = []
     for p in workers:
-        c = cluster.with_gpus(_check_int("workers", p, 1, MAX_ALGORITHM_WORKERS))
+        c = cluster.with_gpus(check_int("workers", p, 1, MAX_ALGORITHM_WORKERS))
         for name, res in simulate_algorithms(model, c, algorithms, **kwargs).items():
             rows.append(res.metrics | {"algorithm": name})
     return pd.DataFrame(rows)

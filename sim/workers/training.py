@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from sim.checks import check_float, check_int, check_seed
 from sim.cluster import Cluster
-from sim.errors import SimInputError
 from sim.model import Model
 from sim.workers import StragglerSpec
 from sim.workers.algorithms import (
@@ -106,12 +106,13 @@ def make_dataset(seed: int = 0, *, classes: int = 4, dim: int = 8, separation: f
     steps of learning rate 0.5 from zero weights need about 25 steps to come
     within 0.02 of it: enough for the order of updates to show.
     """
-    if not (2 <= classes <= 50 and 1 <= dim <= 1000 and 10 <= n_train <= 10**6 and 10 <= n_test <= 10**6):
-        raise SimInputError("dataset: need 2-50 classes, 1-1000 dimensions and 10-1e6 samples per split")
-    if not (math.isfinite(separation) and separation > 0):
-        raise SimInputError(f"separation must be a finite number > 0, got {separation}")
-    if not (math.isfinite(spread) and spread >= 1):
-        raise SimInputError(f"spread must be a finite number >= 1, got {spread}")
+    seed = check_seed(seed)
+    classes = check_int("classes", classes, 2, 50)
+    dim = check_int("dim", dim, 1, 1000)
+    n_train = check_int("n_train", n_train, 10, 10**6)
+    n_test = check_int("n_test", n_test, 10, 10**6)
+    separation = check_float("separation", separation, 0, low_open=True)
+    spread = check_float("spread", spread, 1)
     rng = np.random.default_rng([seed, 7])
     scales = spread ** np.linspace(-0.5, 0.5, dim)  # from 1/sqrt(spread) to sqrt(spread)
     directions = rng.standard_normal((classes, dim))
@@ -183,27 +184,26 @@ def replay(result: AlgorithmResult, data: Dataset | None = None, *, lr: float = 
         `CURVE_COLUMNS`: the consensus model's test loss and accuracy at
         time 0 and after every ``eval_every`` gradients, and at the end.
     """
-    if not (math.isfinite(lr) and lr > 0):
-        raise SimInputError(f"lr must be a finite number > 0, got {lr}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise SimInputError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
+    lr = check_float("lr", lr, 0, low_open=True)
+    batch_size = check_int("batch_size", batch_size, 1)
+    seed = check_seed(seed)
+    every = result.workers if eval_every is None else check_int("eval_every", eval_every, 1)
     data = data if data is not None else make_dataset(seed)
+    return pd.DataFrame(_replay_curve(result, data, lr, batch_size, seed, every), columns=list(CURVE_COLUMNS))
+
+
+def _replay_curve(result: AlgorithmResult, data: Dataset, lr: float, batch_size: int, seed: int,
+                  every: int) -> list[tuple]:
+    """`replay`'s rows: the log applied change by change, the consensus model evaluated every ``every`` gradients."""
     p = result.workers
-    every = int(eval_every) if eval_every is not None else p
-    if every < 1:
-        raise SimInputError(f"eval_every must be >= 1, got {eval_every}")
     n = len(data.y_train)
     zero = np.zeros((data.dim + 1, data.classes))
     current = dict.fromkeys(range(SERVER, p), zero)
     snapshots: dict[tuple[int, int], np.ndarray] = {(m, 0): zero for m in range(SERVER, p)}
 
-    def consensus() -> np.ndarray:
-        if result.consensus == "mean":
-            return np.mean([current[m] for m in range(p)], axis=0)
-        return current[SERVER]
-
     def evaluate(time_s: float, done: int) -> tuple:
-        loss, acc = _loss_and_accuracy(consensus(), data.x_test, data.y_test)
+        model = np.mean([current[m] for m in range(p)], axis=0) if result.consensus == "mean" else current[SERVER]
+        loss, acc = _loss_and_accuracy(model, data.x_test, data.y_test)
         return (result.algorithm, time_s, done, loss, acc)
 
     curve = [evaluate(0.0, 0)]
@@ -225,7 +225,7 @@ def replay(result: AlgorithmResult, data: Dataset | None = None, *, lr: float = 
             curve.append(evaluate(float(t), done))
     if curve[-1][2] != done:
         curve.append(evaluate(float(log.time_s.iloc[-1]), done))
-    return pd.DataFrame(curve, columns=list(CURVE_COLUMNS))
+    return curve
 
 
 def train_algorithms(results: Mapping[str, AlgorithmResult], data: Dataset | None = None, **kwargs) -> pd.DataFrame:
@@ -271,9 +271,8 @@ def compare_algorithms(model: Model, cluster: Cluster, *, batch_size: int, algor
     Everything (schedules, mini-batches, data) follows from ``seed``.
     """
     data = make_dataset(seed)
-    target = data.bayes_accuracy - TARGET_MARGIN if target_accuracy is None else float(target_accuracy)
-    if not (math.isfinite(target) and 0 < target <= 1):
-        raise SimInputError(f"target_accuracy must be in (0, 1], got {target_accuracy!r}")
+    target = (data.bayes_accuracy - TARGET_MARGIN if target_accuracy is None
+              else check_float("target_accuracy", target_accuracy, 0, 1, low_open=True))
     results = simulate_algorithms(model, cluster, algorithms, batch_size=batch_size, steps=steps, seed=seed,
                                   straggler=straggler, config=config, precision=precision,
                                   gpus_by_worker=gpus_by_worker)
