@@ -3,10 +3,10 @@
 BSP, ASP and SSP (`ParameterServerRun`), EASGD (`EASGDRun`), GoSGD
 (`GoSGDRun`) and AD-PSGD (`ADPSGDRun`) each run on an `Engine` of their own:
 workers compute, messages queue for the `Channel` they cross, and every
-change to a model goes to the update log. AR-SGD goes through the per-worker
-engine's synchronous run instead (`sim.workers.algorithm_engine`). `RunSetup` is what a run is
-given, resolved once by `sim.workers.algorithms`; its ``message_s`` comes
-from that module's `message_cost`.
+change to a model goes to the update log. AR-SGD goes through the
+per-worker engine's synchronous run instead (`sim.workers.algorithm_engine`).
+`RunSetup` is what a run is given, resolved once by `sim.workers.algorithms`;
+its ``message_s`` comes from that module's `message_cost`.
 """
 
 from __future__ import annotations

@@ -31,9 +31,9 @@ factor, `sim.workers.StragglerSpec`), plus its update ``U`` where the worker
 updates a local model. Every message carries the full model, M = params x
 bytes per parameter, over the cluster's inter-node ``network`` preset; its
 time is the `sim.comm.CommCost` of `message_cost` (``alpha + beta M``), times
-a jitter factor. One parameter server holds the
-model; its inbound and outbound links each carry one message at a time,
-shared by every worker — the bottleneck that grows with P. The server
+a jitter factor. One parameter server holds the model; its inbound and
+outbound links each carry one message at a time, shared by every worker —
+the bottleneck that grows with P. The server
 applies each push in ``U``. In the gossip and ring algorithms each worker's
 link carries one exchange at a time. Each GPU is an endpoint of the network
 (``gpus_per_node`` only matters to AR-SGD's collective, whose all-reduce
