@@ -16,14 +16,13 @@ from sim.algorithms import (
     simulate_algorithm,
 )
 from sim.training import (
-    _gradient,
-    _loss_and_accuracy,
     accuracy_of,
     make_dataset,
     replay,
     time_to_accuracy,
     train_algorithms,
 )
+from sim.workers.training import _gradient, _loss_and_accuracy
 
 DATA = make_dataset(0)
 
