@@ -86,12 +86,12 @@ def supports(plan: Plan, cost, num_layers: int | None = None) -> bool:
 
 
 def _chain_ends(start: np.ndarray, durations: np.ndarray) -> np.ndarray:
-    """Ends of tasks run back to back from ``start`` (K,): ``end[i] = end[i-1] + d[i]``.
+    """Ends of tasks run back to back from ``start`` (K,): ``end[i] = end[i-1] + d[i]``; ``durations`` (n,) or (K, n).
 
     A running sum that starts from ``start``, added in the same order as the
     engine adds, so the ends are the engine's to the last bit.
     """
-    buf = np.empty((start.shape[0], durations.shape[0] + 1))
+    buf = np.empty((start.shape[0], durations.shape[-1] + 1))
     buf[:, 0] = start
     buf[:, 1:] = durations
     return np.cumsum(buf, axis=1)[:, 1:]

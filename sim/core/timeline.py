@@ -31,13 +31,20 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["COMPUTE_KINDS", "TIMELINE_COLUMNS", "frame", "graph_timeline", "interval_overlap_s"]
+__all__ = [
+    "COMPUTE_KINDS", "ROW_COLUMNS", "TIMELINE_COLUMNS", "coalesce", "frame", "from_rows", "graph_timeline",
+    "interval_overlap_s", "to_rows",
+]
 
 TIMELINE_COLUMNS = (
     "iteration", "worker", "lane", "kind", "name", "layer", "message", "start_s", "end_s", "duration_s", "bytes",
     "group", "resource",
 )
 COMPUTE_KINDS = ("forward", "backward", "update")
+#: The short rows event-driven runs record: ``(worker, iteration, kind, start_s, end_s, duration_s)``.
+ROW_COLUMNS = ("worker", "iteration", "kind", "start_s", "end_s", "duration_s")
+#: The lane of each kind of short row (any other kind runs on the worker's compute lane).
+_LANE_OF_KIND = {"push": "push", "pull": "pull", "comm": "comm", "gossip": "comm", "average": "comm", "queue": "comm"}
 _INT_COLUMNS = {"iteration": "int64", "worker": "int64", "message": "int64", "bytes": "int64"}
 
 
@@ -51,6 +58,40 @@ def frame(columns: dict) -> pd.DataFrame:
     out["resource"] = out["lane"]
     out = out[list(TIMELINE_COLUMNS)]
     return out.sort_values(["start_s", "end_s", "iteration"], kind="stable").reset_index(drop=True)
+
+
+def from_rows(rows) -> pd.DataFrame:
+    """A timeline in the one schema from short rows (`ROW_COLUMNS`)."""
+    short = pd.DataFrame(list(rows), columns=list(ROW_COLUMNS))
+    kinds = short["kind"].astype(object)
+    return frame({
+        "iteration": short["iteration"].to_numpy(np.int64), "worker": short["worker"].to_numpy(np.int64),
+        "lane": [_LANE_OF_KIND.get(k, "compute") for k in kinds], "kind": kinds.to_numpy(),
+        "name": [f"it{k}/w{w}/{kind}" for w, k, kind in zip(short["worker"], short["iteration"], kinds, strict=True)],
+        "layer": [""] * len(short), "message": np.full(len(short), -1, np.int64),
+        "start_s": short["start_s"].to_numpy(float), "end_s": short["end_s"].to_numpy(float),
+        "bytes": np.zeros(len(short), np.int64),
+    })
+
+
+def to_rows(timeline: pd.DataFrame) -> list[tuple]:
+    """Short rows (`ROW_COLUMNS`) of a timeline."""
+    return list(timeline[list(ROW_COLUMNS)].itertuples(index=False, name=None))
+
+
+def coalesce(timeline: pd.DataFrame) -> pd.DataFrame:
+    """One bar per run of back-to-back tasks of one kind on one worker's lane
+    (a forward pass instead of its layers), for drawing many workers at once."""
+    t = timeline.sort_values(["worker", "lane", "start_s", "end_s"], kind="stable").reset_index(drop=True)
+    same = ((t["worker"] == t["worker"].shift()) & (t["lane"] == t["lane"].shift())
+            & (t["kind"] == t["kind"].shift()) & (t["iteration"] == t["iteration"].shift())
+            & (t["start_s"] == t["end_s"].shift()) & (t["kind"] != "comm"))
+    block = (~same).cumsum()
+    agg = t.groupby(block, sort=False).agg(
+        iteration=("iteration", "first"), worker=("worker", "first"), lane=("lane", "first"),
+        kind=("kind", "first"), name=("name", "first"), layer=("layer", "first"), message=("message", "first"),
+        start_s=("start_s", "first"), end_s=("end_s", "last"), bytes=("bytes", "sum"))
+    return frame({key: agg[key].to_numpy() for key in agg.columns})
 
 
 def graph_timeline(graph, start: np.ndarray, end: np.ndarray, iterations: int | None = None) -> pd.DataFrame:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.workers import Engine, StragglerSpec, draw_compute_factors, jitter_factors
+from sim.workers.events import Engine
+from sim.workers.stragglers import StragglerSpec, draw_compute_factors, jitter_factors
 
 __all__ = [
     "NO_MODEL",

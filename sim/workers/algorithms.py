@@ -71,11 +71,12 @@ from sim.catalog import get_network
 from sim.checks import check_float, check_int, check_seed
 from sim.cluster import Cluster
 from sim.comm import CommCost
+from sim.core.timeline import from_rows
 from sim.errors import SimInputError
 from sim.model import Model, bytes_per_param, check_batch_size
-from sim.workers import WORKER_TIMELINE_COLUMNS, StragglerSpec, straggler_factors
 from sim.workers.algorithm_engine import ar_sgd_run, worker_times
 from sim.workers.algorithm_runs import NO_MODEL, SERVER, RunSetup, run_algorithm
+from sim.workers.stragglers import StragglerSpec, straggler_factors
 
 __all__ = [
     "ALGORITHMS",
@@ -138,7 +139,7 @@ class AlgorithmResult:
     """What `simulate_algorithm` returns.
 
     ``log`` follows `UPDATE_COLUMNS`; ``timeline`` follows
-    `sim.workers.WORKER_TIMELINE_COLUMNS` (``iteration`` is the worker's
+    `sim.core.timeline.TIMELINE_COLUMNS` (``iteration`` is the worker's
     local step; ``worker`` -1 is the server or the collective). ``consensus``
     names the model to evaluate: ``"server"`` (model -1) or ``"mean"`` (the
     mean of the replicas 0..P-1).
@@ -276,7 +277,7 @@ def simulate_algorithm(
     frame = frame.astype({c: "int64" for c in ("worker", "step", "target", "version", "src", "src_version",
                                                "ref", "ref_version", "staleness")})
     metrics = _metrics(algorithm, base, cluster, setup, spec, precision, frame, sent, received, busy, links)
-    timeline = pd.DataFrame(rows, columns=list(WORKER_TIMELINE_COLUMNS))
+    timeline = from_rows(rows)
     timeline = timeline.sort_values(["start_s", "worker"], kind="stable").reset_index(drop=True)
     return AlgorithmResult(algorithm, metrics, frame, timeline, setup.workers, consensus)
 

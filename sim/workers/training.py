@@ -40,7 +40,6 @@ import pandas as pd
 from sim.checks import check_float, check_int, check_seed
 from sim.cluster import Cluster
 from sim.model import Model
-from sim.workers import StragglerSpec
 from sim.workers.algorithms import (
     ALGORITHMS,
     SERVER,
@@ -48,6 +47,7 @@ from sim.workers.algorithms import (
     AlgorithmResult,
     simulate_algorithms,
 )
+from sim.workers.stragglers import StragglerSpec
 
 __all__ = [
     "CURVE_COLUMNS",
