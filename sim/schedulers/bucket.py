@@ -24,10 +24,7 @@ def bucket(grads: GradientLayers, cost: CommCost, bucket_mb: float = DEFAULT_BUC
 
 
 SPEC = register(SchedulerSpec(
-    name=BUCKET,
-    description="Fixed-size buckets in gradient-ready order: a bucket is sent once it holds bucket_mb MiB.",
-    citation="Li et al., PyTorch Distributed, VLDB 2020 (buckets of bucket_cap_mb)",
-    plan=lambda grads, cost, options, bucket_mb: bucket(grads, cost, bucket_mb=bucket_mb),
-    knobs=("bucket_mb",),
-    function=bucket,
-))
+    BUCKET, "Fixed-size buckets in gradient-ready order: a bucket is sent once it holds bucket_mb MiB.",
+    "Li et al., PyTorch Distributed, VLDB 2020 (buckets of bucket_cap_mb)",
+    plan=lambda grads, cost, options, bucket_mb: bucket(grads, cost, bucket_mb=bucket_mb), function=bucket,
+    knobs=("bucket_mb",)))

@@ -28,12 +28,7 @@ def bytescheduler(grads: GradientLayers, cost: CommCost, options: SchedulerOptio
 
 
 SPEC = register(SchedulerSpec(
-    name=BYTESCHEDULER,
-    description="ByteScheduler: partitions by priority, nearest the input first, overlapping the next forward.",
-    citation="Peng et al., ByteScheduler, SOSP 2019; Jayarajan et al., P3, MLSys 2019",
-    plan=lambda grads, cost, options, bucket_mb: bytescheduler(grads, cost, options),
-    knobs=("partition_bytes", "credit"),
-    ps_in_flight_knob="credit",
-    per_worker=False,  # the per-worker engine does not time partitions yet
-    function=bytescheduler,
-))
+    BYTESCHEDULER, "ByteScheduler: partitions by priority, nearest the input first, overlapping the next forward.",
+    "Peng et al., ByteScheduler, SOSP 2019; Jayarajan et al., P3, MLSys 2019",
+    plan=lambda grads, cost, options, bucket_mb: bytescheduler(grads, cost, options), function=bytescheduler,
+    knobs=("partition_bytes", "credit"), ps_in_flight_knob="credit", per_worker=False))  # the per-worker engine does not time partitions yet

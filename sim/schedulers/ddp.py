@@ -29,10 +29,7 @@ def ddp(grads: GradientLayers, cost: CommCost, bucket_mb: float = DEFAULT_BUCKET
 
 
 SPEC = register(SchedulerSpec(
-    name=DDP,
-    description="PyTorch DDP's buckets: a first bucket of first_bucket_mb MiB, then buckets of bucket_mb MiB.",
-    citation="Li et al., PyTorch Distributed, VLDB 2020; compute_bucket_assignment_by_size",
-    plan=lambda grads, cost, options, bucket_mb: ddp(grads, cost, bucket_mb=bucket_mb, options=options),
-    knobs=("bucket_mb", "first_bucket_mb"),
-    function=ddp,
-))
+    DDP, "PyTorch DDP's buckets: a first bucket of first_bucket_mb MiB, then buckets of bucket_mb MiB.",
+    "Li et al., PyTorch Distributed, VLDB 2020; compute_bucket_assignment_by_size",
+    plan=lambda grads, cost, options, bucket_mb: ddp(grads, cost, bucket_mb=bucket_mb, options=options), function=ddp,
+    knobs=("bucket_mb", "first_bucket_mb")))

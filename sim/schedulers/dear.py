@@ -26,11 +26,7 @@ def dear(grads: GradientLayers, cost: CommCost, options: SchedulerOptions | None
 
 
 SPEC = register(SchedulerSpec(
-    name=DEAR,
-    description="DeAR: reduce-scatter as gradients are ready, all-gather just before the next forward needs it.",
-    citation="Zhang et al., DeAR, arXiv 2302.12445",
-    plan=lambda grads, cost, options, bucket_mb: dear(grads, cost, options),
-    allreduce_only=True,
-    per_worker=False,  # the per-worker engine does not time decoupled messages yet
-    function=dear,
-))
+    DEAR, "DeAR: reduce-scatter as gradients are ready, all-gather just before the next forward needs it.",
+    "Zhang et al., DeAR, arXiv 2302.12445",
+    plan=lambda grads, cost, options, bucket_mb: dear(grads, cost, options), function=dear,
+    allreduce_only=True, per_worker=False))  # the per-worker engine does not time decoupled messages yet

@@ -52,11 +52,7 @@ def horovod(grads: GradientLayers, cost: CommCost, options: SchedulerOptions | N
 
 
 SPEC = register(SchedulerSpec(
-    name=HOROVOD,
-    description="Horovod tensor fusion: ready gradients packed each cycle into buffers up to the threshold.",
-    citation="Sergeev and Del Balso, Horovod, arXiv 1802.05799; Horovod 0.19",
-    plan=lambda grads, cost, options, bucket_mb: horovod(grads, cost, options),
-    knobs=("fusion_threshold_mb", "cycle_time_ms"),
-    per_worker=False,  # the per-worker engine does not time Horovod's cycle lag yet
-    function=horovod,
-))
+    HOROVOD, "Horovod tensor fusion: ready gradients packed each cycle into buffers up to the threshold.",
+    "Sergeev and Del Balso, Horovod, arXiv 1802.05799; Horovod 0.19",
+    plan=lambda grads, cost, options, bucket_mb: horovod(grads, cost, options), function=horovod,
+    knobs=("fusion_threshold_mb", "cycle_time_ms"), per_worker=False))  # the per-worker engine does not time Horovod's cycle lag yet

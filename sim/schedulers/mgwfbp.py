@@ -8,7 +8,7 @@ from sim.comm import CommCost
 from sim.core.plan import GradientLayers, Plan
 from sim.schedulers.base import plan_from_spans
 from sim.schedulers.names import MGWFBP
-from sim.schedulers.registry import SchedulerSpec, register
+from sim.schedulers.registry import SchedulerSpec, ignoring_options, register
 
 __all__ = ["mgwfbp"]
 
@@ -52,9 +52,6 @@ def mgwfbp(grads: GradientLayers, cost: CommCost) -> Plan:
 
 
 SPEC = register(SchedulerSpec(
-    name=MGWFBP,
-    description="Merged-gradient WFBP: merges a layer into the next when waiting costs less than a start-up.",
-    citation="Shi, Chu and Li, MG-WFBP, INFOCOM 2019, arXiv 1811.11141 (merge rule of the authors' code)",
-    plan=lambda grads, cost, options, bucket_mb: mgwfbp(grads, cost),
-    function=mgwfbp,
-))
+    MGWFBP, "Merged-gradient WFBP: merges a layer into the next when waiting costs less than a start-up.",
+    "Shi, Chu and Li, MG-WFBP, INFOCOM 2019, arXiv 1811.11141 (merge rule of the authors' code)",
+    plan=ignoring_options(mgwfbp), function=mgwfbp))

@@ -8,7 +8,7 @@ from sim.comm import CommCost
 from sim.core.plan import GradientLayers, Plan
 from sim.schedulers.base import plan_from_spans
 from sim.schedulers.names import OPTIMAL
-from sim.schedulers.registry import SchedulerSpec, register
+from sim.schedulers.registry import SchedulerSpec, ignoring_options, register
 
 __all__ = ["optimal"]
 
@@ -69,9 +69,6 @@ def optimal(grads: GradientLayers, cost: CommCost) -> Plan:
 
 
 SPEC = register(SchedulerSpec(
-    name=OPTIMAL,
-    description="The fastest grouping of consecutive layers into messages, exactly (dynamic programming).",
-    citation="this simulator's exact DP over prefixes (the bound MG-WFBP, INFOCOM 2019, is measured against)",
-    plan=lambda grads, cost, options, bucket_mb: optimal(grads, cost),
-    function=optimal,
-))
+    OPTIMAL, "The fastest grouping of consecutive layers into messages, exactly (dynamic programming).",
+    "this simulator's exact DP over prefixes (the bound MG-WFBP, INFOCOM 2019, is measured against)",
+    plan=ignoring_options(optimal), function=optimal))

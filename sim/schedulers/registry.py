@@ -21,7 +21,7 @@ from sim.schedulers.knobs import DEFAULT_BUCKET_MB, KNOBS, Knob
 from sim.schedulers.options import SchedulerOptions
 
 __all__ = [
-    "KNOBS", "Knob", "SchedulerSpec", "check_knobs_apply", "get_spec", "knob_reads", "knob_users", "make_plan",
+    "KNOBS", "Knob", "LiveView", "SchedulerSpec", "check_knobs_apply", "get_spec", "ignoring_options", "knob_reads", "knob_users", "make_plan",
     "register", "scheduler_names", "settings_of", "specs", "unregister",
 ]
 
@@ -88,6 +88,11 @@ def scheduler_names() -> tuple[str, ...]:
 def specs() -> tuple[SchedulerSpec, ...]:
     """Every registered spec, in registration order."""
     return tuple(_REGISTRY.values())
+
+
+def ignoring_options(function: Callable[[GradientLayers, CommCost], Plan]):
+    """The ``plan`` of a scheduler that reads no knob: ``function(grads, cost)``."""
+    return lambda grads, cost, options, bucket_mb: function(grads, cost)
 
 
 class LiveView(Mapping):

@@ -6,7 +6,7 @@ from sim.comm import CommCost
 from sim.core.plan import GradientLayers, Plan
 from sim.schedulers.base import plan_from_spans
 from sim.schedulers.names import SEQUENTIAL
-from sim.schedulers.registry import SchedulerSpec, register
+from sim.schedulers.registry import SchedulerSpec, ignoring_options, register
 
 __all__ = ["sequential"]
 
@@ -17,9 +17,6 @@ def sequential(grads: GradientLayers, cost: CommCost) -> Plan:
 
 
 SPEC = register(SchedulerSpec(
-    name=SEQUENTIAL,
-    description="No overlap: one message per layer, all sent after backward ends.",
-    citation="Shi, Chu and Li, MG-WFBP, INFOCOM 2019, Sec. III (the baseline without overlap)",
-    plan=lambda grads, cost, options, bucket_mb: sequential(grads, cost),
-    function=sequential,
-))
+    SEQUENTIAL, "No overlap: one message per layer, all sent after backward ends.",
+    "Shi, Chu and Li, MG-WFBP, INFOCOM 2019, Sec. III (the baseline without overlap)",
+    plan=ignoring_options(sequential), function=sequential))

@@ -6,7 +6,7 @@ from sim.comm import CommCost
 from sim.core.plan import GradientLayers, Plan
 from sim.schedulers.base import plan_from_spans
 from sim.schedulers.names import SYNCEASGD
-from sim.schedulers.registry import SchedulerSpec, register
+from sim.schedulers.registry import SchedulerSpec, ignoring_options, register
 
 __all__ = ["synceasgd"]
 
@@ -17,9 +17,6 @@ def synceasgd(grads: GradientLayers, cost: CommCost) -> Plan:
 
 
 SPEC = register(SchedulerSpec(
-    name=SYNCEASGD,
-    description="SyncEASGD: one message with every gradient, sent after backward ends.",
-    citation="You et al., ImageNet Training in Minutes, ICPP 2018 (as compared in MG-WFBP, INFOCOM 2019)",
-    plan=lambda grads, cost, options, bucket_mb: synceasgd(grads, cost),
-    function=synceasgd,
-))
+    SYNCEASGD, "SyncEASGD: one message with every gradient, sent after backward ends.",
+    "You et al., ImageNet Training in Minutes, ICPP 2018 (as compared in MG-WFBP, INFOCOM 2019)",
+    plan=ignoring_options(synceasgd), function=synceasgd))

@@ -6,7 +6,7 @@ from sim.comm import CommCost
 from sim.core.plan import GradientLayers, Plan
 from sim.schedulers.base import plan_from_spans
 from sim.schedulers.names import WFBP
-from sim.schedulers.registry import SchedulerSpec, register
+from sim.schedulers.registry import SchedulerSpec, ignoring_options, register
 
 __all__ = ["wfbp"]
 
@@ -21,9 +21,6 @@ def wfbp(grads: GradientLayers, cost: CommCost) -> Plan:
 
 
 SPEC = register(SchedulerSpec(
-    name=WFBP,
-    description="Wait-free backpropagation: one message per layer, sent as soon as its gradient is ready.",
-    citation="Zhang et al., Poseidon, USENIX ATC 2017; MG-WFBP (INFOCOM 2019), Eq. 5",
-    plan=lambda grads, cost, options, bucket_mb: wfbp(grads, cost),
-    function=wfbp,
-))
+    WFBP, "Wait-free backpropagation: one message per layer, sent as soon as its gradient is ready.",
+    "Zhang et al., Poseidon, USENIX ATC 2017; MG-WFBP (INFOCOM 2019), Eq. 5",
+    plan=ignoring_options(wfbp), function=wfbp))
