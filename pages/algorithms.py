@@ -14,6 +14,7 @@ from dashboard.state import Config
 from sim.algorithms import ALGORITHMS, AlgorithmConfig, sweep_algorithms
 from sim.api import resolve_model
 from sim.coarse import compare_coarse_fine
+from sim.schedulers.names import MGWFBP, SYNCEASGD, WFBP
 from sim.training import compare_algorithms
 from sim.workers import StragglerSpec, monte_carlo
 
@@ -47,14 +48,14 @@ def _sweep(cfg: Config, algorithms: tuple, counts: tuple, seed: int, knobs: Algo
 
 @st.cache_data(**CACHE)
 def _monte_carlo(cfg: Config, spec: StragglerSpec, counts: tuple, seed: int):
-    return monte_carlo(_model(cfg), cfg.cluster(gpus=1), "synceasgd", batch_size=cfg.batch_size, straggler=spec,
+    return monte_carlo(_model(cfg), cfg.cluster(gpus=1), SYNCEASGD, batch_size=cfg.batch_size, straggler=spec,
                        workers=list(counts), iterations=STRAGGLER_ITERATIONS, seed=seed, precision=cfg.precision)
 
 
 @st.cache_data(**CACHE)
 def _coarse(cfg: Config, counts: tuple, overlap: float):
     return compare_coarse_fine(_model(cfg), cfg.cluster(gpus=1), gpus=list(counts),
-                               schedulers=["wfbp", "mgwfbp", "synceasgd"], batch_size=cfg.batch_size,
+                               schedulers=[WFBP, MGWFBP, SYNCEASGD], batch_size=cfg.batch_size,
                                precision=cfg.precision, overlap=overlap)
 
 
@@ -128,7 +129,7 @@ slow = s3.number_input("Slow workers", min_value=0, max_value=cfg.gpus, key="str
                        **({} if "strag_k" in st.session_state else {"value": 0}))
 factor = s4.slider("Slower by", 1.0, 4.0, 1.5, 0.1, key="strag_factor")
 jitter = s5.slider("Link jitter (cv)", 0.0, 1.0, 0.0, 0.05, key="strag_jitter")
-scheduler = s6.selectbox("Scheduler", state.scheduler_options(), index=state.scheduler_options().index("wfbp"),
+scheduler = s6.selectbox("Scheduler", state.scheduler_options(), index=state.scheduler_options().index(WFBP),
                          key="strag_scheduler")
 spec = ui.guarded(StragglerSpec, dist=dist, cv=0.0 if dist == "constant" else float(cv), stragglers=int(slow),
                   factor=float(factor), jitter_cv=float(jitter))

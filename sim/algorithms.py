@@ -68,6 +68,7 @@ from sim.catalog import get_network
 from sim.cluster import Cluster
 from sim.errors import SimInputError
 from sim.model import Model, bytes_per_param, check_batch_size
+from sim.schedulers.names import SYNCEASGD
 from sim.workers import (
     WORKER_TIMELINE_COLUMNS,
     Engine,
@@ -593,7 +594,7 @@ def _ar_sgd(model, cluster, setup: _Setup, precision, gpus_by_worker):
     probe = _Run(setup, AlgorithmConfig())
     factors = np.array([[probe.factor(w, k) for w in range(setup.workers)] for k in range(setup.steps)])
     run, *_ = _run_sync(
-        model, cluster, "synceasgd", batch_size=setup.batch_size, spec=setup.spec, iterations=setup.steps,
+        model, cluster, SYNCEASGD, batch_size=setup.batch_size, spec=setup.spec, iterations=setup.steps,
         seed=setup.seed, gpus_by_worker=gpus_by_worker, precision=precision, prefetch=False, bucket_mb=25.0,
         calibrate_iteration_s=None, record=True, factors=factors,
     )

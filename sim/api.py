@@ -3,7 +3,7 @@
 >>> import sim
 >>> model = sim.load_model("tests/data/tiny.csv")          # doctest: +SKIP
 >>> cluster = sim.Cluster(gpus=16, gpus_per_node=4, network="10gbe", intra="pcie3")
->>> res = sim.simulate(model, cluster, scheduler="mgwfbp", batch_size=64)  # doctest: +SKIP
+>>> res = sim.simulate(model, cluster, scheduler=sim.schedulers.names.MGWFBP, batch_size=64)  # doctest: +SKIP
 >>> res.iteration_time_s, res.metrics, res.timeline, res.groups          # doctest: +SKIP
 """
 
@@ -33,6 +33,7 @@ from sim.schedulers import (
     SchedulerOptions,
     make_plan,
 )
+from sim.schedulers.names import BYTESCHEDULER, DEAR, WFBP
 from sim.timeline import COMPUTE_KINDS, interval_overlap_s, timeline_frame
 
 __all__ = [
@@ -148,7 +149,7 @@ def single_gpu_iteration_s_of(model: Model, precision: str = "fp32", prefetch: b
 
 
 def _single_gpu_iteration_dag_s(model: Model, precision: str = "fp32", prefetch: bool = False) -> float:
-    return _steady_iteration_s(_dag_timeline(model, Plan("wfbp", ()), NO_COMM, precision, 2, prefetch))
+    return _steady_iteration_s(_dag_timeline(model, Plan(WFBP, ()), NO_COMM, precision, 2, prefetch))
 
 
 def calibrate(model: Model, measured_iteration_s: float, *, precision: str = "fp32", prefetch: bool = False) -> Model:
@@ -226,7 +227,7 @@ def _phase_metrics(timeline: pd.DataFrame) -> dict:
 def simulate(
     model: Model,
     cluster: Cluster,
-    scheduler: str = "wfbp",
+    scheduler: str = WFBP,
     *,
     batch_size: int,
     precision: str = "fp32",
@@ -293,7 +294,7 @@ def simulate(
 def simulate_dag(
     model: Model,
     cluster: Cluster,
-    scheduler: str = "wfbp",
+    scheduler: str = WFBP,
     *,
     batch_size: int,
     precision: str = "fp32",
@@ -345,9 +346,9 @@ def comm_costs(model: Model, cluster: Cluster, precision: str, scheduler: str, a
     if architecture != "ps":
         cost = cluster.comm_cost(model, precision)
         return cost, cost
-    if scheduler == "dear":
-        raise SimInputError("scheduler 'dear' decouples an all-reduce; it needs architecture 'allreduce'")
-    in_flight = options.credit if scheduler == "bytescheduler" else None
+    if scheduler == DEAR:
+        raise SimInputError(f"scheduler {DEAR!r} decouples an all-reduce; it needs architecture 'allreduce'")
+    in_flight = options.credit if scheduler == BYTESCHEDULER else None
     timing = cluster.ps_cost(servers=options.servers, colocated=options.colocated, in_flight=in_flight, model=model,
                              link_efficiency=options.ps_link_efficiency)
     planning = CommCost(timing.push_alpha_s + timing.pull_alpha_s,

@@ -44,6 +44,7 @@ import pandas as pd
 from sim.comm import NO_COMM, CommCost
 from sim.model import Model
 from sim.schedulers import Plan
+from sim.schedulers.names import WFBP
 from sim.timeline import TIMELINE_COLUMNS
 
 __all__ = ["FastRun", "evaluate", "message_times_s", "single_gpu_iteration_s", "supports"]
@@ -433,5 +434,5 @@ def evaluate(
 
 def single_gpu_iteration_s(model: Model, precision: str = "fp32", prefetch: bool = False) -> float:
     """Steady-state iteration time of ``model`` on one GPU (no communication)."""
-    run = evaluate(model, Plan("wfbp", ()), NO_COMM, precision=precision, iterations=2, prefetch=prefetch)
+    run = evaluate(model, Plan(WFBP, ()), NO_COMM, precision=precision, iterations=2, prefetch=prefetch)
     return float(run.iteration_time_s[0])

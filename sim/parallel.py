@@ -18,9 +18,10 @@ pool or to a Dask cluster, and each row is filled from its evaluation.
 
 >>> import sim
 >>> from sim.parallel import run_grid
+>>> from sim.schedulers.names import MGWFBP, WFBP
 >>> model = sim.load_model("resnet50")                               # doctest: +SKIP
 >>> grid = [{"model": model, "gpus": p, "scheduler": s, "batch_size": 32}
-...         for p in (1, 2, 4, 8) for s in ("wfbp", "mgwfbp")]
+...         for p in (1, 2, 4, 8) for s in (WFBP, MGWFBP)]
 >>> frame = run_grid(grid)                                           # doctest: +SKIP
 """
 
@@ -43,12 +44,13 @@ from sim.dag import gradient_layers
 from sim.errors import SimInputError
 from sim.model import Model, load_model
 from sim.schedulers import DEFAULT_BUCKET_MB, GradientLayers, Plan, make_plan
+from sim.schedulers.names import BUCKET, DDP, OPTIMAL, WFBP
 
 __all__ = ["GRID_KEYS", "SERIAL_WORK_LIMIT", "default_jobs", "run_grid"]
 
 _CLUSTER_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Cluster)}
 _RUN_DEFAULTS = {
-    "scheduler": "wfbp",
+    "scheduler": WFBP,
     "precision": "fp32",
     "prefetch": False,
     "bucket_mb": DEFAULT_BUCKET_MB,
@@ -167,7 +169,7 @@ class _Grid:
         if cluster.gpus > 1 and workload.model.comm_s is not None:  # trace-driven: the model's measured times
             cost = cluster.comm_cost(workload.model, workload.precision)
         if cluster.gpus > 1:  # make_plan hands bucket_mb to the bucket scheduler only
-            ukey = (wid, scheduler, bucket_mb if scheduler in ("bucket", "ddp") else None, cost)
+            ukey = (wid, scheduler, bucket_mb if scheduler in (BUCKET, DDP) else None, cost)
         else:  # one GPU sends nothing: no plan
             ukey = (wid, None, None, NO_COMM)
         uid = self._unit_ids.get(ukey)
@@ -182,7 +184,7 @@ class _Grid:
         for uid in unit_ids:
             wid, scheduler = self.units[uid][:2]
             n = self.workloads[wid].model.num_layers
-            total += n + (n * n / 16 if scheduler == "optimal" else 0)
+            total += n + (n * n / 16 if scheduler == OPTIMAL else 0)
         return total
 
     def chunks(self, parts: int) -> list[list[int]]:

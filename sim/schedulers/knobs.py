@@ -29,7 +29,8 @@ class Knob:
     ``low_open`` excludes ``low`` itself; ``allow_inf`` accepts +inf (a float
     knob with no limit). ``ps``: the parameter-server architecture reads it,
     whatever the scheduler; ``setting``: reported among a run's settings when
-    read. ``tune_scheduler``: the scheduler `sim.tune` tunes it with by default.
+    read. ``tune_scheduler``: the scheduler `sim.tune` tunes it with by default;
+    ``grid``: values worth trying (the dashboard's tuning grid; empty: not offered).
     """
 
     name: str
@@ -44,6 +45,7 @@ class Knob:
     ps: bool = False
     setting: bool = True
     tune_scheduler: str | None = None
+    grid: tuple = ()
 
     @property
     def flag(self) -> str:
@@ -68,18 +70,21 @@ class Knob:
 
 KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("bucket_mb", float, "MiB", DEFAULT_BUCKET_MB, 0, None,
-         "bucket size in MiB (PyTorch DDP's bucket_cap_mb)", low_open=True, tune_scheduler=DDP),
+         "bucket size in MiB (PyTorch DDP's bucket_cap_mb)", low_open=True, tune_scheduler=DDP,
+         grid=(1, 2, 5, 10, 25, 50, 100, 200)),
     Knob("fusion_threshold_mb", float, "MiB", 64.0, 0, None,
          "Horovod fusion threshold in MiB (HOROVOD_FUSION_THRESHOLD; 0 disables fusion)", allow_inf=True,
-         tune_scheduler=HOROVOD),
+         tune_scheduler=HOROVOD, grid=(1, 4, 16, 32, 64, 128, 256)),
     Knob("cycle_time_ms", float, "ms", 1.0, 0, None, "Horovod cycle time in ms (HOROVOD_CYCLE_TIME; 0: no wait)",
-         tune_scheduler=HOROVOD),
+         tune_scheduler=HOROVOD, grid=(0, 0.5, 1, 2, 5, 10)),
     Knob("first_bucket_mb", float, "MiB", 1.0, 0, None,
-         "PyTorch DDP's first bucket cap in MiB (_DEFAULT_FIRST_BUCKET_BYTES)", low_open=True, tune_scheduler=DDP),
+         "PyTorch DDP's first bucket cap in MiB (_DEFAULT_FIRST_BUCKET_BYTES)", low_open=True, tune_scheduler=DDP,
+         grid=(0.25, 0.5, 1, 2, 5, 10, 25)),
     Knob("partition_bytes", int, "bytes", 4_096_000, 1, None,
-         "partition size in bytes (ByteScheduler; BytePS's 4,096,000)", ps=True, tune_scheduler=BYTESCHEDULER),
+         "partition size in bytes (ByteScheduler; BytePS's 4,096,000)", ps=True, tune_scheduler=BYTESCHEDULER,
+         grid=(1_000_000, 2_000_000, 4_096_000, 8_000_000, 16_000_000, 64_000_000)),
     Knob("credit", int, "", 4, 1, None, "partitions in flight at once (ByteScheduler's credit)",
-         tune_scheduler=BYTESCHEDULER),
+         tune_scheduler=BYTESCHEDULER, grid=(1, 2, 4, 8, 16)),
     Knob("servers", int, "", None, 1, None, "parameter servers S (default: as many as worker machines)", ps=True),
     Knob("colocated", bool, "", False, None, None,
          "parameter servers on the worker machines instead of separate hosts", ps=True),

@@ -61,6 +61,7 @@ from sim.dag import gradient_layers
 from sim.errors import SimInputError
 from sim.model import Model, bytes_per_param, check_batch_size
 from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
+from sim.schedulers.names import SYNCEASGD, WFBP
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -541,7 +542,7 @@ def _run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, 
 def simulate_workers(
     model: Model,
     cluster: Cluster,
-    scheduler: str = "wfbp",
+    scheduler: str = WFBP,
     *,
     batch_size: int,
     straggler: StragglerSpec | None = None,
@@ -583,7 +584,7 @@ def simulate_workers(
     >>> import sim
     >>> from sim.workers import StragglerSpec, simulate_workers
     >>> m = sim.load_model("resnet50")
-    >>> res = simulate_workers(m, sim.Cluster(gpus=8), "synceasgd", batch_size=32,
+    >>> res = simulate_workers(m, sim.Cluster(gpus=8), sim.schedulers.names.SYNCEASGD, batch_size=32,
     ...                        straggler=StragglerSpec("normal", cv=0.1), seed=0)  # doctest: +SKIP
     >>> res.metrics["iteration_p99_s"] >= res.metrics["iteration_p50_s"]          # doctest: +SKIP
     True
@@ -653,7 +654,7 @@ def _predicted_period_s(spec: StragglerSpec, ideal_s: float, prof: _Profile, wor
 def monte_carlo(
     model: Model,
     cluster: Cluster,
-    scheduler: str = "synceasgd",
+    scheduler: str = SYNCEASGD,
     *,
     batch_size: int,
     straggler: StragglerSpec,
