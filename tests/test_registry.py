@@ -268,3 +268,24 @@ def test_cli_json_is_strict_where_a_case_has_no_simulation(tmp_path):
     assert code == 0 and "NaN" not in out
     skipped = [c for c in strict_loads(out)["cases"] if "not found" in c["status"]]
     assert skipped and all(c["simulated"] is None and c["error_pct"] is None for c in skipped)
+
+
+def test_the_readme_example_registers_a_scheduler():
+    """The README's "Add a scheduler" example, run as written."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "README.md").read_text()
+    section = text.split("## Add a scheduler", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(code.strip().splitlines()) <= 15
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    try:
+        grads = GradientLayers(np.array([1, 4]), np.array([2.0, 1.0]), np.array([8, 8]))
+        plan = make_plan("reverse", grads, None)
+        assert plan.groups == ((1,), (4,)) and plan.after_backward
+        code, out, _ = run_cli("run", "--model", TINY, "--gpus", "2", "--scheduler", "reverse", "--format", "json")
+        assert code == 0 and json.loads(out)["num_messages"] == 3
+    finally:
+        unregister("reverse")

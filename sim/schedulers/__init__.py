@@ -13,11 +13,15 @@ time of a message and ``tau_c`` its start on the communication channel.
 
 Each scheduler is one module of this package that registers a
 `SchedulerSpec` (`sim.schedulers.registry`); importing the package imports
-them all, in the order below, which is the order of `SCHEDULERS`. Adding a
-scheduler means one new module (and its tests) plus its import here.
+them all: the ten below in this order (the order of `SCHEDULERS`), then any
+other module of the package, by name. Adding a scheduler means one new module
+(and its tests); see the README's "Add a scheduler".
 """
 
 from __future__ import annotations
+
+import importlib
+import pkgutil
 
 from sim.core.plan import GradientLayers, Plan
 from sim.schedulers.base import comm_end_s
@@ -35,6 +39,12 @@ from sim.schedulers.horovod import horovod  # isort: skip
 from sim.schedulers.ddp import ddp  # isort: skip
 from sim.schedulers.bytescheduler import bytescheduler  # isort: skip
 from sim.schedulers.dear import dear  # isort: skip
+
+#: The package's modules that are not schedulers.
+SUPPORT_MODULES = frozenset({"base", "knobs", "names", "options", "registry"})
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name not in SUPPORT_MODULES:
+        importlib.import_module(f"{__name__}.{_module.name}")
 
 _FUNCTIONS = (sequential, wfbp, synceasgd, mgwfbp, optimal, bucket, horovod, ddp, bytescheduler, dear)
 
