@@ -24,7 +24,7 @@ import importlib
 import pkgutil
 
 from sim.core.plan import GradientLayers, Plan
-from sim.schedulers.base import comm_end_s
+from sim.schedulers.base import comm_end_s, plan_from_spans
 from sim.schedulers.options import DEFAULT_BUCKET_MB, SchedulerOptions
 from sim.schedulers.registry import LiveView, make_plan, settings_of
 
@@ -60,6 +60,9 @@ __all__ = [
     "settings_of",
     *(f.__name__ for f in _FUNCTIONS),
 ]
+
+#: The old private name of `plan_from_spans`, still imported by tests/test_fast.py.
+_plan = plan_from_spans
 
 #: name -> the scheduler's function, in registration order (a live view of the registry).
 SCHEDULERS = LiveView(lambda spec: spec.function or spec.plan)
