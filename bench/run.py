@@ -36,7 +36,9 @@ from sim import fast, parallel  # noqa: E402
 from sim.api import simulate_dag  # noqa: E402
 from sim.comm import CommCost  # noqa: E402
 from sim.dag import build_dag, gradient_layers  # noqa: E402
-from sim.schedulers import GradientLayers, Plan, _plan, make_plan, optimal  # noqa: E402
+from sim.schedulers import GradientLayers, Plan, make_plan, optimal  # noqa: E402
+from sim.schedulers.base import plan_from_spans  # noqa: E402
+from sim.schedulers.names import BUCKET, MGWFBP, OPTIMAL, SEQUENTIAL, SYNCEASGD, WFBP  # noqa: E402
 
 CNN150 = ROOT / "bench" / "data" / "cnn150.csv"
 GPU_COUNTS = [2**k for k in range(11)]  # 1 .. 1024
@@ -45,7 +47,7 @@ DESIGN_MODELS = ["alexnet", "vgg16", "googlenet", "inception_v3", "resnet50", "r
 DESIGN_NETWORKS = ["10gbe", "10gbe-k80-osu", "25gbe", "100gbe", "ib-fdr-56", "ib-edr-100", "ib-hdr-200", "ib-ndr-400"]
 DESIGN_BUCKETS_MB = [1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 40, 50, 64, 80, 100, 128, 160, 200, 256]
 #: The six schedulers the sweep targets are stated for (sim.SCHEDULERS may hold more).
-SWEEP_SCHEDULERS = ["sequential", "wfbp", "synceasgd", "mgwfbp", "optimal", "bucket"]
+SWEEP_SCHEDULERS = [SEQUENTIAL, WFBP, SYNCEASGD, MGWFBP, OPTIMAL, BUCKET]
 TARGETS_S = {"simulate": 2e-3, "optimal_1000": 50e-3, "dashboard": 50e-3, "design": 10.0, "import": 0.5}
 
 
@@ -129,7 +131,7 @@ def optimal_quadratic(grads: GradientLayers, cost: CommCost) -> Plan:
         spans.append((j, i))
         i = j - 1
     spans.reverse()
-    return _plan("optimal", grads, [(n - 1 - j, n - 1 - i) for j, i in spans])
+    return plan_from_spans(OPTIMAL, grads, [(n - 1 - j, n - 1 - i) for j, i in spans])
 
 
 def synthetic_grads(n: int, seed: int = 0) -> GradientLayers:
@@ -165,14 +167,14 @@ def bench_simulate(out, repeat: int) -> dict:
             assert abs(longest_path_s(timed, cluster, name) - run_end) <= 1e-12 * run_end, "longest path disagrees"
             out(f"| {label} | {name} | {stat(t_fast)} | {stat(t_ref)} | {med(t_ref) / med(t_fast):.0f}× | "
                 f"{stat(t_lp)} | {med(t_lp) / med(t_fast):.0f}× |")
-            if label.startswith("cnn150") and name in SWEEP_SCHEDULERS and name != "optimal":
+            if label.startswith("cnn150") and name in SWEEP_SCHEDULERS and name != OPTIMAL:
                 worst_non_optimal[name] = med(t_fast)
     worst = max(worst_non_optimal, key=worst_non_optimal.get)
     out(f"\nTarget, one simulate of 150 layers, any scheduler but optimal: slowest is {worst} at "
         f"{fmt(worst_non_optimal[worst])}: {verdict(worst_non_optimal[worst], TARGETS_S['simulate'])}.\n")
     model = sim.load_model(CNN150)
-    t_line = measure(lambda: sim.simulate(model, cluster, "mgwfbp", batch_size=32).timeline, max(10, repeat // 5))
-    t_ref = measure(lambda: simulate_dag(model, cluster, "mgwfbp", batch_size=32).timeline, max(5, repeat // 20))
+    t_line = measure(lambda: sim.simulate(model, cluster, MGWFBP, batch_size=32).timeline, max(10, repeat // 5))
+    t_ref = measure(lambda: simulate_dag(model, cluster, MGWFBP, batch_size=32).timeline, max(5, repeat // 20))
     out(f"With the timeline read (cnn150, mgwfbp, what a Gantt chart needs): fast {stat(t_line)}, "
         f"reference {stat(t_ref)}, {med(t_ref) / med(t_line):.0f}×.\n")
     return {"simulate_s": worst_non_optimal[worst]}
@@ -219,7 +221,7 @@ def bench_dashboard(out, repeat: int) -> dict:
 
     def reference():
         timed = model.timed(gpu=cluster.gpu, batch_size=32)
-        t1 = simulate_dag(timed, cluster, "wfbp", batch_size=32).iteration_time_s
+        t1 = simulate_dag(timed, cluster, WFBP, batch_size=32).iteration_time_s
         return [simulate_dag(timed, cluster.with_gpus(p), s, batch_size=32, single_gpu_iteration_s=t1).metrics
                 for p in GPU_COUNTS for s in SWEEP_SCHEDULERS]
 
@@ -320,7 +322,7 @@ def bench_import_and_memory(out, repeat: int, configs: list[dict]) -> dict:
         "`import sim`": "import sim",
         "one `simulate` (cnn150, 16 GPUs) + its timeline": (
             "import sim; r = sim.simulate(sim.load_model('bench/data/cnn150.csv'), "
-            "sim.Cluster(gpus=16, gpus_per_node=4), 'mgwfbp', batch_size=32); r.timeline"),
+            f"sim.Cluster(gpus=16, gpus_per_node=4), {MGWFBP!r}, batch_size=32); r.timeline"),
         "dashboard sweep": (
             "import sim; sim.sweep(sim.load_model('resnet50'), sim.Cluster(gpus_per_node=4), "
             f"gpus=[2**k for k in range(11)], schedulers={SWEEP_SCHEDULERS}, batch_size=32)"),

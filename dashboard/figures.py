@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashboard.tables import fmt_bytes, short_layers
+from sim.schedulers.names import BUCKET, MGWFBP, OPTIMAL, SEQUENTIAL, SYNCEASGD, WFBP
 
 __all__ = [
     "KIND_COLORS",
@@ -53,12 +54,12 @@ KIND_LABELS = {
 LANES = {"io": "I/O", "h2d": "H2D copy", "compute": "GPU compute", "comm": "all-reduce",
          "push": "PS push", "pull": "PS pull"}
 SCHEDULER_COLORS = {
-    "sequential": "#7F7F7F",
-    "wfbp": "#1F77B4",
-    "synceasgd": "#9467BD",
-    "mgwfbp": "#D62728",
-    "optimal": "#2CA02C",
-    "bucket": "#FF7F0E",
+    SEQUENTIAL: "#7F7F7F",
+    WFBP: "#1F77B4",
+    SYNCEASGD: "#9467BD",
+    MGWFBP: "#D62728",
+    OPTIMAL: "#2CA02C",
+    BUCKET: "#FF7F0E",
 }
 #: Compute bars carry their layer name only up to this many per kind (text costs render time).
 MAX_LABELLED_BARS = 20

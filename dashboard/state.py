@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import sim
 import sim.catalog
+from sim.schedulers.names import MGWFBP, OPTIMAL, SYNCEASGD, WFBP
 
 __all__ = [
     "DEFAULTS",
@@ -74,14 +75,14 @@ DEFAULTS: dict[str, object] = {
 
 #: Page controls (also query parameters) and their first-load values.
 PAGE_DEFAULTS: dict[str, object] = {
-    "scheduler": "mgwfbp",  # Timeline, Model
-    "baseline": "wfbp",  # Timeline
+    "scheduler": MGWFBP,  # Timeline, Model
+    "baseline": WFBP,  # Timeline
     "iters": 1,  # Timeline
-    "compare": ["wfbp", "mgwfbp", "synceasgd", "optimal"],  # Compare
+    "compare": [WFBP, MGWFBP, SYNCEASGD, OPTIMAL],  # Compare
     "compare_methods": [],  # Compare: the survey's method presets
-    "scale_schedulers": ["wfbp", "mgwfbp", "optimal"],  # Scaling
+    "scale_schedulers": [WFBP, MGWFBP, OPTIMAL],  # Scaling
     "scale_nets": [],  # Scaling: networks besides the sidebar's
-    "scale_timeline_scheduler": "mgwfbp",  # Scaling: whose timeline is shown
+    "scale_timeline_scheduler": MGWFBP,  # Scaling: whose timeline is shown
     # Scaling's "pick_gpus" slider has no default of its own: the page keeps it equal to "gpus".
     "toy_alpha_us": 2000,  # Learn
 }

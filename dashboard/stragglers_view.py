@@ -9,11 +9,11 @@ import sim
 from dashboard import algorithms_figures as af
 from dashboard import cached, state, ui
 from dashboard.state import Config
+from sim.schedulers.registry import get_spec
 
 __all__ = ["setting", "timeline_panel", "compare_table"]
 
 SHOWN_ITERATIONS = 3
-UNSUPPORTED = {"bytescheduler", "dear", "horovod"}  # the per-worker engine refuses these plans
 
 
 def setting():
@@ -38,7 +38,7 @@ def timeline_panel(cfg: Config, scheduler: str, ideal_iteration_s: float) -> Non
         return
     spec, seed = chosen
     st.subheader("Stragglers: who waits for whom")
-    if scheduler in UNSUPPORTED:
+    if not get_spec(scheduler).per_worker:
         st.info(f"The per-worker engine does not model {scheduler}; pick another scheduler to see stragglers.")
         return
     metrics, early, _, slow = ui.guarded(cached.stragglers, cfg, scheduler, spec, seed, SHOWN_ITERATIONS)
@@ -66,7 +66,7 @@ def compare_table(cfg: Config, schedulers: list[str], ideal_s: dict[str, float])
     spec, seed = chosen
     rows = []
     for name in schedulers:
-        if name in UNSUPPORTED or name not in ideal_s:
+        if name not in ideal_s or not get_spec(name).per_worker:
             continue
         metrics, *_ = ui.guarded(cached.stragglers, cfg, name, spec, seed, SHOWN_ITERATIONS)
         rows.append({"scheduler": name, "identical workers (ms)": ideal_s[name] * 1e3,

@@ -4,6 +4,9 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import cached, figures, state, stragglers_view, tables, ui
+from sim.schedulers.knobs import KNOBS
+from sim.schedulers.names import MGWFBP, OPTIMAL
+from sim.tune import KNOBS as TUNABLE
 
 cfg = ui.config_or_stop()
 st.title("Compare schedulers")
@@ -26,8 +29,8 @@ for name in methods:
     res = ui.guarded(cached.simulate_method, cfg, name)
     res.metrics["scheduler"] = name  # label the row by the method (a copy: cached results are copied per call)
     results[name] = res
-mg = ui.guarded(cached.simulate, cfg, "mgwfbp")
-opt = ui.guarded(cached.simulate, cfg, "optimal")
+mg = ui.guarded(cached.simulate, cfg, MGWFBP)
+opt = ui.guarded(cached.simulate, cfg, OPTIMAL)
 
 best = min(results, key=lambda s: results[s].iteration_time_s)
 gap = mg.iteration_time_s / opt.iteration_time_s - 1
@@ -62,15 +65,10 @@ ui.download_metrics(table, f"compare-{cfg.model_label}-{cfg.gpus}gpus", "dl_comp
 stragglers_view.compare_table(cfg, list(chosen), {s: results[s].iteration_time_s for s in chosen})
 
 st.subheader("Tune a knob")
-TUNE_VALUES = {
-    "bucket-mb": (1, 2, 5, 10, 25, 50, 100, 200),
-    "fusion-threshold-mb": (1, 4, 16, 32, 64, 128, 256),
-    "partition-bytes": (1_000_000, 2_000_000, 4_096_000, 8_000_000, 16_000_000, 64_000_000),
-    "credit": (1, 2, 4, 8, 16),
-}
+TUNE_VALUES = {label: KNOBS[name].grid for label, (name, _) in TUNABLE.items() if KNOBS[name].grid}
 knob = st.selectbox("Knob", list(TUNE_VALUES), key="tune_knob",
-                    help="bucket-mb: PyTorch DDP buckets; fusion-threshold-mb: Horovod tensor fusion; "
-                         "partition-bytes and credit: ByteScheduler.")
+                    help="; ".join(f"{label} ({TUNABLE[label][1]}): {KNOBS[TUNABLE[label][0]].help}"
+                                   for label in TUNE_VALUES))
 frame, best = ui.guarded(cached.tune, cfg, knob, TUNE_VALUES[knob])
 st.plotly_chart(figures.tune_figure(frame, best), key="tune_chart", config=ui.PLOTLY_CONFIG)
 st.caption(f"Best {knob} = {best['value']:g} ({best['scheduler']}): {ui.fmt_ms(best['iteration_time_s'])} per "

@@ -3,10 +3,11 @@
 import streamlit as st
 
 from dashboard import cached, figures, state, ui
+from sim.schedulers.names import MGWFBP, OPTIMAL, SYNCEASGD, WFBP
 
 ALPHAS_US = [10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000]
 BETA_S_PER_BYTE = 1e-9  # 1 ns per byte: a 1 GB/s all-reduce
-SCHEDULERS = ("wfbp", "mgwfbp", "optimal")
+SCHEDULERS = (WFBP, MGWFBP, OPTIMAL)
 
 ui.ensure_frame()
 
@@ -79,18 +80,18 @@ st.plotly_chart(figures.gantt_stack_figure({s: r.timeline for s, r in results.it
                 key="toy_chart", config=ui.PLOTLY_CONFIG)
 wf, mg, opt = (results[s].iteration_time_s for s in SCHEDULERS)
 c = st.columns(3)
-c[0].metric("wfbp", ui.fmt_ms(wf), ui.plural(len(results["wfbp"].groups), "message"), delta_color="off",
+c[0].metric(WFBP, ui.fmt_ms(wf), ui.plural(len(results[WFBP].groups), "message"), delta_color="off",
             delta_arrow="off")
-c[1].metric("mgwfbp", ui.fmt_ms(mg), f"{mg / wf - 1:+.1%} vs wfbp", delta_color="inverse")
-c[2].metric("optimal", ui.fmt_ms(opt), f"{opt / wf - 1:+.1%} vs wfbp", delta_color="inverse")
+c[1].metric(MGWFBP, ui.fmt_ms(mg), f"{mg / wf - 1:+.1%} vs wfbp", delta_color="inverse")
+c[2].metric(OPTIMAL, ui.fmt_ms(opt), f"{opt / wf - 1:+.1%} vs wfbp", delta_color="inverse")
 
 st.header("5. Why MG-WFBP is not always optimal")
-mg_groups, opt_groups = results["mgwfbp"].groups, results["optimal"].groups
+mg_groups, opt_groups = results[MGWFBP].groups, results[OPTIMAL].groups
 if mg > opt * (1 + 1e-9):
     st.markdown(
         f"""
-At α = {alpha_us} µs, MG-WFBP sends **{_groups(results['mgwfbp'])}** and takes {ui.fmt_ms(mg)}, while the
-optimal plan sends **{_groups(results['optimal'])}** and takes {ui.fmt_ms(opt)} ({1 - opt / mg:.1%} less).
+At α = {alpha_us} µs, MG-WFBP sends **{_groups(results[MGWFBP])}** and takes {ui.fmt_ms(mg)}, while the
+optimal plan sends **{_groups(results[OPTIMAL])}** and takes {ui.fmt_ms(opt)} ({1 - opt / mg:.1%} less).
 """
     )
     if len(mg_groups[0]) > 1 and len(opt_groups[0]) == 1:
@@ -105,13 +106,13 @@ cannot see that trade.
         )
 else:
     st.markdown(
-        f"At α = {alpha_us} µs, MG-WFBP finds an optimal plan (**{_groups(results['optimal'])}**). "
+        f"At α = {alpha_us} µs, MG-WFBP finds an optimal plan (**{_groups(results[OPTIMAL])}**). "
         "Move the slider to **2000 µs** to see a case where its greedy choice costs time."
     )
 
 st.subheader("Where merging starts to pay")
 sweep = ui.guarded(cached.toy_alpha_sweep, tuple(a * 1e-6 for a in ALPHAS_US), BETA_S_PER_BYTE,
-                   SCHEDULERS + ("synceasgd",))
+                   SCHEDULERS + (SYNCEASGD,))
 st.plotly_chart(figures.alpha_sweep_figure(sweep, marked_alpha_us=alpha_us), key="alpha_chart",
                 config=ui.PLOTLY_CONFIG)
 st.markdown(

@@ -3,7 +3,7 @@
 >>> import sim
 >>> model = sim.load_model("tests/data/tiny.csv")          # doctest: +SKIP
 >>> cluster = sim.Cluster(gpus=16, gpus_per_node=4, network="10gbe", intra="pcie3")
->>> res = sim.simulate(model, cluster, scheduler="mgwfbp", batch_size=64)  # doctest: +SKIP
+>>> res = sim.simulate(model, cluster, scheduler=sim.schedulers.names.MGWFBP, batch_size=64)  # doctest: +SKIP
 >>> res.iteration_time_s, res.metrics, res.timeline, res.groups          # doctest: +SKIP
 """
 
@@ -26,8 +26,9 @@ from sim.core.timeline import COMPUTE_KINDS, interval_overlap_s
 from sim.core.workload import calibrate, check_run_args, resolve_model
 from sim.errors import SimInputError
 from sim.model import Model
-from sim.schedulers import DEFAULT_BUCKET_MB, SCHEDULER_OPTIONS, SchedulerOptions, make_plan
-from sim.schedulers.names import BYTESCHEDULER, DEAR
+from sim.schedulers import DEFAULT_BUCKET_MB, SchedulerOptions, make_plan
+from sim.schedulers.names import WFBP
+from sim.schedulers.registry import get_spec, settings_of
 
 __all__ = [
     "ARCHITECTURES", "COMPUTE_KINDS", "METRIC_KEYS", "SimResult", "calibrate", "check_run_args", "comm_costs",
@@ -99,7 +100,7 @@ def single_gpu_iteration_s_of(model: Model, precision: str = "fp32", prefetch: b
 def simulate(
     model: Model,
     cluster: Cluster,
-    scheduler: str = "wfbp",
+    scheduler: str = WFBP,
     *,
     batch_size: int,
     precision: str = "fp32",
@@ -166,7 +167,7 @@ def simulate(
 def simulate_dag(
     model: Model,
     cluster: Cluster,
-    scheduler: str = "wfbp",
+    scheduler: str = WFBP,
     *,
     batch_size: int,
     precision: str = "fp32",
@@ -216,22 +217,15 @@ def comm_costs(model: Model, cluster: Cluster, precision: str, scheduler: str, a
     if architecture != "ps":
         cost = cluster.comm_cost(model, precision)
         return cost, cost
-    if scheduler == DEAR:
-        raise SimInputError(f"scheduler {DEAR!r} decouples an all-reduce; it needs architecture 'allreduce'")
-    in_flight = options.credit if scheduler == BYTESCHEDULER else None
+    spec = get_spec(scheduler)
+    if spec.allreduce_only:
+        raise SimInputError(f"scheduler {scheduler!r} decouples an all-reduce; it needs architecture 'allreduce'")
+    in_flight = getattr(options, spec.ps_in_flight_knob) if spec.ps_in_flight_knob else None
     timing = cluster.ps_cost(servers=options.servers, colocated=options.colocated, in_flight=in_flight, model=model,
                              link_efficiency=options.ps_link_efficiency)
     planning = CommCost(timing.push_alpha_s + timing.pull_alpha_s,
                         timing.push_beta_s_per_byte + timing.pull_beta_s_per_byte, timing.label)
     return planning, timing
-
-
-def _settings(scheduler: str, architecture: str, options: SchedulerOptions, bucket_mb: float) -> dict:
-    values = {**dataclasses.asdict(options), "bucket_mb": bucket_mb}
-    keys = list(SCHEDULER_OPTIONS.get(scheduler, ()))
-    if architecture == "ps":
-        keys += ["partition_bytes", "servers", "colocated"]
-    return {k: values[k] for k in dict.fromkeys(keys)}
 
 
 def plan_run(model: Model, cluster: Cluster, scheduler: str, architecture: str, opts: SchedulerOptions,
@@ -284,7 +278,7 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
                           single_gpu_iteration_s, groups)
     if extended:
         metrics.update(method=method, architecture=architecture,
-                       settings=_settings(scheduler, architecture, opts, bucket_mb))
+                       settings=settings_of(scheduler, architecture, opts, bucket_mb))
     return SimResult(t_iter, metrics, functools.partial(timing.timeline, 0, iterations), groups, plan, model, cluster)
 
 

@@ -16,8 +16,9 @@ from sim.api import simulate
 from sim.cluster import Cluster
 from sim.errors import SimInputError
 from sim.model import Model
+from sim.schedulers.names import MGWFBP, OPTIMAL
 
-__all__ = ["gap_study", "random_model"]
+__all__ = ["gap_study", "gap_summary", "random_model"]
 
 
 def random_model(rng: np.random.Generator, *, min_layers: int = 5, max_layers: int = 60) -> Model:
@@ -51,7 +52,21 @@ def gap_study(trials: int = 1000, seed: int = 0, gpus: int = 16) -> pd.DataFrame
         alpha_s = 10 ** rng.uniform(-5, -3)
         beta = 8 / (10 ** rng.uniform(9, 11))
         cluster = Cluster(gpus=gpus, alpha_s=alpha_s, beta_s_per_byte=beta)
-        mg = simulate(model, cluster, "mgwfbp", batch_size=1, single_gpu_iteration_s=1.0).iteration_time_s
-        opt = simulate(model, cluster, "optimal", batch_size=1, single_gpu_iteration_s=1.0).iteration_time_s
+        mg = simulate(model, cluster, MGWFBP, batch_size=1, single_gpu_iteration_s=1.0).iteration_time_s
+        opt = simulate(model, cluster, OPTIMAL, batch_size=1, single_gpu_iteration_s=1.0).iteration_time_s
         rows.append((model.num_layers, alpha_s, beta, mg, opt, max(mg / opt - 1.0, 0.0)))
     return pd.DataFrame(rows, columns=["layers", "alpha_s", "beta_s_per_byte", "mgwfbp_s", "optimal_s", "gap"])
+
+
+def gap_summary(cases: pd.DataFrame, seed: int) -> dict:
+    """What `gap_study`'s ``cases`` say: how often MG-WFBP is slower, and by how much (in %)."""
+    worse = cases.loc[cases["gap"] > 1e-9, "gap"]
+    return {
+        "trials": len(cases),
+        "seed": seed,
+        "mgwfbp_slower_fraction": len(worse) / len(cases),
+        "gap_mean_pct": 100 * float(cases["gap"].mean()),
+        "gap_median_pct_when_slower": 100 * float(worse.median()) if len(worse) else 0.0,
+        "gap_p95_pct_when_slower": 100 * float(worse.quantile(0.95)) if len(worse) else 0.0,
+        "gap_max_pct": 100 * float(cases["gap"].max()),
+    }

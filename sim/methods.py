@@ -7,8 +7,9 @@ ByteScheduler-PS on one cluster. Each maps to an architecture, a scheduler
 and its settings:
 
 >>> from sim.methods import method_config
->>> method_config("BSP-PS").scheduler
-'synceasgd'
+>>> from sim.schedulers.names import SYNCEASGD
+>>> method_config("BSP-PS").scheduler == SYNCEASGD
+True
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sim.errors import SimInputError
+from sim.schedulers.names import BYTESCHEDULER, MGWFBP, SYNCEASGD, WFBP
 
 __all__ = ["METHODS", "MethodConfig", "method_config", "method_table"]
 
@@ -50,23 +52,23 @@ class MethodConfig:
 
 
 METHODS: dict[str, MethodConfig] = {m.name: m for m in (
-    MethodConfig("BSP-A2A", "allreduce", "synceasgd", {},
+    MethodConfig("BSP-A2A", "allreduce", SYNCEASGD, {},
                  "Horovod all-reduce, every gradient in one message after backward"),
-    MethodConfig("WFBP-A2A", "allreduce", "wfbp", {},
+    MethodConfig("WFBP-A2A", "allreduce", WFBP, {},
                  "Horovod all-reduce, one message per layer as soon as it is ready (wait-free backpropagation)"),
-    MethodConfig("MG-WFBP", "allreduce", "mgwfbp", {},
+    MethodConfig("MG-WFBP", "allreduce", MGWFBP, {},
                  "merged-gradient WFBP (Shi, Chu and Li, INFOCOM 2019)"),
-    MethodConfig("ByteScheduler-A2A", "allreduce", "bytescheduler",
+    MethodConfig("ByteScheduler-A2A", "allreduce", BYTESCHEDULER,
                  {"partition_bytes": BYTESCHEDULER_PARTITION_BYTES, "credit": BYTESCHEDULER_CREDIT},
                  "ByteScheduler over all-reduce: partitions, layer nearest the input first, next forward overlapped"),
-    MethodConfig("BSP-PS", "ps", "synceasgd",
+    MethodConfig("BSP-PS", "ps", SYNCEASGD,
                  {"partition_bytes": BYTEPS_PARTITION_BYTES, "ps_link_efficiency": BYTEPS_TCP_LINK_EFFICIENCY},
                  "BytePS parameter server, fusion threshold 512 MB: all gradients pushed after backward, "
                  "one server per worker machine"),
-    MethodConfig("WFBP-PS", "ps", "wfbp",
+    MethodConfig("WFBP-PS", "ps", WFBP,
                  {"partition_bytes": BYTEPS_PARTITION_BYTES, "ps_link_efficiency": BYTEPS_TCP_LINK_EFFICIENCY},
                  "BytePS parameter server, fusion threshold 0: each layer pushed as soon as it is ready"),
-    MethodConfig("ByteScheduler-PS", "ps", "bytescheduler",
+    MethodConfig("ByteScheduler-PS", "ps", BYTESCHEDULER,
                  {"partition_bytes": BYTESCHEDULER_PARTITION_BYTES, "credit": BYTESCHEDULER_CREDIT,
                   "ps_link_efficiency": BYTEPS_TCP_LINK_EFFICIENCY},
                  "ByteScheduler over the BytePS parameter server"),

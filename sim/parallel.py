@@ -18,9 +18,10 @@ pool or to a Dask cluster, and each row is filled from its evaluation.
 
 >>> import sim
 >>> from sim.parallel import run_grid
+>>> from sim.schedulers.names import MGWFBP, WFBP
 >>> model = sim.load_model("resnet50")                               # doctest: +SKIP
 >>> grid = [{"model": model, "gpus": p, "scheduler": s, "batch_size": 32}
-...         for p in (1, 2, 4, 8) for s in ("wfbp", "mgwfbp")]
+...         for p in (1, 2, 4, 8) for s in (WFBP, MGWFBP)]
 >>> frame = run_grid(grid)                                           # doctest: +SKIP
 """
 
@@ -43,7 +44,8 @@ from sim.core.workload import check_run_args, resolve_model
 from sim.errors import SimInputError
 from sim.model import Model, load_model
 from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
-from sim.schedulers.names import BUCKET, DDP, OPTIMAL, WFBP
+from sim.schedulers.names import OPTIMAL, WFBP
+from sim.schedulers.registry import knob_reads
 
 __all__ = ["GRID_KEYS", "SERIAL_WORK_LIMIT", "default_jobs", "run_grid"]
 
@@ -167,7 +169,7 @@ class _Grid:
         if cluster.gpus > 1 and workload.model.comm_s is not None:  # trace-driven: the model's measured times
             cost = cluster.comm_cost(workload.model, workload.precision)
         if cluster.gpus > 1:  # make_plan hands bucket_mb to the bucket scheduler only
-            ukey = (wid, scheduler, bucket_mb if scheduler in (BUCKET, DDP) else None, cost)
+            ukey = (wid, scheduler, bucket_mb if knob_reads("bucket_mb", scheduler, "allreduce") else None, cost)
         else:  # one GPU sends nothing: no plan
             ukey = (wid, None, None, NO_COMM)
         uid = self._unit_ids.get(ukey)

@@ -22,16 +22,23 @@ import pandas as pd
 
 from sim.api import resolve_method, simulate
 from sim.errors import SimInputError
-from sim.schedulers import DEFAULT_BUCKET_MB
+from sim.runs import DEFAULT_ARCHITECTURE, DEFAULT_SCHEDULER
+from sim.schedulers.knobs import DEFAULT_BUCKET_MB
+from sim.schedulers.knobs import KNOBS as REGISTRY_KNOBS
+from sim.schedulers.registry import PS_ARCHITECTURE, check_knobs_apply, knob_users
 
-__all__ = ["KNOBS", "TuneResult", "tune"]
+__all__ = ["KNOBS", "TuneResult", "knob_label", "tune", "tune_setup"]
 
-#: knob -> (SchedulerOptions field or "bucket_mb", the scheduler it tunes by default)
+
+def knob_label(name: str) -> str:
+    """A knob's name in `tune` and on the command line: ``bucket_mb`` -> ``bucket-mb``."""
+    return REGISTRY_KNOBS[name].flag.removeprefix("--")
+
+
+#: knob -> (SchedulerOptions field or "bucket_mb", the scheduler it tunes by default), for every knob
+#: of the registry (`sim.schedulers.knobs.KNOBS`); a knob no scheduler reads is tuned on the parameter server.
 KNOBS: dict[str, tuple[str, str]] = {
-    "bucket-mb": ("bucket_mb", "ddp"),
-    "fusion-threshold-mb": ("fusion_threshold_mb", "horovod"),
-    "partition-bytes": ("partition_bytes", "bytescheduler"),
-    "credit": ("credit", "bytescheduler"),
+    knob_label(k.name): (k.name, k.tune_scheduler or DEFAULT_SCHEDULER) for k in REGISTRY_KNOBS.values()
 }
 
 
@@ -45,19 +52,51 @@ class TuneResult:
     best: dict
 
 
+def _value(knob: str, name: str, value):
+    """A value to try, as the knob's type: whole numbers for int knobs, 0 or 1 for a switch."""
+    kind = REGISTRY_KNOBS[name].kind
+    if value is None or (kind is bool and isinstance(value, bool)):  # a default: None (servers) or a switch
+        return value
+    if kind in (int, bool):
+        if isinstance(value, bool) or float(value) != int(value) or (kind is bool and value not in (0, 1)):
+            raise SimInputError(f"{knob} values must be {'0 or 1' if kind is bool else 'whole numbers'}, got {value!r}")
+        return kind(int(value))
+    return value
+
+
+def tune_setup(knob: str, *, scheduler: str | None = None, method: str | None = None,
+               architecture: str | None = None, options: dict | None = None):
+    """``(scheduler, architecture, SchedulerOptions)`` of the runs that tune ``knob``;
+    an unknown knob, or one these runs do not read, is an error."""
+    if knob not in KNOBS:
+        raise SimInputError(f"unknown knob {knob!r}; valid: {', '.join(KNOBS)}")
+    if method is not None and scheduler is not None:
+        raise SimInputError("give a method or a scheduler, not both")
+    name, owner = KNOBS[knob]
+    if architecture is None and method is None:
+        only_ps = knob_users(name) == [f"architecture {PS_ARCHITECTURE}"]
+        architecture = PS_ARCHITECTURE if only_ps else DEFAULT_ARCHITECTURE
+    sched, arch, opts = resolve_method(method, scheduler or owner, architecture or DEFAULT_ARCHITECTURE, options)
+    check_knobs_apply([name], [(sched, arch)], label=knob_label)
+    return sched, arch, opts
+
+
 def tune(model, cluster, knob: str, values, *, batch_size: int, scheduler: str | None = None,
-         method: str | None = None, architecture: str = "allreduce", options: dict | None = None,
+         method: str | None = None, architecture: str | None = None, options: dict | None = None,
          precision: str = "fp32", bucket_mb: float = DEFAULT_BUCKET_MB) -> TuneResult:
     """Simulate ``knob`` at each of ``values``; the best value and its gain over the default.
 
     Parameters
     ----------
-    knob : {"bucket-mb", "fusion-threshold-mb", "partition-bytes", "credit"}
+    knob : str
+        One of `KNOBS`: ``bucket-mb``, ``fusion-threshold-mb``, ``partition-bytes``, ``credit``, ...
     values : sequence of numbers
-        Whole numbers for ``partition-bytes`` and ``credit``.
+        Whole numbers for the whole-number knobs, 0 or 1 for a switch.
     scheduler : str, optional
         Default: the scheduler the knob belongs to (`KNOBS`), unless a
         ``method`` sets it.
+    architecture : str, optional
+        Default: ``ps`` for a knob only the parameter server reads, else ``allreduce``.
 
     Returns
     -------
@@ -65,28 +104,21 @@ def tune(model, cluster, knob: str, values, *, batch_size: int, scheduler: str |
         ``gain_pct`` = (t_default / t - 1) x 100: how much faster than the
         default value (``bucket_mb`` 25, fusion threshold 64 MiB, partition
         4,096,000 bytes, credit 4, or the method's setting). Ties go to the
-        first value given.
+        first value given. A knob the run does not read is an error.
     """
-    if knob not in KNOBS:
-        raise SimInputError(f"unknown knob {knob!r}; valid: {', '.join(KNOBS)}")
+    sched, arch, opts = tune_setup(knob, scheduler=scheduler, method=method, architecture=architecture,
+                                   options=options)
     values = list(values)
     if not values:
         raise SimInputError("tune needs at least one value")
-    name, owner = KNOBS[knob]
-    sched, arch, opts = resolve_method(method, scheduler or owner, architecture, options)
-    if method is not None and scheduler is not None:
-        raise SimInputError("give a method or a scheduler, not both")
+    name = KNOBS[knob][0]
 
     def run(value):
         if name == "bucket_mb":
             return simulate(model, cluster, sched, batch_size=batch_size, precision=precision, bucket_mb=value,
                             architecture=arch, options=opts)
-        if name in ("partition_bytes", "credit"):
-            if isinstance(value, bool) or float(value) != int(value):
-                raise SimInputError(f"{knob} values must be whole numbers, got {value!r}")
-            value = int(value)
         return simulate(model, cluster, sched, batch_size=batch_size, precision=precision, bucket_mb=bucket_mb,
-                        architecture=arch, options=dataclasses.replace(opts, **{name: value}))
+                        architecture=arch, options=dataclasses.replace(opts, **{name: _value(knob, name, value)}))
 
     default = bucket_mb if name == "bucket_mb" else getattr(opts, name)
     if name == "bucket_mb" and not math.isfinite(float(default)):
@@ -103,4 +135,3 @@ def tune(model, cluster, knob: str, values, *, batch_size: int, scheduler: str |
     i = int(frame["iteration_time_s"].to_numpy().argmin())
     best = {**frame.iloc[i].to_dict(), "default_value": default, "default_iteration_time_s": t_default}
     return TuneResult(frame, best)
-

@@ -37,6 +37,7 @@ from sim.coarse import coarse_iteration
 from sim.errors import SimInputError
 from sim.methods import METHODS
 from sim.model import Model, load_model, model_from_frame
+from sim.schedulers.names import WFBP
 
 __all__ = [
     "CASE_COLUMNS",
@@ -118,7 +119,7 @@ def _calibrated(row, model: Model, cluster: Cluster) -> Model:
     node = dataclasses.replace(cluster, gpus=k, gpus_per_node=max(k, cluster.gpus_per_node))
 
     def iteration_s(scale: float) -> float:
-        return simulate(scaled(scale), node, "wfbp", batch_size=batch, precision=precision,
+        return simulate(scaled(scale), node, WFBP, batch_size=batch, precision=precision,
                         single_gpu_iteration_s=1.0).iteration_time_s
 
     lo, hi = 1e-3, 1e4  # the iteration time grows monotonically with the compute scale

@@ -85,7 +85,7 @@ def write(tmp_path, text, name="m.csv"):
         (["run", "--model", TINY, "--collective", "magic", "--gpus", "2"], "unknown collective"),
         (["run", "--model", TINY, "--gpus", "6", "--gpus-per-node", "4"], "whole nodes"),
         (["run", "--model", TINY, "--alpha", "0.001"], "--alpha and --beta"),
-        (["run", "--model", TINY, "--bucket-mb", "4"], "--bucket-mb applies only"),
+        (["run", "--model", TINY, "--bucket-mb", "4"], "--bucket-mb does nothing for scheduler wfbp; it applies to: bucket, ddp"),
         (["run", "--model", TINY, "--bucket-mb", "0", "--scheduler", "bucket"], "--bucket-mb"),
         (["run", "--model", TINY, "--precision", "fp8"], "--precision"),
         (["run", "--model", TINY, "--batch-size", "x"], "--batch-size"),

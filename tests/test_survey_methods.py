@@ -144,8 +144,8 @@ class TestMethods:
     @pytest.mark.parametrize("argv, match", [
         (["run", "--model", "tests/data/tiny.csv", "--method", "nope"], "unknown method"),
         (["run", "--model", "tests/data/tiny.csv", "--method", "BSP-PS", "--scheduler", "wfbp"], "not both"),
-        (["run", "--model", "tests/data/tiny.csv", "--credit", "2"], "--credit applies only"),
-        (["run", "--model", "tests/data/tiny.csv", "--servers", "2"], "--servers applies only"),
+        (["run", "--model", "tests/data/tiny.csv", "--credit", "2"], "--credit does nothing for scheduler wfbp; it applies to: bytescheduler"),
+        (["run", "--model", "tests/data/tiny.csv", "--servers", "2"], "--servers does nothing for scheduler wfbp; it applies to: architecture ps"),
         (["tune", "--model", "tests/data/tiny.csv", "--knob", "credit", "--values", "1.5"], "whole numbers"),
         (["tune", "--model", "tests/data/tiny.csv", "--knob", "nope", "--values", "1"], "--knob"),
     ])

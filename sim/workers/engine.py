@@ -29,6 +29,7 @@ from sim.core.run import time_workers
 from sim.errors import SimInputError
 from sim.model import Model, bytes_per_param, check_batch_size
 from sim.schedulers import DEFAULT_BUCKET_MB
+from sim.schedulers.names import WFBP
 from sim.workers.stragglers import (
     StragglerSpec,
     draw_compute_factors,
@@ -144,7 +145,7 @@ def _metrics(run: SyncRun, spec: StragglerSpec, cluster: Cluster, scheduler: str
 def simulate_workers(
     model: Model,
     cluster: Cluster,
-    scheduler: str = "wfbp",
+    scheduler: str = WFBP,
     *,
     batch_size: int,
     straggler: StragglerSpec | None = None,

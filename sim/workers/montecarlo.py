@@ -14,6 +14,7 @@ from sim.checks import check_int
 from sim.cluster import Cluster
 from sim.errors import SimInputError
 from sim.model import Model
+from sim.schedulers.names import SYNCEASGD
 from sim.workers.engine import run_sync
 from sim.workers.stragglers import StragglerSpec, expected_max_factor
 
@@ -60,7 +61,7 @@ def predicted_period_s(spec: StragglerSpec, ideal_s: float, prof: Profile, worke
 def monte_carlo(
     model: Model,
     cluster: Cluster,
-    scheduler: str = "synceasgd",
+    scheduler: str = SYNCEASGD,
     *,
     batch_size: int,
     straggler: StragglerSpec,

@@ -1,0 +1,62 @@
+"""Command line: ``python -m sim run|sweep|trace|list|...``.
+
+Each subcommand is one module of this package exposing ``NAME``, ``HELP``,
+``add_arguments(parser)`` and ``run(args, out)``, listed in `COMMANDS`.
+The subcommands only parse, call the library and print.
+
+Bad input (an unknown name, a malformed CSV, an absurd value, a flag that
+makes no sense) prints one line ``error: ...`` to stderr and exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from sim.cli import (
+    algorithms,
+    fit_network,
+    gap,
+    import_bcaffe,
+    listing,
+    run,
+    sweep,
+    trace,
+    tune,
+    validate,
+)
+from sim.errors import SimInputError
+
+__all__ = ["COMMANDS", "EXIT_BAD_INPUT", "build_parser", "main"]
+
+EXIT_BAD_INPUT = 2
+
+#: The subcommands, in the order ``--help`` lists them.
+COMMANDS = (run, sweep, algorithms, trace, fit_network, import_bcaffe, validate, gap, listing, tune)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as one line and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise SimInputError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="python -m sim", description="Simulate distributed synchronous SGD iterations.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for command in COMMANDS:
+        command.add_arguments(sub.add_parser(command.NAME, help=command.HELP))
+    return parser
+
+
+def main(argv: list[str] | None = None, out=None, err=None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        args = build_parser().parse_args(argv)
+        next(c for c in COMMANDS if args.command == c.NAME).run(args, out)
+    except SimInputError as exc:
+        err.write(f"error: {exc}\n")
+        return EXIT_BAD_INPUT
+    return 0

@@ -1,0 +1,126 @@
+"""What the subcommands share to parse flags and print results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import numpy as np
+
+from sim.errors import SimInputError
+from sim.schedulers.knobs import Knob
+
+__all__ = ["float_list", "int_list", "knob_type", "name_list", "nonneg_float", "nonneg_int", "positive_float", "read_text",
+           "positive_int", "strict_json", "table", "write_json"]
+
+
+def int_at_least(text: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= {minimum}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    return int_at_least(text, 1)
+
+
+def nonneg_int(text: str) -> int:
+    return int_at_least(text, 0)
+
+
+def empty(text: str):
+    raise argparse.ArgumentTypeError(f"{text!r} is an empty list")
+
+
+def int_list(text: str) -> list[int]:
+    return [positive_int(part.strip()) for part in text.split(",") if part.strip()] or empty(text)
+
+
+def name_list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()] or empty(text)
+
+
+def nonneg_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = nonneg_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return value
+
+
+def float_list(text: str) -> list[float]:
+    values = [nonneg_float(part.strip()) for part in text.split(",") if part.strip()] or empty(text)
+    return [int(v) if float(v).is_integer() else v for v in values]
+
+
+def knob_type(knob: Knob):
+    """The argparse type of ``knob``'s flag: its kind, finite, within its bounds."""
+
+    def parse(text: str):
+        try:
+            value = knob.kind(text) if knob.kind is int else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'a whole number' if knob.kind is int else 'a number'}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
+        try:
+            return knob.check(value)
+        except SimInputError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = knob.name
+    return parse
+
+
+def strict_json(value):
+    """``value`` with numpy scalars as Python ones and every non-finite float as None."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
+def write_json(value, out, default=None) -> None:
+    """``value`` as strict JSON (no NaN or Infinity tokens: non-finite numbers are null), indented."""
+    out.write(json.dumps(strict_json(value), indent=2, allow_nan=False, default=default) + "\n")
+
+
+def table(metrics: dict) -> str:
+    """``key  value`` lines; groups joined with ``+`` and ``|``, floats to 6 significant digits."""
+    width = max(len(k) for k in metrics)
+    lines = []
+    for key, value in metrics.items():
+        if key == "groups":
+            value = " | ".join("+".join(g) for g in value)
+        elif isinstance(value, float):
+            value = f"{value:.6g}"
+        lines.append(f"{key.ljust(width)}  {value}")
+    return "\n".join(lines)
+
+
+def read_text(path) -> str:
+    """A log file's text; an unreadable file is bad input."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise SimInputError(f"cannot read {str(path)!r}: {exc.strerror}") from None

@@ -1,0 +1,107 @@
+"""``python -m sim sweep``: simulate every (gpus, scheduler) pair, or every (gpus, method) pair."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pandas as pd
+
+from sim.api import sweep
+from sim.cli.args import positive_int, write_json
+from sim.cli.stragglers import add_straggler_flags, straggler_given, with_stragglers
+from sim.cli.workload import add_workload_flags, bucket_mb, checked_runs, cluster, model, options
+from sim.errors import SimInputError
+from sim.runs import DEFAULT_SWEEP_SCHEDULERS, simulate_runs
+from sim.schedulers.registry import PS_ARCHITECTURE
+
+NAME = "sweep"
+HELP = "simulate every (gpus, scheduler) pair"
+
+
+def add_arguments(parser) -> None:
+    add_workload_flags(parser, many=True)
+    parser.add_argument("--format", choices=["json", "csv", "table"], default="table")
+    parser.add_argument("--jobs", type=positive_int, default=None,
+                        help="worker processes on this machine (default: one per core for a big sweep, none for a small one)")
+    parser.add_argument("--dask-address", metavar="tcp://HOST:PORT", default=None,
+                        help="run the sweep on this Dask scheduler's workers (they need sim importable)")
+    parser.add_argument("--progress", choices=["auto", "on", "off"], default="auto",
+                        help="progress bar on stderr (auto: when stderr is a terminal)")
+    add_straggler_flags(parser)
+
+
+class ProgressBar:
+    """``sweep [##########..........] 512/1024 configurations, 1.2 s`` on one line of ``stream``."""
+
+    WIDTH = 30
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.start_s = time.perf_counter()
+
+    def __call__(self, done: int, total: int) -> None:
+        filled = self.WIDTH * done // max(total, 1)
+        elapsed_s = time.perf_counter() - self.start_s
+        self.stream.write(f"\rsweep [{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{total} "
+                          f"configurations, {elapsed_s:.1f} s")
+        if done >= total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def dask_client(address: str):
+    try:
+        from distributed import Client
+    except ImportError:
+        raise SimInputError("--dask-address needs dask.distributed (pip install distributed)") from None
+    try:
+        return Client(address, timeout="10s")
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        raise SimInputError(f"--dask-address: cannot reach a Dask scheduler at {address!r} ({exc})") from None
+
+
+def run(args, out) -> None:
+    runs = checked_runs(args, default=DEFAULT_SWEEP_SCHEDULERS)
+    args.scheduler = [r.scheduler for r in runs]
+    if args.method or args.architecture == PS_ARCHITECTURE or options(args):
+        if straggler_given(args):
+            raise SimInputError("straggler flags do not combine with --method, --architecture or scheduler options")
+        frame = simulate_runs(model(args), lambda p: cluster(args, p), args.gpus, runs, batch_size=args.batch_size,
+                              precision=args.precision, prefetch=args.prefetch, bucket_mb=bucket_mb(args),
+                              calibrate_iteration_s=args.calibrate_iteration_s, options=options(args))
+        write_sweep(args, frame, out)
+        return
+    if args.jobs is not None and args.dask_address is not None:
+        raise SimInputError("--jobs and --dask-address exclude each other: the Dask cluster's workers run the sweep")
+    the_model = model(args)
+    err = sys.stderr
+    show = args.progress == "on" or (args.progress == "auto" and err.isatty())
+    client = dask_client(args.dask_address) if args.dask_address else None
+    try:
+        frame = sweep(
+            the_model, cluster(args, 1), gpus=args.gpus, schedulers=args.scheduler, batch_size=args.batch_size,
+            precision=args.precision, prefetch=args.prefetch, bucket_mb=bucket_mb(args),
+            calibrate_iteration_s=args.calibrate_iteration_s, jobs=args.jobs, client=client,
+            progress=ProgressBar(err) if show else None,
+        )
+    finally:
+        if client is not None:
+            client.close()
+    if straggler_given(args):
+        frame = pd.DataFrame(with_stragglers(args, frame.to_dict("records"), list(args.gpus), the_model))
+    write_sweep(args, frame, out)
+
+
+def write_sweep(args, frame: pd.DataFrame, out) -> None:
+    if args.format == "json":
+        write_json(frame.to_dict("records"), out)
+        return
+    flat = frame.assign(groups=frame["groups"].map(lambda gs: "|".join("+".join(g) for g in gs)))
+    if args.format == "csv":
+        flat.to_csv(out, index=False)
+    else:
+        cols = ["gpus", *(["method"] if "method" in flat.columns else []), "scheduler", "iteration_time_s",
+                "throughput_samples_per_s", "comm_exposed_s", "speedup", "scaling_efficiency", "num_messages"]
+        cols += [c for c in ("iteration_p50_s", "iteration_p99_s") if c in flat.columns]
+        out.write(flat[cols].to_string(index=False) + "\n")

@@ -1,0 +1,146 @@
+"""The flags that describe one workload (run, sweep, trace, tune) and what they resolve to.
+
+Every scheduler knob's flag is generated from `sim.schedulers.knobs.KNOBS`;
+a knob given for runs that do not read it is an error naming who does.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import fields
+
+from sim.api import ARCHITECTURES, simulate
+from sim.cli.args import int_list, knob_type, name_list, nonneg_float, positive_float, positive_int
+from sim.cluster import Cluster
+from sim.comm import COLLECTIVES
+from sim.errors import SimInputError
+from sim.model import BYTES_PER_PARAM, load_model, zoo_names
+from sim.runs import (
+    DEFAULT_ARCHITECTURE,
+    DEFAULT_SCHEDULER,
+    DEFAULT_SWEEP_SCHEDULERS,
+    Run,
+    resolve_runs,
+)
+from sim.schedulers.knobs import DEFAULT_BUCKET_MB, KNOBS
+from sim.schedulers.options import SchedulerOptions
+from sim.schedulers.registry import check_knobs_apply, knob_users, scheduler_names
+
+__all__ = ["add_knob_flags", "add_workload_flags", "bucket_mb", "checked_runs", "cluster", "model", "options",
+           "run_one"]
+
+#: The knobs that are `SchedulerOptions` fields (``bucket_mb`` is an argument of its own).
+OPTION_KNOBS = tuple(f.name for f in fields(SchedulerOptions))
+
+
+def add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
+    p.add_argument("--model", required=True, help="zoo name or path to a layer CSV (name,params,fwd_ms,bwd_ms)")
+    if many:
+        p.add_argument("--gpus", type=int_list, default=[1, 2, 4, 8, 16], help="GPU counts, e.g. 1,2,4,8")
+        p.add_argument("--scheduler", type=name_list, default=None,
+                       help=f"schedulers, e.g. {','.join(DEFAULT_SWEEP_SCHEDULERS)} "
+                            f"(default {','.join(DEFAULT_SWEEP_SCHEDULERS)})")
+        p.add_argument("--method", type=name_list, default=None,
+                       help="survey methods instead of schedulers, e.g. BSP-A2A,BSP-PS (python -m sim list methods)")
+    else:
+        p.add_argument("--gpus", type=positive_int, default=1, help="number of GPUs P")
+        p.add_argument("--scheduler", default=None,
+                       help=f"one of {', '.join(scheduler_names())} (default {DEFAULT_SCHEDULER})")
+        p.add_argument("--method", default=None,
+                       help="a survey method (architecture + scheduler + settings), e.g. BSP-PS; see list methods")
+    p.add_argument("--gpus-per-node", type=positive_int, default=1, help="GPUs per node (sharing one NIC)")
+    p.add_argument("--gpu", default="v100-sxm2", help="GPU type, for the estimated compute times of zoo models")
+    p.add_argument("--calibrate-iteration-s", type=positive_float, default=None,
+                   help="measured one-GPU iteration time at this batch size; compute times are scaled to match")
+    p.add_argument("--seq-len", type=positive_int, default=None, help="sequence length of a transformer zoo model")
+    p.add_argument("--image-size", type=positive_int, default=None, help="input image side of a CNN zoo model")
+    p.add_argument("--network", default="10gbe", help="inter-node network preset")
+    p.add_argument("--intra", default="pcie3", help="intra-node link preset")
+    p.add_argument("--collective", default="ring", help=f"one of {', '.join(COLLECTIVES)}")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="samples per GPU per iteration")
+    p.add_argument("--precision", choices=list(BYTES_PER_PARAM), default="fp32", help="gradient precision")
+    p.add_argument("--alpha", type=nonneg_float, default=None, help="all-reduce start-up time, seconds")
+    p.add_argument("--beta", type=nonneg_float, default=None, help="all-reduce time per byte, seconds")
+    p.add_argument("--architecture", choices=list(ARCHITECTURES), default=None,
+                   help="all-reduce among workers (default) or parameter servers")
+    add_knob_flags(p)
+    p.add_argument("--iterations", type=positive_int, default=1, help="iterations in the timeline")
+    p.add_argument("--prefetch", action="store_true", help="overlap io/h2d of the next iteration")
+    p.add_argument("--io-ms", type=nonneg_float, default=0.0, help="data read time per iteration, ms")
+    p.add_argument("--h2d-ms", type=nonneg_float, default=0.0, help="host-to-device copy time per iteration, ms")
+    p.add_argument("--update-ms", type=nonneg_float, default=0.0, help="parameter update time per iteration, ms")
+
+
+def add_knob_flags(p: argparse.ArgumentParser) -> None:
+    """One flag per knob of the registry, with its type, bounds, unit and who reads it."""
+    for knob in KNOBS.values():
+        default = "" if knob.default in (None, False) else f" (default {knob.default:g})"
+        text = f"{', '.join(knob_users(knob.name))}: {knob.help}{default}"
+        if knob.kind is bool:
+            p.add_argument(knob.flag, action="store_true", default=None, help=text)
+        else:
+            p.add_argument(knob.flag, type=knob_type(knob), default=None, metavar=(knob.unit or "N").upper(),
+                           help=text)
+
+
+def given_knobs(args) -> list[str]:
+    return [k for k in KNOBS if getattr(args, k, None) is not None]
+
+
+def options(args) -> dict | None:
+    """The `SchedulerOptions` fields the flags set, or None."""
+    opts = {k: getattr(args, k) for k in OPTION_KNOBS if getattr(args, k, None) is not None}
+    return opts or None
+
+
+def bucket_mb(args) -> float:
+    return args.bucket_mb or DEFAULT_BUCKET_MB
+
+
+def checked_runs(args, *, default=None) -> list[Run]:
+    """The runs the flags ask for; every flag is checked against them."""
+    methods = args.method if isinstance(args.method, list) else ([args.method] if args.method else [])
+    given = args.scheduler if isinstance(args.scheduler, list) else ([args.scheduler] if args.scheduler else [])
+    if methods and given:
+        raise SimInputError("--method sets the scheduler: give --method or --scheduler, not both")
+    if methods and args.architecture is not None:
+        raise SimInputError("--method sets the architecture: give --method or --architecture, not both")
+    flag = "--method" if methods else "--scheduler"
+    if default is None:
+        default = DEFAULT_SWEEP_SCHEDULERS if isinstance(args.scheduler, list) else (DEFAULT_SCHEDULER,)
+    try:
+        runs = resolve_runs(methods, given, args.architecture, default=default)
+    except SimInputError as exc:
+        raise SimInputError(f"{flag}: {exc}") from None
+    check_knobs_apply(given_knobs(args), [(r.scheduler, r.architecture) for r in runs], label=lambda k: KNOBS[k].flag)
+    if (args.alpha is None) != (args.beta is None):
+        raise SimInputError("--alpha and --beta go together: give both or neither")
+    return runs
+
+
+def cluster(args, gpus: int) -> Cluster:
+    return Cluster(
+        gpus=gpus, gpus_per_node=args.gpus_per_node, network=args.network, intra=args.intra,
+        collective=args.collective, alpha_s=args.alpha, beta_s_per_byte=args.beta, gpu=args.gpu,
+    )
+
+
+def model(args):
+    arch = {k: v for k, v in (("seq_len", args.seq_len), ("image_size", args.image_size)) if v is not None}
+    if arch and args.model not in zoo_names():
+        raise SimInputError("--seq-len and --image-size apply only to zoo models")
+    return load_model(args.model, io_ms=args.io_ms, h2d_ms=args.h2d_ms, update_ms=args.update_ms, **arch)
+
+
+def run_one(args):
+    """`sim.simulate` of the one run the flags describe (run, trace)."""
+    (method, scheduler, architecture), = checked_runs(args)
+    args.scheduler = scheduler
+    extended = {}
+    if method is not None or architecture != DEFAULT_ARCHITECTURE or options(args):
+        extended = {"method": method, "architecture": architecture, "options": options(args)}
+    return simulate(
+        model(args), cluster(args, args.gpus), scheduler, batch_size=args.batch_size,
+        precision=args.precision, iterations=args.iterations, prefetch=args.prefetch,
+        bucket_mb=bucket_mb(args), calibrate_iteration_s=args.calibrate_iteration_s, **extended,
+    )
