@@ -265,11 +265,11 @@ def _steps_frame(cpu: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
         launch = gpu["launch_us"].fillna(gpu["ts_us"])
         start = float(min(launch.min(), cpu["ts"].min() if len(cpu) else math.inf))
         end = float(max((gpu["ts_us"] + gpu["dur_us"]).max(), (cpu["ts"] + cpu["dur"]).max() if len(cpu) else -math.inf))
-        rows = [(0, "whole trace", start, end)]
+        rows = [(0, "whole trace", start, end, end - start)]
     else:
-        rows = [(int(_STEP.match(r.name).group(1)), r.name, float(r.ts), float(r.ts + r.dur))
+        rows = [(int(_STEP.match(r.name).group(1)), r.name, float(r.ts), float(r.ts + r.dur), float(r.dur))
                 for r in marks.itertuples(index=False)]
-    frame = pd.DataFrame(rows, columns=["step", "name", "start_us", "end_us"])
+    frame = pd.DataFrame(rows, columns=["step", "name", "start_us", "end_us", "duration_us"])
     phases = pd.DataFrame([_phases(cpu, r.start_us, r.end_us) for r in frame.itertuples(index=False)])
     return pd.concat([frame, phases], axis=1)
 
@@ -405,7 +405,7 @@ def _step_row(trace: KinetoTrace, step: pd.Series) -> dict:
     row = {
         "step": int(step["step"]),
         "name": step["name"],
-        "iteration_time_s": (step["end_us"] - step["start_us"]) * 1e-6,
+        "iteration_time_s": step["duration_us"] * 1e-6,
         "comm_s": comm_us * 1e-6,
         "comm_hidden_s": hidden_us * 1e-6,
         "comm_exposed_s": (comm_us - hidden_us) * 1e-6,
