@@ -288,3 +288,11 @@ def test_cli_module_bad_output_path(tmp_path):
     args = parser.parse_args([str(TRACE), "-o", str(tmp_path / "no" / "such" / "dir.csv")])
     with pytest.raises(SimInputError, match="-o: cannot write"):
         cli.run(args, io.StringIO())
+
+
+def test_readme_quotes_the_measured_medians(report):
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    row = (f"| **median** | **{report['iteration_time_s'] * 1e3:.2f} ms** | **{report['comm_s'] * 1e3:.2f} ms** "
+           f"| **{report['comm_hidden_s'] * 1e3:.2f} ms** | **{report['comm_exposed_s'] * 1e3:.2f} ms** "
+           f"| **{report['overlap_pct']:.1f} %** |")
+    assert row in readme
