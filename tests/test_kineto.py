@@ -179,6 +179,15 @@ def test_hand_worked_overlap():
     assert report["iteration_time_s"] == pytest.approx(100e-6)
 
 
+def test_without_step_annotations_the_whole_trace_is_one_step():
+    data = _tiny([_kernel("conv", 10, 20, 7, 1), _kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 25, 15, 9, 2)],
+                 steps=())
+    report = kineto.measured_report(kineto.read_trace(data))
+    assert [r["name"] for r in report["steps"]] == ["whole trace"]
+    assert report["iteration_time_s"] == pytest.approx(31e-6)  # first launch at 9 us to the last end at 40 us
+    assert report["overlap_pct"] == pytest.approx(100 * 5 / 15)
+
+
 def test_concurrent_kernels_count_once():
     # two compute streams both busy over [20, 30) and one NCCL kernel over it: hidden 10 us, not 20
     data = _tiny([_kernel("a", 10, 20, 7, 1), _kernel("b", 20, 20, 8, 2),
@@ -288,6 +297,19 @@ def test_cli_module_bad_output_path(tmp_path):
     args = parser.parse_args([str(TRACE), "-o", str(tmp_path / "no" / "such" / "dir.csv")])
     with pytest.raises(SimInputError, match="-o: cannot write"):
         cli.run(args, io.StringIO())
+
+
+def test_memory_stays_near_the_text_size():
+    import tracemalloc
+
+    text_bytes = len(gzip.decompress(TRACE.read_bytes()))
+    tracemalloc.start()
+    try:
+        kineto.read_trace(TRACE)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * text_bytes  # json.load of the whole text would hold every event
 
 
 def test_readme_quotes_the_measured_medians(report):

@@ -117,7 +117,8 @@ class KinetoTrace:
     """One rank's trace, reduced to what the analyses use (times in microseconds).
 
     ``gpu``: one row per kernel/memcpy/memset: ``cat``, ``name``, ``stream``,
-    ``ts_us``, ``dur_us``, ``launch_us``, ``launch_tid``, ``step``, ``phase``,
+    ``ts_us``, ``dur_us``, ``launch_us``, ``launch_tid``, ``when_us`` (launch time, else
+    start), ``step``, ``phase``,
     ``role`` (comm, compute, memory), ``ddp_copy`` ("in", "out" or ""), and for
     NCCL kernels ``kind``, ``dtype``, ``elements``, ``group_size``.
     ``steps``: one row per step with its span and phase spans.
@@ -276,7 +277,8 @@ def _steps_frame(cpu: pd.DataFrame, gpu: pd.DataFrame) -> pd.DataFrame:
 
 def _assign_steps(gpu: pd.DataFrame, step_frame: pd.DataFrame) -> pd.DataFrame:
     """``step`` (-1 outside every step) and ``phase`` of each GPU activity, by launch time."""
-    when = gpu["launch_us"].fillna(gpu["ts_us"]).to_numpy()
+    gpu["when_us"] = gpu["launch_us"].fillna(gpu["ts_us"])
+    when = gpu["when_us"].to_numpy()
     starts = step_frame["start_us"].to_numpy()
     idx = np.searchsorted(starts, when, side="right") - 1
     valid = (idx >= 0) & (when <= step_frame["end_us"].to_numpy()[np.clip(idx, 0, None)])
@@ -360,6 +362,12 @@ def _length_us(frame: pd.DataFrame) -> float:
     return float(np.sum(end - start))
 
 
+def _by_step(trace: KinetoTrace) -> dict[int, pd.DataFrame]:
+    """Each step's GPU activity (an empty frame for a step without any)."""
+    groups = dict(tuple(trace.gpu.groupby("step", sort=False)))
+    return {int(s): groups.get(s, trace.gpu.iloc[:0]) for s in trace.steps["step"]}
+
+
 def steps(trace: KinetoTrace) -> pd.DataFrame:
     """One row per step: its number, name, span and phase spans (microseconds)."""
     return trace.steps.copy()
@@ -387,19 +395,17 @@ def _copy_counts(gpu: pd.DataFrame) -> dict:
 def ddp_copies(trace: KinetoTrace) -> pd.DataFrame:
     """Per step: the DDP bucket copies, gradient into bucket (``in``) and bucket
     back into the gradients (``out``): count and summed GPU time of each."""
-    return pd.DataFrame([{"step": int(step), **_copy_counts(trace.gpu[trace.gpu["step"] == step])}
-                         for step in trace.steps["step"]])
+    return pd.DataFrame([{"step": step, **_copy_counts(gpu)} for step, gpu in _by_step(trace).items()])
 
 
-def _step_row(trace: KinetoTrace, step: pd.Series) -> dict:
-    gpu = trace.gpu[trace.gpu["step"] == step["step"]]
+def _step_row(gpu: pd.DataFrame, step: pd.Series) -> dict:
     comm = _busy_us(gpu[gpu["role"] == "comm"])
     compute = _busy_us(gpu[gpu["role"] == "compute"])
     comm_us = float(np.sum(comm[1] - comm[0]))
     hidden_us = _overlap_us(comm, compute)
     backward = gpu[gpu["phase"] == "backward"]
-    last_allreduce = backward.loc[backward["kind"] == "allreduce", "launch_us"].max()
-    tail = backward[(backward["role"] != "comm") & (backward["launch_us"] > last_allreduce)]
+    last_allreduce = backward.loc[backward["kind"] == "allreduce", "when_us"].max()
+    tail = backward[(backward["role"] != "comm") & (backward["when_us"] > last_allreduce)]
     optimizer = gpu[(gpu["phase"] == "optimizer") & (gpu["role"] != "comm")]
     coll = gpu[gpu["role"] == "comm"]
     row = {
@@ -429,7 +435,8 @@ def measured_report(trace: KinetoTrace) -> dict:
     """The measured iteration: per-step rows (``steps``) and, for each key in
     `REPORT_KEYS`, the median over the steps. ``overlap_pct`` is the median of
     the per-step percentages. Definitions: see the module docstring."""
-    rows = [_step_row(trace, step) for _, step in trace.steps.iterrows()]
+    per_step = _by_step(trace)
+    rows = [_step_row(per_step[int(step["step"])], step) for _, step in trace.steps.iterrows()]
     report: dict = {}
     for key in REPORT_KEYS:
         values = [r[key] for r in rows if r.get(key) is not None]
@@ -450,10 +457,9 @@ def _bucket_times(gpu: pd.DataFrame) -> tuple[list[int], np.ndarray, np.ndarray,
     time before each all-reduce launch, the all-reduce kernel times and the
     forward busy time (microseconds)."""
     backward = gpu[gpu["phase"] == "backward"]
-    reduces = backward[backward["kind"] == "allreduce"].sort_values("launch_us")
+    reduces = backward[backward["kind"] == "allreduce"].sort_values("when_us")
     work = backward[backward["role"] != "comm"]
-    launch = work["launch_us"].fillna(work["ts_us"]).to_numpy()
-    bucket = np.searchsorted(reduces["launch_us"].to_numpy(), launch, side="left")
+    bucket = np.searchsorted(reduces["when_us"].to_numpy(), work["when_us"].to_numpy(), side="left")
     bwd = np.array([_length_us(work[bucket == k]) for k in range(len(reduces))])
     forward = gpu[(gpu["phase"] == "forward") & (gpu["role"] != "comm")]
     elements = [int(e) if not math.isnan(e) else -1 for e in reduces["elements"]]
@@ -465,7 +471,7 @@ def layer_table(trace: KinetoTrace) -> pd.DataFrame:
     format (``name,params,fwd_ms,bwd_ms,comm_ms`` plus ``dtype`` and
     ``allreduce_bytes``); `sim.model.model_from_frame` reads it. How each
     column is measured: see the module docstring."""
-    per_step = {int(s): _bucket_times(trace.gpu[trace.gpu["step"] == s]) for s in trace.steps["step"]}
+    per_step = {s: _bucket_times(gpu) for s, gpu in _by_step(trace).items()}
     last = per_step[max(per_step)]
     if not last[0]:
         raise SimInputError(f"{trace.where}: no all-reduce in the backward phase; not a DDP data-parallel trace")
@@ -478,7 +484,7 @@ def layer_table(trace: KinetoTrace) -> pd.DataFrame:
     fwd_total = float(np.median([v[3] for v in same]))
     fwd = fwd_total * bwd / bwd.sum() if bwd.sum() > 0 else np.full(len(bwd), fwd_total / len(bwd))
     comm_rows = trace.gpu[(trace.gpu["kind"] == "allreduce") & (trace.gpu["step"] == max(per_step))]
-    comm_rows = comm_rows[comm_rows["phase"] == "backward"].sort_values("launch_us")
+    comm_rows = comm_rows[comm_rows["phase"] == "backward"].sort_values("when_us")
     frame = pd.DataFrame({
         "name": [f"ddp_bucket{k}" for k in range(len(bwd))],
         "params": np.array(last[0], dtype=np.int64),
