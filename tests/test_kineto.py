@@ -228,6 +228,8 @@ def test_overlap_equals_grid_count(comm, comp):
      "no GPU events"),
     (json.dumps({"traceEvents": [_kernel("sgemm", 0, 5, 7, 1)]}).encode(), "no NCCL kernels"),
     (json.dumps({"traceEvents": [_kernel("sgemm", "soon", 5, 7, 1)]}).encode(), "bad 'ts'"),
+    (json.dumps({"traceEvents": [_kernel("sgemm", 0, 5, 7, 1), {**_kernel("sgemm", 0, 5, 7, 2), "pid": 1}]}).encode(),
+     "GPU activity from 2 devices; give the trace of one rank"),
 ])
 def test_bad_traces_are_refused(data, message):
     with pytest.raises(SimInputError, match=message) as info:
@@ -253,6 +255,8 @@ def test_oversize_files_are_refused_before_parsing(tmp_path):
         kineto.read_trace(bomb, max_bytes=2_000_000)
     with pytest.raises(SimInputError, match="does not exist"):
         kineto.read_trace(tmp_path / "missing.json")
+    with pytest.raises(SimInputError, match="max_bytes must be a whole number >= 1"):
+        kineto.read_trace(TRACE, max_bytes=0)
 
 
 def test_no_ddp_buckets_gives_a_clear_layer_table_error():

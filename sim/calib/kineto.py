@@ -71,6 +71,7 @@ import numpy as np
 import pandas as pd
 
 from sim.calib.tracejson import parse_trace_object, read_text
+from sim.checks import check_int
 from sim.errors import SimInputError
 
 __all__ = [
@@ -98,8 +99,7 @@ DTYPE_BYTES = {
 REPORT_KEYS = (
     "iteration_time_s", "comm_s", "comm_hidden_s", "comm_exposed_s", "overlap_pct",
     "forward_s", "backward_s", "optimizer_s", "compute_s", "gpu_busy_s", "backward_tail_s",
-    "optimizer_gpu_s",
-    "ddp_copy_in_s", "ddp_copy_out_s",
+    "optimizer_gpu_s", "ddp_copy_in_s", "ddp_copy_out_s",
 )
 _GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
              "memcpy": "memcpy", "memset": "memset"}
@@ -117,10 +117,10 @@ class KinetoTrace:
     """One rank's trace, reduced to what the analyses use (times in microseconds).
 
     ``gpu``: one row per kernel/memcpy/memset: ``cat``, ``name``, ``stream``,
-    ``ts_us``, ``dur_us``, ``launch_us``, ``launch_tid``, ``when_us`` (launch time, else
-    start), ``step``, ``phase``,
-    ``role`` (comm, compute, memory), ``ddp_copy`` ("in", "out" or ""), and for
-    NCCL kernels ``kind``, ``dtype``, ``elements``, ``group_size``.
+    ``ts_us``, ``dur_us``, ``launch_us``, ``launch_tid``, ``when_us`` (launch
+    time, else start), ``step``, ``phase``, ``role`` (comm, compute, memory),
+    ``ddp_copy`` ("in", "out" or ""), and for NCCL kernels ``kind``,
+    ``dtype``, ``elements``, ``bytes``, ``group_size``.
     ``steps``: one row per step with its span and phase spans.
     """
 
@@ -177,6 +177,7 @@ def read_trace(source, *, max_bytes: int = MAX_TRACE_BYTES, where: str | None = 
     without ``traceEvents``, a trace without GPU activity or without NCCL
     kernels, or GPU activity from more than one device.
     """
+    max_bytes = check_int("max_bytes", max_bytes, 1)
     if where is None:
         where = "trace" if isinstance(source, (bytes, bytearray)) else Path(source).name
     text = read_text(source, max_bytes, where)
