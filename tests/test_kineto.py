@@ -322,3 +322,27 @@ def test_readme_quotes_the_measured_medians(report):
            f"| **{report['comm_hidden_s'] * 1e3:.2f} ms** | **{report['comm_exposed_s'] * 1e3:.2f} ms** "
            f"| **{report['overlap_pct']:.1f} %** |")
     assert row in readme
+
+
+def test_import_trace_subcommand_writes_a_csv_that_run_accepts(tmp_path):
+    """End to end through `python -m sim`: import-trace writes the layer CSV and the
+    JSON report; run --model takes the CSV; a bad trace exits 2 with one line."""
+    from sim.cli import main
+
+    csv, report_path = tmp_path / "layers.csv", tmp_path / "report.json"
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["import-trace", str(TRACE), "-o", str(csv), "--report", str(report_path), "--format", "json"],
+                out, err) == 0, err.getvalue()
+    report = json.loads(report_path.read_text())
+    for step in report["steps"]:  # HTA's definition, step by step
+        assert step["overlap_pct"] == pytest.approx(100 * step["comm_hidden_s"] / step["comm_s"], rel=1e-12)
+    assert report["overlap_pct"] == pytest.approx(float(np.median([s["overlap_pct"] for s in report["steps"]])))
+    out = io.StringIO()
+    assert main(["run", "--model", str(csv), "--gpus", "2", "--gpus-per-node", "2", "--gpu", "a100",
+                 "--intra", "nvlink3", "--batch-size", "32", "--format", "json"], out, io.StringIO()) == 0
+    assert json.loads(out.getvalue())["num_messages"] >= 1
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    err = io.StringIO()
+    assert main(["import-trace", str(bad)], io.StringIO(), err) == 2
+    assert err.getvalue().startswith("error: ") and err.getvalue().count("\n") == 1

@@ -18,6 +18,7 @@ from sim.cli import (
     fit_network,
     gap,
     import_bcaffe,
+    import_trace,
     listing,
     run,
     sweep,
@@ -32,7 +33,7 @@ __all__ = ["COMMANDS", "EXIT_BAD_INPUT", "build_parser", "main"]
 EXIT_BAD_INPUT = 2
 
 #: The subcommands, in the order ``--help`` lists them.
-COMMANDS = (run, sweep, algorithms, trace, fit_network, import_bcaffe, validate, gap, listing, tune)
+COMMANDS = (run, sweep, algorithms, trace, fit_network, import_bcaffe, import_trace, validate, gap, listing, tune)
 
 
 class Parser(argparse.ArgumentParser):
