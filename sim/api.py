@@ -128,36 +128,31 @@ def simulate(
     precision : {"fp32", "fp16"}
         Gradient width: 4 or 2 bytes per parameter.
     iterations : int
-        Iterations in the returned timeline. The iteration time is that of
-        the steady state: the period between the last two updates of a run of
-        at least two iterations.
+        Iterations in the returned timeline; the iteration time is the
+        steady state's (`sim.core.metrics`).
     prefetch : bool
         Let io and h2d of the next iteration overlap the current one.
     bucket_mb : float
-        Bucket size for the ``bucket`` scheduler, in MiB.
+        Bucket size of ``bucket`` and ``ddp``, in MiB.
     single_gpu_iteration_s : float, optional
-        The one-GPU iteration time for speedup; simulated when not given.
+        The one-GPU iteration time for speedup (default: simulated).
     calibrate_iteration_s : float, optional
-        A measured one-GPU iteration time at ``batch_size``. Every compute time
-        of the model is scaled by one factor, keeping the per-layer
-        proportions, so that the simulated one-GPU iteration takes exactly this.
+        A measured one-GPU iteration time at ``batch_size``: compute times are
+        scaled by one factor so the one-GPU iteration takes exactly this.
     method : str, optional
         A method of the survey (`sim.methods.METHODS`, e.g. ``"BSP-PS"``):
         it sets ``architecture``, ``scheduler`` and the scheduler's options,
         and overrides the ``scheduler`` and ``architecture`` arguments;
         ``options`` given as a dict then change single settings.
     architecture : {"allreduce", "ps"}
-        All-reduce among the workers, or a parameter server
-        (`sim.comm.ps_cost`; servers and placement in ``options``).
+        All-reduce, or a parameter server (`sim.comm.ps_cost`).
     options : SchedulerOptions or dict, optional
         Settings of ``horovod``, ``ddp``, ``bytescheduler`` and the parameter
         server (`sim.schedulers.SchedulerOptions`). When ``method``,
         ``architecture = "ps"`` or ``options`` is given, ``metrics`` also
         holds ``method``, ``architecture`` and ``settings``.
 
-    Returns
-    -------
-    SimResult
+    Returns ``SimResult``.
     """
     return _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
                      single_gpu_iteration_s, calibrate_iteration_s, engine="auto", method=method,

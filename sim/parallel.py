@@ -35,6 +35,7 @@ from itertools import repeat
 import numpy as np
 import pandas as pd
 
+from sim.checks import check_int
 from sim.cluster import Cluster
 from sim.core.cost import NO_COMM, CommCost
 from sim.core.metrics import METRIC_KEYS, PHASE_KEYS, rates
@@ -322,11 +323,10 @@ def run_grid(
     SimInputError
         For a bad configuration, naming its position.
     """
-    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
-        raise SimInputError(f"jobs must be a whole number >= 1, got {jobs!r}")
+    if jobs is not None:
+        check_int("jobs", jobs, 1)
     configs = list(configs)
     grid = _Grid(configs)
-    total_rows = len(configs)
     if not grid.units:
         return pd.DataFrame(columns=list(METRIC_KEYS))
     if client is not None:
@@ -338,27 +338,33 @@ def run_grid(
     parallel = client is not None or workers > 1
     parts = workers * _CHUNKS_PER_WORKER if parallel else (16 if progress else 1)
     chunks = grid.chunks(min(parts, len(grid.units)))
-    rows_per_unit = np.bincount(grid.unit_of_row, minlength=len(grid.units))
-    results: dict = {k: np.empty(len(grid.units)) for k in ("iteration_time_s", *_PHASES)}
-    results["num_messages"] = np.empty(len(grid.units), dtype=np.int64)
-    results["groups"] = [None] * len(grid.units)
-    done = 0
+    collector = _Results(grid, len(configs), progress)
+    _run_chunks([grid.payload(c) for c in chunks], workers if parallel else 1, client, collector)
+    return _frame(grid, collector.results)
 
-    def report(result) -> None:
-        nonlocal done
+
+class _Results:
+    """Fills each evaluation's figures as chunks finish, and reports progress."""
+
+    def __init__(self, grid: _Grid, total_rows: int, progress):
+        n = len(grid.units)
+        self.results: dict = {k: np.empty(n) for k in ("iteration_time_s", *_PHASES)}
+        self.results["num_messages"] = np.empty(n, dtype=np.int64)
+        self.results["groups"] = [None] * n
+        self.rows_per_unit = np.bincount(grid.unit_of_row, minlength=n)
+        self.total_rows, self.progress, self.done = total_rows, progress, 0
+
+    def __call__(self, result) -> None:
         uids, out = result
         for key, values in out.items():
             if key == "groups":
                 for u, g in zip(uids.tolist(), values, strict=True):
-                    results["groups"][u] = g
+                    self.results["groups"][u] = g
             else:
-                results[key][uids] = values
-        done += int(rows_per_unit[uids].sum())
-        if progress is not None:
-            progress(done, total_rows)
-
-    _run_chunks([grid.payload(c) for c in chunks], workers if parallel else 1, client, report)
-    return _frame(grid, results)
+                self.results[key][uids] = values
+        self.done += int(self.rows_per_unit[uids].sum())
+        if self.progress is not None:
+            self.progress(self.done, self.total_rows)
 
 
 def _frame(grid: _Grid, results: dict) -> pd.DataFrame:

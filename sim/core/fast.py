@@ -374,52 +374,65 @@ def evaluate(
     FastRun
     """
     costs = [costs] if isinstance(costs, CommCost) else list(costs)
-    groups, n_msg = plan.groups, len(plan.groups)
-    layer_bytes = model.gradient_bytes(precision)
-    group_bytes, lowest = _message_layout(groups, layer_bytes)
-    t_c = message_times_s(costs, groups, group_bytes)
-    lag = np.asarray(plan.lag_s, dtype=float) if plan.lag_s else np.zeros(n_msg)  # Horovod's wait for a tick
+    group_bytes, lowest = _message_layout(plan.groups, model.gradient_bytes(precision))
+    t_c = message_times_s(costs, plan.groups, group_bytes)
     work = _Work.of(model, times, len(costs), iterations)
-    rows, n = work.rows, model.num_layers
-    lowest_at = n - 1 - lowest  # backward arrays run from layer n-1 down to 0: layer i sits at n-1-i
-    shape = (rows, iterations)
-    io_start, io_end, h2d_start, h2d_end = (np.empty(shape) for _ in range(4))
-    fwd_start, upd_start, upd_end = np.empty(shape), np.empty(shape), np.empty(shape)
-    fwd_end, bwd_end = np.empty(shape + (n,)), np.empty(shape + (n,))
-    c_rows = 1 if times is not None else rows
-    c_start, c_end = np.empty((c_rows, iterations, n_msg)), np.empty((c_rows, iterations, n_msg))
-    free = np.full(c_rows, -np.inf)  # when the channel is next free
+    arrays = _Arrays(work.rows, iterations, model.num_layers, len(plan.groups), 1 if times is not None else work.rows)
+    lag = np.asarray(plan.lag_s, dtype=float) if plan.lag_s else np.zeros(len(plan.groups))  # Horovod's ticks
+    free = np.full(arrays.c_start.shape[0], -np.inf)  # when the channel is next free
     for k in range(iterations):
+        arrays.compute(k, work, prefetch)
+        free = arrays.communicate(k, work, plan, t_c, lag, model.num_layers - 1 - lowest, free, times is not None)
+    a = arrays
+    return FastRun(model, plan.groups, model.gradient_bytes(precision), group_bytes, a.io_start, a.io_end,
+                   a.h2d_start, a.h2d_end, a.fwd_start, a.fwd_end, a.bwd_end, a.upd_start, a.upd_end, a.c_start,
+                   a.c_end)
+
+
+class _Arrays:
+    """The task times being filled, iteration by iteration (see the module docstring)."""
+
+    def __init__(self, rows: int, iterations: int, n: int, n_msg: int, channel_rows: int):
+        shape = (rows, iterations)
+        self.io_start, self.io_end, self.h2d_start, self.h2d_end = (np.empty(shape) for _ in range(4))
+        self.fwd_start, self.upd_start, self.upd_end = np.empty(shape), np.empty(shape), np.empty(shape)
+        self.fwd_end, self.bwd_end = np.empty(shape + (n,)), np.empty(shape + (n,))
+        self.c_start = np.empty((channel_rows, iterations, n_msg))
+        self.c_end = np.empty((channel_rows, iterations, n_msg))
+
+    def compute(self, k: int, work: _Work, prefetch: bool) -> None:
+        """io, h2d, forward and backward of iteration k."""
         if k == 0:
-            io_start[:, 0] = 0.0
+            self.io_start[:, 0] = 0.0
         elif prefetch:
-            io_start[:, k] = io_end[:, k - 1]
+            self.io_start[:, k] = self.io_end[:, k - 1]
         else:
-            io_start[:, k] = np.maximum(upd_end[:, k - 1], io_end[:, k - 1])
-        io_end[:, k] = io_start[:, k] + work.io_s
-        h2d_start[:, k] = io_end[:, k] if k == 0 else np.maximum(io_end[:, k], h2d_end[:, k - 1])
-        h2d_end[:, k] = h2d_start[:, k] + work.h2d_s
-        fwd_start[:, k] = h2d_end[:, k] if k == 0 else np.maximum(h2d_end[:, k], upd_end[:, k - 1])
-        fwd_end[:, k] = _chain_ends(fwd_start[:, k], work.fwd_s(k))
-        bwd_end[:, k] = _chain_ends(fwd_end[:, k, -1], work.bwd_rev_s(k))
-        backward_done = bwd_end[:, k, -1]
-        if n_msg:
+            self.io_start[:, k] = np.maximum(self.upd_end[:, k - 1], self.io_end[:, k - 1])
+        self.io_end[:, k] = self.io_start[:, k] + work.io_s
+        self.h2d_start[:, k] = self.io_end[:, k] if k == 0 else np.maximum(self.io_end[:, k], self.h2d_end[:, k - 1])
+        self.h2d_end[:, k] = self.h2d_start[:, k] + work.h2d_s
+        self.fwd_start[:, k] = (self.h2d_end[:, k] if k == 0
+                                else np.maximum(self.h2d_end[:, k], self.upd_end[:, k - 1]))
+        self.fwd_end[:, k] = _chain_ends(self.fwd_start[:, k], work.fwd_s(k))
+        self.bwd_end[:, k] = _chain_ends(self.fwd_end[:, k, -1], work.bwd_rev_s(k))
+
+    def communicate(self, k, work, plan, t_c, lag, lowest_at, free, shared: bool):
+        """The messages and the update of iteration k; returns when the channel is next free."""
+        backward_done = self.bwd_end[:, k, -1]
+        if t_c.shape[1]:
             # released lag_s after the message's lowest layer (the last of its gradients) is ready
-            ready = bwd_end[:, k, lowest_at] + lag
+            ready = self.bwd_end[:, k, lowest_at] + lag
             if plan.after_backward:
                 ready = np.maximum(ready, backward_done[:, None])
-            if times is not None:  # every worker's gradients, on one shared channel
+            if shared:  # every worker's gradients, on one shared channel
                 ready = ready.max(axis=0, keepdims=True)
-            c_start[:, k], c_end[:, k] = _channel(free, ready, t_c * work.comm_scale(k))
-            free = c_end[:, k].max(axis=1)
-            upd_start[:, k] = np.maximum(backward_done, free)
+            self.c_start[:, k], self.c_end[:, k] = _channel(free, ready, t_c * work.comm_scale(k))
+            free = self.c_end[:, k].max(axis=1)
+            self.upd_start[:, k] = np.maximum(backward_done, free)
         else:
-            upd_start[:, k] = backward_done
-        upd_end[:, k] = upd_start[:, k] + work.update_s
-    return FastRun(
-        model, groups, layer_bytes, group_bytes, io_start, io_end, h2d_start, h2d_end,
-        fwd_start, fwd_end, bwd_end, upd_start, upd_end, c_start, c_end,
-    )
+            self.upd_start[:, k] = backward_done
+        self.upd_end[:, k] = self.upd_start[:, k] + work.update_s
+        return free
 
 
 def _message_layout(groups, layer_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

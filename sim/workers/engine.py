@@ -177,16 +177,11 @@ def simulate_workers(
     gpus_by_worker : sequence of str, optional
         The GPU type of each worker (a zoo model is needed to mix types).
 
-    Returns
-    -------
-    SimResult
-        ``iteration_time_s`` is the mean period between iteration ends from
-        the second iteration on; with identical workers (nothing random) it is
-        the steady-state period by `sim.simulate`'s rule, so the two agree.
-        ``metrics`` holds p50, p99, the ideal (identical-worker) iteration and
-        the slowdown; ``timeline`` every worker's tasks (`sim.core.timeline`),
-        plus ``wait`` and ``comm_wait`` rows for the idle time before each
-        update; ``iteration_times_s``, ``wait_s`` and ``straggler_workers``.
+    Returns a `sim.api.SimResult`: ``iteration_time_s`` is the mean period between
+    iteration ends from the second on (with identical workers, the steady-state
+    period by `sim.simulate`'s rule, so the two agree); ``metrics`` adds p50,
+    p99, the ideal iteration and the slowdown; ``timeline`` has every worker's
+    tasks plus ``wait``/``comm_wait`` rows (`with_waits`).
     """
     spec = straggler if straggler is not None else StragglerSpec()
     common = dict(batch_size=batch_size, iterations=iterations, seed=seed, precision=precision, prefetch=prefetch,
