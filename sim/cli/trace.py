@@ -19,7 +19,8 @@ def add_arguments(parser) -> None:
 
 def run(args, out) -> None:
     res = run_one(args)
-    trace = chrome_trace(res.timeline, title=f"{res.metrics['model']} {res.metrics['scheduler']} P={res.metrics['gpus']}")
+    trace = chrome_trace(res.timeline, title=f"{res.metrics['model']} {res.metrics['scheduler']} P={res.metrics['gpus']}",
+                         metrics=res.metrics)
     try:
         with open(args.output, "w", encoding="utf-8") as fh:
             json.dump(trace, fh)

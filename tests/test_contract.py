@@ -1,0 +1,153 @@
+"""The contract every registered scheduler and every method keeps.
+
+A scheduler registered in `sim.schedulers` (or a method of `sim.methods`)
+joins every test here by being registered. Over random models, clusters
+(network presets and user alpha-beta, one or many nodes, all-reduce and
+parameter server) and update times, on the engine's own timeline:
+
+* iteration >= compute, and >= the update-to-update compute of one iteration;
+* 0 <= hidden, exposed; exposed <= iteration; no negative or non-finite time;
+* hidden + exposed = communication, where communication and hidden are
+  computed here from the timeline by a method of their own (elementary
+  segments between all interval ends), not by the simulator's;
+* efficiency <= 1;
+* the fast path equals the general engine (`simulate_dag`) to 1e-9;
+* the per-worker engine with identical workers equals the aggregate run;
+* the same seed gives the same output.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from helpers import make_model
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sim
+from sim.api import simulate_dag
+from sim.core.metrics import iterations_to_run
+from sim.methods import METHODS
+from sim.schedulers.registry import scheduler_names
+from sim.workers import StragglerSpec, simulate_workers
+
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+RUNS = [{"scheduler": name} for name in scheduler_names()] + [{"method": name} for name in METHODS]
+IDS = [r.get("scheduler") or r["method"] for r in RUNS]
+NETWORKS = ["10gbe", "ib-fdr-56", "100gbe", "nvlink3", "10gbe-k80-osu"]
+
+
+@st.composite
+def models(draw, max_layers=7):
+    n = draw(st.integers(1, max_layers))
+    params = draw(st.lists(st.integers(0, 4_000_000), min_size=n, max_size=n))
+    if not any(params):
+        params[-1] = 1000
+    fwd = draw(st.lists(st.floats(0.01, 5.0), min_size=n, max_size=n))
+    bwd = draw(st.lists(st.floats(0.01, 10.0), min_size=n, max_size=n))
+    return make_model(params, fwd, bwd, update_ms=draw(st.floats(0.0, 5.0)))
+
+
+@st.composite
+def clusters(draw):
+    gpus = draw(st.sampled_from([2, 4, 8, 16, 64]))
+    per_node = draw(st.sampled_from([1, 2, 4]))
+    if draw(st.booleans()):
+        return sim.Cluster(gpus=gpus, gpus_per_node=per_node, network=draw(st.sampled_from(NETWORKS)))
+    return sim.Cluster(gpus=gpus, gpus_per_node=per_node, alpha_s=draw(st.floats(0.0, 5e-3)),
+                       beta_s_per_byte=draw(st.floats(1e-11, 5e-9)))
+
+
+def _union_length(starts, ends) -> float:
+    """Length of a union of intervals, by elementary segments."""
+    return _covered(np.concatenate([starts, ends]), [(starts, ends)])
+
+
+def _covered(points, sets) -> float:
+    """Length of the points' elementary segments whose midpoint lies in every set of intervals."""
+    cuts = np.unique(points)
+    if len(cuts) < 2:
+        return 0.0
+    lo, hi = cuts[:-1], cuts[1:]
+    mid = (lo + hi) / 2
+    inside = np.ones(len(mid), dtype=bool)
+    for starts, ends in sets:
+        inside &= ((mid[:, None] > starts[None, :]) & (mid[:, None] < ends[None, :])).any(axis=1)
+    return float((hi - lo)[inside].sum())
+
+
+def _simulate(model, cluster, run, **kw):
+    try:
+        return sim.simulate(model, cluster, batch_size=4, **run, **kw)
+    except sim.SimInputError as exc:  # a combination the method refuses (e.g. dear on a parameter server)
+        assert any(s in str(exc) for s in ("needs architecture", "colocated", "needs network presets")), exc
+        return None
+
+
+@pytest.mark.parametrize("run", RUNS, ids=IDS)
+@SETTINGS
+@given(model=models(), cluster=clusters())
+def test_breakdown_is_consistent_with_the_timeline(run, model, cluster):
+    res = _simulate(model, cluster, run, iterations=iterations_to_run(sim.Plan("", (), per_layer_update=True), 1))
+    if res is None:
+        return
+    m, tl = res.metrics, res.timeline
+    assert np.all(np.isfinite(tl[["start_s", "end_s"]].to_numpy())) and (tl.duration_s >= 0).all()
+    for key in ("iteration_time_s", "compute_s", "comm_s", "comm_hidden_s", "comm_exposed_s"):
+        assert math.isfinite(m[key]) and m[key] >= 0, key
+    assert m["iteration_time_s"] >= m["compute_s"] * (1 - 1e-9)
+    assert m["comm_exposed_s"] <= m["iteration_time_s"] * (1 + 1e-9)
+    assert 0 < m["scaling_efficiency"] <= 1 + 1e-9
+    ref = int(tl.iteration.max()) - (1 if res.plan.per_layer_update else 0)
+    comm = tl[(tl.kind == "comm") & (tl.iteration == ref)]
+    compute = tl[tl.kind.isin(["forward", "backward", "update"])]
+    total = _union_length(comm.start_s.to_numpy(), comm.end_s.to_numpy())
+    cs, ce = comm.start_s.to_numpy(), comm.end_s.to_numpy()
+    ks, ke = compute.start_s.to_numpy(), compute.end_s.to_numpy()
+    hidden = _covered(np.concatenate([cs, ce, ks, ke]), [(cs, ce), (ks, ke)])
+    assert m["comm_s"] == pytest.approx(total, rel=1e-9, abs=1e-12)
+    assert m["comm_hidden_s"] == pytest.approx(hidden, rel=1e-9, abs=1e-12)
+    assert m["comm_hidden_s"] + m["comm_exposed_s"] == pytest.approx(total, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("run", RUNS, ids=IDS)
+@SETTINGS
+@given(model=models(), cluster=clusters(), prefetch=st.booleans())
+def test_fast_path_equals_the_general_engine(run, model, cluster, prefetch):
+    res = _simulate(model, cluster, run, prefetch=prefetch)
+    if res is None:
+        return
+    ref = simulate_dag(model, cluster, batch_size=4, prefetch=prefetch, **run)
+    for key in sim.METRIC_KEYS:
+        want = ref.metrics[key]
+        assert res.metrics[key] == (pytest.approx(want, rel=1e-9, abs=1e-15) if isinstance(want, float) else want), key
+
+
+@pytest.mark.parametrize("run", RUNS, ids=IDS)
+@SETTINGS
+@given(model=models(max_layers=5), cluster=clusters())
+def test_per_worker_with_identical_workers_equals_the_aggregate(run, model, cluster):
+    cluster = cluster.with_gpus(min(cluster.gpus, 8))
+    res = _simulate(model, cluster, run)
+    if res is None:
+        return
+    workers = simulate_workers(model, cluster, batch_size=4, iterations=10, **run)
+    assert workers.iteration_time_s == pytest.approx(res.iteration_time_s, rel=1e-9)
+    assert workers.metrics["ideal_iteration_time_s"] == pytest.approx(res.iteration_time_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("run", RUNS, ids=IDS)
+@settings(max_examples=5, deadline=None)
+@given(model=models(max_layers=4), seed=st.integers(0, 2**32))
+def test_same_seed_same_output(run, model, seed):
+    cluster = sim.Cluster(gpus=4, gpus_per_node=2)
+    spec = StragglerSpec("lognormal", cv=0.2, stragglers=1, factor=1.5, jitter_cv=0.1)
+    try:
+        a = simulate_workers(model, cluster, batch_size=4, iterations=5, straggler=spec, seed=seed, **run)
+    except sim.SimInputError:
+        return
+    b = simulate_workers(model, cluster, batch_size=4, iterations=5, straggler=spec, seed=seed, **run)
+    assert a.metrics == b.metrics
+    assert a.timeline.equals(b.timeline)
