@@ -14,9 +14,10 @@ network traffic, reaches the measured throughput. Nothing is fitted to the
 multi-node rows that the error is measured on.
 
 ``model`` is a zoo name (with ``model_kwargs`` such as ``seq_len=64``) or
-``bcaffe:<log>``, a layer table imported from the B-Caffe per-blob logs in the
-shared reference folder; those cases are skipped, with the reason, where that
-folder is absent. ``model_kwargs`` ``measured_comm=false`` drops the log's
+``bcaffe:<log>``, a layer table imported from the B-Caffe per-blob logs in
+``data/reference/bcaffe_k80_10gbe`` (`DEFAULT_REFERENCE_DIR`, or the folder
+given as ``reference_dir``); those cases are skipped, with the reason, where
+the log is absent. ``model_kwargs`` ``measured_comm=false`` drops the log's
 measured all-reduce times so the cost model times the messages.
 
 ``error_pct`` is signed: (simulated - measured) / measured x 100.
@@ -52,7 +53,8 @@ __all__ = [
 ]
 
 CASES_PATH = DATA_DIR / "validation" / "cases.csv"
-DEFAULT_REFERENCE_DIR = DATA_DIR.parent.parent / "shared" / "reference"
+#: The measured traces the ``bcaffe:`` cases read: copied into the repository (see its README).
+DEFAULT_REFERENCE_DIR = DATA_DIR / "reference"
 CASE_COLUMNS = (
     "case", "source", "citation", "model", "model_kwargs", "batch_size", "gpus", "gpus_per_node", "gpu",
     "network", "intra", "collective", "method", "scheduler", "precision", "calib_gpus", "calib_samples_per_s",
