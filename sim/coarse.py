@@ -1,11 +1,7 @@
 """Old import path of `sim.calib.coarse`, kept so existing code keeps working."""
 
-# ruff: noqa: F403, F405
+# ruff: noqa: F403
+import sim.calib.coarse
 from sim.calib.coarse import *
 
-__all__ = [
-    "COARSE_PHASES",
-    "coarse_iteration",
-    "compare_coarse_fine",
-    "fit_overlap",
-]
+__all__ = list(sim.calib.coarse.__all__)

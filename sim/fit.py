@@ -1,15 +1,7 @@
 """Old import path of `sim.calib.fit`, kept so existing code keeps working."""
 
-# ruff: noqa: F403, F405
+# ruff: noqa: F403
+import sim.calib.fit
 from sim.calib.fit import *
 
-__all__ = [
-    "COLLECTIVES",
-    "Fit",
-    "WEIGHTINGS",
-    "fit_alpha_beta",
-    "fit_to_network",
-    "parse_allreduce_log",
-    "parse_nccl_tests",
-    "parse_osu_allreduce",
-]
+__all__ = list(sim.calib.fit.__all__)

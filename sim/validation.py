@@ -1,15 +1,7 @@
 """Old import path of `sim.calib.validation`, kept so existing code keeps working."""
 
-# ruff: noqa: F403, F405
+# ruff: noqa: F403
+import sim.calib.validation
 from sim.calib.validation import *
 
-__all__ = [
-    "CASE_COLUMNS",
-    "DEFAULT_REFERENCE_DIR",
-    "case_model",
-    "coarse_versus_fine",
-    "fit_ps_link_efficiency",
-    "load_cases",
-    "run_validation",
-    "summarize",
-]
+__all__ = list(sim.calib.validation.__all__)

@@ -65,30 +65,12 @@ Examples
 25557032
 """
 
-from sim.zoo.cnn import alexnet, densenet, googlenet, resnet, vgg16
-from sim.zoo.inception import inception_v3, inception_v4
-from sim.zoo.layers import (
-    COLUMNS,
-    ELEMENTWISE_FLOPS_PER_ELEM,
-    LAYER_TYPES,
-    NORM_FLOPS_PER_ELEM,
-    SOFTMAX_FLOPS_PER_ELEM,
-    adaptive_avg_pool,
-    attention,
-    batchnorm,
-    conv2d,
-    conv_bn,
-    conv_out_size,
-    elementwise,
-    embedding,
-    layernorm,
-    linear,
-    merge,
-    mlp,
-    pool2d,
-)
-from sim.zoo.registry import ARCHITECTURES, Architecture, build_table
-from sim.zoo.transformers import bert, gpt2
+# ruff: noqa: F403, F405
+from sim.zoo.cnn import *
+from sim.zoo.inception import *
+from sim.zoo.layers import *
+from sim.zoo.registry import *
+from sim.zoo.transformers import *
 
 __all__ = [
     "ARCHITECTURES",

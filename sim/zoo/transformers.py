@@ -6,16 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from sim.checks import check_int
-from sim.zoo.layers import (
-    attention,
-    elementwise,
-    embedding,
-    layernorm,
-    linear,
-    merge,
-    mlp,
-    to_table,
-)
+from sim.zoo.layers import attention, elementwise, embedding, layernorm, linear, merge, mlp
+from sim.zoo.layers import to_table as table_of
 
 __all__ = ["bert", "gpt2"]
 
@@ -68,7 +60,7 @@ def bert(
         )
         rows.append(merge(f"{p}.mlp", "mlp", [mlp("m", d, d_ff, s), *add_norm]))
     rows.append(merge("pooler", "linear", [linear("pooler", d, d), elementwise("tanh", d)]))
-    return to_table(rows)
+    return table_of(rows)
 
 
 def gpt2(
@@ -106,4 +98,4 @@ def gpt2(
         rows.append(merge(f"h.{i}.mlp", "mlp", [norm, mlp("m", d, 4 * d, s), add]))
     rows.append(layernorm("ln_f", d, s))
     rows.append({**linear("lm_head", d, vocab_size, s, bias=False), "params": 0})  # tied to wte
-    return to_table(rows)
+    return table_of(rows)
