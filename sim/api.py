@@ -112,15 +112,14 @@ def simulate(
     method: str | None = None,
     architecture: str = "allreduce",
     options: SchedulerOptions | dict | None = None,
+    engine: str = "auto",
 ) -> SimResult:
     """Time training iterations of ``model`` on ``cluster`` under ``scheduler``.
 
     Parameters
     ----------
-    model : Model
-        The workload; its compute times are per GPU at ``batch_size``.
-    cluster : Cluster
-        GPUs, nodes, links and collective.
+    model, cluster : Model, Cluster
+        The workload (compute times per GPU at ``batch_size``); GPUs, nodes, links, collective.
     scheduler : str
         A name from `sim.schedulers.SCHEDULERS`.
     batch_size : int
@@ -140,49 +139,33 @@ def simulate(
         A measured one-GPU iteration time at ``batch_size``: compute times are
         scaled by one factor so the one-GPU iteration takes exactly this.
     method : str, optional
-        A method of the survey (`sim.methods.METHODS`, e.g. ``"BSP-PS"``):
-        it sets ``architecture``, ``scheduler`` and the scheduler's options,
-        and overrides the ``scheduler`` and ``architecture`` arguments;
-        ``options`` given as a dict then change single settings.
+        A method of the survey (`sim.methods.METHODS`, e.g. ``"BSP-PS"``): it
+        sets architecture, scheduler and options (a dict of ``options`` then
+        changes single settings).
     architecture : {"allreduce", "ps"}
         All-reduce, or a parameter server (`sim.comm.ps_cost`).
     options : SchedulerOptions or dict, optional
-        Settings of ``horovod``, ``ddp``, ``bytescheduler`` and the parameter
-        server (`sim.schedulers.SchedulerOptions`). When ``method``,
-        ``architecture = "ps"`` or ``options`` is given, ``metrics`` also
-        holds ``method``, ``architecture`` and ``settings``.
+        The schedulers' and the parameter server's knobs (`sim.schedulers.knobs.KNOBS`);
+        with it, a method or ``ps``, ``metrics`` adds ``method``,
+        ``architecture`` and ``settings``.
+
+    engine : {"auto", "general"}
+        The fast path where it applies, or always the task graph (`simulate_dag`).
 
     Returns ``SimResult``.
     """
     return _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
-                     single_gpu_iteration_s, calibrate_iteration_s, engine="auto", method=method,
+                     single_gpu_iteration_s, calibrate_iteration_s, engine=engine, method=method,
                      architecture=architecture, options=options)
 
 
-def simulate_dag(
-    model: Model,
-    cluster: Cluster,
-    scheduler: str = WFBP,
-    *,
-    batch_size: int,
-    precision: str = "fp32",
-    iterations: int = 1,
-    prefetch: bool = False,
-    bucket_mb: float = DEFAULT_BUCKET_MB,
-    single_gpu_iteration_s: float | None = None,
-    calibrate_iteration_s: float | None = None,
-    method: str | None = None,
-    architecture: str = "allreduce",
-    options: SchedulerOptions | dict | None = None,
-) -> SimResult:
+def simulate_dag(model: Model, cluster: Cluster, scheduler: str = WFBP, **kwargs) -> SimResult:
     """`simulate` by the general engine always: every task of the lowered graph
     (`sim.core.lower.lower`) timed by the engine (`sim.core.engine.run`),
     never the fast path (`sim.core.fast`), which it checks: the two give the
-    same result.
+    same result. Takes `simulate`'s arguments.
     """
-    return _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
-                     single_gpu_iteration_s, calibrate_iteration_s, engine="general", method=method,
-                     architecture=architecture, options=options)
+    return simulate(model, cluster, scheduler, engine="general", **kwargs)
 
 
 def resolve_method(method: str | None, scheduler: str, architecture: str,

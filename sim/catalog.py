@@ -7,19 +7,26 @@ in FLOP/s and ``mem_bw_bytes_per_s``.
 
 Network presets can be extended by the user with a CSV of the same columns,
 found at `user_networks_path` (``$SSGD_NETWORKS`` or
-``~/.config/ssgd/networks.csv``). A user preset may not reuse a built-in name.
+``~/.config/ssgd/networks.csv``) and written by `save_network`. A user preset
+reuses a built-in name only where it says so (`OVERRIDES_BUILTIN_COLUMN`). A
+malformed user file never breaks the built-in presets; `user_networks_error`
+says what is wrong with it, naming the file and line.
 """
 
 from __future__ import annotations
 
+import contextlib
+import csv
+import fcntl
 import functools
+import io
 import math
 import os
+import re
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
 
 from sim.errors import SimInputError
 
@@ -28,11 +35,17 @@ __all__ = [
     "GPU",
     "PRECISIONS",
     "Network",
+    "OVERRIDES_BUILTIN_COLUMN",
+    "PRESET_NAME_PATTERN",
     "USER_NETWORKS_ENV",
+    "check_preset_name",
     "get_gpu",
     "get_network",
     "gpus",
     "networks",
+    "save_network",
+    "user_networks",
+    "user_networks_error",
     "user_networks_path",
 ]
 
@@ -40,6 +53,12 @@ DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 #: Environment variable naming a user presets CSV for networks.
 USER_NETWORKS_ENV = "SSGD_NETWORKS"
+
+#: What a user preset's name may be: lower-case letters, digits, '.', '_', '-'.
+PRESET_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+#: Optional user-file column: ``yes`` lets that row replace the built-in of its name.
+OVERRIDES_BUILTIN_COLUMN = "overrides_builtin"
 
 _NETWORK_COLUMNS = ("name", "scope", "line_rate_gbps", "effective_gbps", "alpha_us", "source")
 _NETWORK_SCOPES = ("intra", "inter", "any")
@@ -174,27 +193,50 @@ def _label(path: Path) -> str:
     return path.name if path.parent == DATA_DIR else str(path)
 
 
-def _read_table(path: Path, required: tuple[str, ...]) -> pd.DataFrame:
+def _read_text(path: Path) -> str:
+    """The file's text; a missing, unreadable or non-UTF-8 file is bad input."""
     try:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SimInputError(f"{path}: file not found") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise SimInputError(f"{_label(path)}: not a readable CSV ({str(exc).splitlines()[0]})") from None
-    missing = [c for c in required if c not in table.columns]
-    if missing:
-        raise SimInputError(f"{_label(path)}: missing column(s) {', '.join(missing)}")
-    return table
+    except UnicodeDecodeError as exc:
+        raise SimInputError(f"{_label(path)}: not a UTF-8 text file (byte {exc.start})") from None
+    except OSError as exc:
+        raise SimInputError(f"{_label(path)}: cannot read ({exc.strerror})") from None
+
+
+def _read_table(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+    """``(line number, row)`` for every non-blank row; the header must name
+    every column in ``required``. Errors name the file and the line."""
+    reader = csv.reader(io.StringIO(_read_text(path)), skipinitialspace=True)
+    label = _label(path)
+    try:
+        header = [h.strip() for h in next(reader, [])]
+        missing = [c for c in required if c not in header]
+        if missing:
+            raise SimInputError(f"{label} line 1: missing column(s) {', '.join(missing)}")
+        rows, line_no = [], reader.line_num + 1
+        for fields in reader:
+            if fields and any(f.strip() for f in fields):
+                if len(fields) > len(header):
+                    raise SimInputError(
+                        f"{label} line {line_no}: {len(fields)} fields, but the header names {len(header)}"
+                    )
+                rows.append((line_no, dict(zip(header, fields + [""] * (len(header) - len(fields)), strict=True))))
+            line_no = reader.line_num + 1
+    except csv.Error as exc:
+        raise SimInputError(f"{label} line {reader.line_num}: not a readable CSV ({exc})") from None
+    return rows
 
 
 def _text(row: dict, field: str) -> str:
     return str(row.get(field, "")).strip()
 
 
-def _rows(table: pd.DataFrame, path: Path):
+def _rows(rows: list[tuple[int, dict[str, str]]], path: Path):
     """``(at, where, row)``: ``at`` names file and line, ``where`` adds the preset."""
-    for line_no, row in enumerate(table.to_dict("records"), start=2):
-        at = f"{_label(path)} row {line_no}"
+    for line_no, row in rows:
+        at = f"{_label(path)} line {line_no}"
         name = _text(row, "name")
         if not name:
             raise SimInputError(f"{at}: name is empty")
@@ -215,34 +257,46 @@ def _numbers(row: dict, fields: tuple[str, ...], where: str) -> dict[str, float]
     return out
 
 
-def _read_networks(path: Path) -> dict[str, Network]:
-    table = _read_table(path, _NETWORK_COLUMNS)
+def _network_from_row(at: str, where: str, row: dict) -> Network:
+    values = _numbers(row, ("line_rate_gbps", "effective_gbps", "alpha_us"), where)
+    try:
+        return Network(
+            name=_text(row, "name"),
+            scope=_text(row, "scope"),
+            line_rate_gbps=values["line_rate_gbps"],
+            effective_gbps=values["effective_gbps"],
+            alpha_s=values["alpha_us"] * 1e-6,
+            source=_text(row, "source"),
+            note=_text(row, "note"),
+        )
+    except SimInputError as exc:
+        raise SimInputError(f"{at}: {exc}") from None
+
+
+def _read_networks(path: Path, builtin: Mapping[str, Network] | None = None) -> dict[str, Network]:
+    """The presets in ``path``. For a user file (``builtin`` given), names are
+    checked against `PRESET_NAME_PATTERN` and may reuse a built-in name only
+    on a row whose ``overrides_builtin`` column is ``yes``."""
     out: dict[str, Network] = {}
-    for at, where, row in _rows(table, path):
-        values = _numbers(row, ("line_rate_gbps", "effective_gbps", "alpha_us"), where)
-        try:
-            net = Network(
-                name=_text(row, "name"),
-                scope=_text(row, "scope"),
-                line_rate_gbps=values["line_rate_gbps"],
-                effective_gbps=values["effective_gbps"],
-                alpha_s=values["alpha_us"] * 1e-6,
-                source=_text(row, "source"),
-                note=_text(row, "note"),
-            )
-        except SimInputError as exc:
-            raise SimInputError(f"{at}: {exc}") from None
+    for at, where, row in _rows(_read_table(path, _NETWORK_COLUMNS), path):
+        net = _network_from_row(at, where, row)
         if net.name in out:
             raise SimInputError(f"{where}: duplicate network name {net.name!r}")
+        if builtin is not None:
+            check_preset_name(net.name, f"{at}: name")
+            if net.name in builtin and _text(row, OVERRIDES_BUILTIN_COLUMN).lower() != "yes":
+                raise SimInputError(
+                    f"{where}: user preset {net.name} reuses a built-in name; rename it (e.g. add a "
+                    f"suffix such as '-mine') or set its {OVERRIDES_BUILTIN_COLUMN} column to yes"
+                )
         out[net.name] = net
     return out
 
 
 def _read_gpus(path: Path) -> dict[str, GPU]:
-    table = _read_table(path, _GPU_COLUMNS)
     out: dict[str, GPU] = {}
     numeric = ("fp32_tflops", "tf32_tflops", "fp16_tensor_tflops", "mem_bw_gb_per_s", "mem_gb")
-    for at, where, row in _rows(table, path):
+    for at, where, row in _rows(_read_table(path, _GPU_COLUMNS), path):
         values = _numbers(row, numeric, where)
         try:
             gpu = GPU(name=_text(row, "name"), source=_text(row, "source"), note=_text(row, "note"), **values)
@@ -254,18 +308,49 @@ def _read_gpus(path: Path) -> dict[str, GPU]:
     return out
 
 
+@functools.cache
+def _builtin_networks() -> dict[str, Network]:
+    return _read_networks(DATA_DIR / "networks.csv")
+
+
 @functools.lru_cache(maxsize=16)
-def _cached_networks(path: str, stamp: tuple[int, int]) -> dict[str, Network]:
-    """Parsed file, keyed by path and (mtime, size) so an edit is seen."""
-    return _read_networks(Path(path))
+def _cached_user_networks(path: str, stamp: tuple[int, int]) -> tuple[dict[str, Network], str | None]:
+    """Parsed user file or its error, keyed by path and (mtime, size) so an edit is seen."""
+    try:
+        return _read_networks(Path(path), _builtin_networks()), None
+    except SimInputError as exc:
+        return {}, str(exc)
 
 
-def _load_networks(path: Path) -> dict[str, Network]:
-    stat = path.stat()
-    return _cached_networks(str(path), (stat.st_mtime_ns, stat.st_size))
+def _user_networks_or_error() -> tuple[dict[str, Network], str | None]:
+    """The user's presets, or no presets and the one-line reason they cannot be read."""
+    path = user_networks_path()
+    try:
+        if os.environ.get(USER_NETWORKS_ENV, "").strip() and not path.is_file():
+            raise SimInputError(f"{USER_NETWORKS_ENV}={path}: no such file")
+        if not path.is_file():
+            return {}, None
+        stat = path.stat()
+        return _cached_user_networks(str(path), (stat.st_mtime_ns, stat.st_size))
+    except SimInputError as exc:
+        return {}, str(exc)
+    except OSError as exc:
+        return {}, f"{path}: cannot read ({exc.strerror})"
 
 
 # --- public API ----------------------------------------------------------------
+
+
+def check_preset_name(name: object, field: str = "name") -> str:
+    """``name`` if it is a valid user preset name (`PRESET_NAME_PATTERN`: 1-64
+    characters from a-z, 0-9, '.', '_' and '-', starting with a letter or digit,
+    no spaces); else a `SimInputError` naming ``field``."""
+    if not isinstance(name, str) or not PRESET_NAME_PATTERN.fullmatch(name):
+        raise SimInputError(
+            f"{field} {name!r} is not a valid preset name: use 1-64 characters a-z, 0-9, '.', '_' or '-', "
+            "starting with a letter or digit, no spaces"
+        )
+    return name
 
 
 def user_networks_path() -> Path:
@@ -280,38 +365,119 @@ def user_networks_path() -> Path:
     return Path.home() / ".config" / "ssgd" / "networks.csv"
 
 
+def user_networks() -> dict[str, Network]:
+    """The user's presets alone (see `user_networks_path`); a `SimInputError`
+    naming the file, line and field if the file is malformed, if
+    ``$SSGD_NETWORKS`` names a missing file, or if a preset reuses a built-in
+    name without saying so."""
+    table, error = _user_networks_or_error()
+    if error:
+        raise SimInputError(error)
+    return dict(table)
+
+
+def user_networks_error() -> str | None:
+    """Why the user's presets file cannot be read (one line naming the file
+    and line), or None if it is fine or absent."""
+    return _user_networks_or_error()[1]
+
+
 def networks() -> dict[str, Network]:
     """All network presets by name: the built-in file, then the user's.
 
-    Raises
-    ------
-    SimInputError
-        If either file is malformed (the message names the file, row and
-        field), if ``$SSGD_NETWORKS`` names a missing file, or if a user
-        preset reuses a built-in name.
+    A malformed user file does not stop the built-in presets from working:
+    its presets are left out and `user_networks_error` says why (asking
+    `get_network` for a name that is not built in reports it too).
     """
-    table = dict(_load_networks(DATA_DIR / "networks.csv"))
-    user_path = user_networks_path()
-    if os.environ.get(USER_NETWORKS_ENV, "").strip() and not user_path.is_file():
-        raise SimInputError(f"{USER_NETWORKS_ENV}={user_path}: no such file")
-    if user_path.is_file():
-        user = _load_networks(user_path)
-        clashes = sorted(set(user) & set(table))
-        if clashes:
-            raise SimInputError(
-                f"{user_path}: user preset(s) {', '.join(clashes)} reuse built-in name(s); "
-                "rename them (e.g. add a suffix such as '-mine')"
-            )
-        table.update(user)
+    table = dict(_builtin_networks())
+    table.update(_user_networks_or_error()[0])
     return table
 
 
 def get_network(name: str) -> Network:
     """The preset called ``name``; an unknown name lists the valid ones."""
     table = networks()
-    if name not in table:
-        raise SimInputError(f"unknown network {name!r}; valid: {', '.join(sorted(table))}")
-    return table[name]
+    if name in table:
+        return table[name]
+    error = user_networks_error()
+    if error:
+        raise SimInputError(f"unknown network {name!r}, and the user presets cannot be read: {error}")
+    raise SimInputError(f"unknown network {name!r}; valid: {', '.join(sorted(table))}")
+
+
+def save_network(row: Mapping[str, object] | Network, *, overwrite_builtin: bool = False,
+                 path: Path | str | None = None) -> Path:
+    """Add one preset to the user's presets file and return the file's path.
+
+    ``row`` is a `Network` or a ``data/networks.csv``-style row (``alpha_us``
+    in us), such as `sim.calib.fit.fit_to_network` returns. The file is
+    ``path`` or `user_networks_path`; it and its folder are created if need
+    be. The write is atomic (a temporary file in the same folder, then
+    ``os.replace``) under an exclusive lock on ``<file>.lock``, so two
+    processes saving at once both land.
+
+    A `SimInputError` for a bad name (`check_preset_name`) or value, a missing
+    source, a name the file has already, a built-in's name without
+    ``overwrite_builtin=True``, a malformed file (left as it is) or a failed write.
+    """
+    net = row if isinstance(row, Network) else Network.from_row(row)
+    check_preset_name(net.name)
+    if not net.source.strip():
+        raise SimInputError(f"network {net.name!r}: source is empty; every preset must cite its source")
+    overrides = net.name in _builtin_networks()
+    if overrides and not overwrite_builtin:
+        raise SimInputError(
+            f"network name {net.name!r} is a built-in preset; choose another name "
+            "(or pass overwrite_builtin=True to replace it with yours)"
+        )
+    target = Path(path).expanduser() if path is not None else user_networks_path()
+    alpha_us = float(row["alpha_us"]) if isinstance(row, Mapping) else net.alpha_us  # as given, no round trip
+    record = {"name": net.name, "scope": net.scope, "line_rate_gbps": repr(net.line_rate_gbps),
+              "effective_gbps": repr(net.effective_gbps), "alpha_us": repr(alpha_us),
+              "source": net.source, "note": net.note, OVERRIDES_BUILTIN_COLUMN: "yes" if overrides else ""}
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with _locked(target):
+            _append_preset(target, record)
+    except OSError as exc:
+        raise SimInputError(f"cannot write {str(target)!r}: {exc.strerror}") from None
+    return target
+
+
+@contextlib.contextmanager
+def _locked(target: Path):
+    """An exclusive lock on ``<target>.lock``, held for the block."""
+    with target.with_name(target.name + ".lock").open("a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield  # closing the file releases the lock
+
+
+def _append_preset(target: Path, record: dict[str, str]) -> None:
+    """Rewrite ``target`` with its rows and ``record``; the caller holds the lock."""
+    rows: list[dict[str, str]] = []
+    header = list(_NETWORK_COLUMNS) + ["note", OVERRIDES_BUILTIN_COLUMN]
+    if target.is_file() and target.stat().st_size > 0:
+        existing = _read_networks(target, _builtin_networks())  # a malformed file is refused, not overwritten
+        if record["name"] in existing:
+            raise SimInputError(f"a network called {record['name']!r} exists already in {target}")
+        parsed = _read_table(target, _NETWORK_COLUMNS)
+        rows = [row for _, row in parsed]
+        header = list(rows[0]) if rows else header
+        header += [c for c in ("note", OVERRIDES_BUILTIN_COLUMN) if c not in header]
+    rows.append(record)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=header, extrasaction="ignore", restval="")
+            writer.writeheader()
+            writer.writerows(rows)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 @functools.cache

@@ -12,6 +12,7 @@ from sim.catalog import (
     get_network,
     gpus,
     networks,
+    user_networks,
     user_networks_path,
 )
 from sim.errors import SimInputError
@@ -149,8 +150,13 @@ class TestUserPresets:
 
     def test_shadowing_builtin_refused(self, tmp_path, monkeypatch):
         user_file(tmp_path, monkeypatch, "10gbe,inter,10,9.9,5,wishful,\n")
-        with pytest.raises(SimInputError, match=r"10gbe .*built-in"):
-            networks()
+        with pytest.raises(SimInputError, match=r"line 2 \(10gbe\): .*10gbe reuses a built-in"):
+            user_networks()
+        assert get_network("10gbe").effective_gbps == 9.33  # the built-in, not the wishful row
+
+    def test_shadowing_builtin_allowed_where_the_row_says_so(self, tmp_path, monkeypatch):
+        user_file(tmp_path, monkeypatch, "10gbe,inter,10,9.9,5,own fit,,yes\n", header=HEADER.strip() + ",overrides_builtin\n")
+        assert get_network("10gbe").effective_gbps == 9.9
 
     def test_missing_column_named(self, tmp_path, monkeypatch):
         user_file(
@@ -159,33 +165,34 @@ class TestUserPresets:
             "lab,inter,100,12,meas,\n",
             header="name,scope,line_rate_gbps,alpha_us,source,note\n",
         )
-        with pytest.raises(SimInputError, match="missing column.*effective_gbps"):
-            networks()
+        with pytest.raises(SimInputError, match="line 1: missing column.*effective_gbps"):
+            user_networks()
 
     def test_negative_value_names_row_and_field(self, tmp_path, monkeypatch):
         user_file(tmp_path, monkeypatch, "ok,inter,100,80,12,meas,\nbad,inter,100,-80,12,meas,\n")
-        with pytest.raises(SimInputError, match=r"row 3.*'bad'.*effective_gbps must be a finite number > 0"):
-            networks()
+        with pytest.raises(SimInputError, match=r"line 3.*'bad'.*effective_gbps must be a finite number > 0"):
+            user_networks()
 
     def test_non_number_names_row_and_field(self, tmp_path, monkeypatch):
         user_file(tmp_path, monkeypatch, "lab,inter,fast,80,12,meas,\n")
-        with pytest.raises(SimInputError, match=r"row 2 \(lab\): line_rate_gbps must be a number, got 'fast'"):
-            networks()
+        with pytest.raises(SimInputError, match=r"line 2 \(lab\): line_rate_gbps must be a number, got 'fast'"):
+            user_networks()
 
     def test_duplicate_name_names_row(self, tmp_path, monkeypatch):
         user_file(tmp_path, monkeypatch, "lab,inter,100,80,12,meas,\nlab,inter,100,70,12,meas,\n")
-        with pytest.raises(SimInputError, match=r"row 3 \(lab\): duplicate network name 'lab'"):
-            networks()
+        with pytest.raises(SimInputError, match=r"line 3 \(lab\): duplicate network name 'lab'"):
+            user_networks()
 
     def test_missing_source_refused(self, tmp_path, monkeypatch):
         user_file(tmp_path, monkeypatch, "lab,inter,100,80,12,,\n")
-        with pytest.raises(SimInputError, match=r"row 2 \(lab\): source is empty"):
-            networks()
+        with pytest.raises(SimInputError, match=r"line 2 \(lab\): source is empty"):
+            user_networks()
 
     def test_env_var_to_missing_file_refused(self, tmp_path, monkeypatch):
         monkeypatch.setenv(USER_NETWORKS_ENV, str(tmp_path / "nope.csv"))
         with pytest.raises(SimInputError, match="SSGD_NETWORKS=.*nope.csv: no such file"):
-            networks()
+            user_networks()
+        assert "10gbe" in networks()
 
     def test_edit_is_seen(self, tmp_path, monkeypatch):
         path = user_file(tmp_path, monkeypatch, "lab,inter,100,80,12,meas,\n")
@@ -196,7 +203,7 @@ class TestUserPresets:
     def test_error_messages_are_one_line(self, tmp_path, monkeypatch):
         user_file(tmp_path, monkeypatch, "lab,inter,100,80,12,meas,\nlab,inter,100,70,12,meas,\n")
         with pytest.raises(SimInputError) as info:
-            networks()
+            user_networks()
         assert "\n" not in str(info.value)
 
 

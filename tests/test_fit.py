@@ -20,7 +20,7 @@ from sim.fit import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-OSU_LOG_8 = REPO.parent / "shared" / "reference" / "bcaffe_k80_10gbe" / "allreduce8.log"
+OSU_LOG_8 = REPO / "data" / "reference" / "bcaffe_k80_10gbe" / "allreduce8.log"
 
 # nccl-tests all_reduce_perf, one process driving 8 GPUs (-g 8) of a V100 SXM2
 # node. Times follow 24 us + M / (120 GB/s busbw) x 2(P-1)/P with a few percent
@@ -333,8 +333,6 @@ class TestRealOSULog:
 
     @pytest.fixture(scope="class")
     def log(self):
-        if not OSU_LOG_8.is_file():
-            pytest.skip(f"reference data not found at {OSU_LOG_8} (../shared/reference is absent)")
         return parse_allreduce_log(OSU_LOG_8.read_text())
 
     def test_parsed(self, log):

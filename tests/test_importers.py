@@ -1,4 +1,4 @@
-"""Importers and the fit-network command on the real logs in ../shared/reference."""
+"""Importers and the fit-network command on the real logs in data/reference."""
 
 import io
 import json
@@ -10,8 +10,7 @@ import sim
 from sim.cli import main
 from sim.importers import bcaffe_layers, parse_bcaffe_blobs
 
-REF = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "bcaffe_k80_10gbe"
-needs_ref = pytest.mark.skipif(not REF.is_dir(), reason=f"reference logs not found at {REF}")
+REF = Path(__file__).resolve().parent.parent / "data" / "reference" / "bcaffe_k80_10gbe"  # see its README
 
 
 def cli(*argv):
@@ -19,10 +18,9 @@ def cli(*argv):
     return main([str(a) for a in argv], out=out, err=err), out.getvalue(), err.getvalue()
 
 
-@needs_ref
 @pytest.mark.parametrize(
     "log, dumps, backward_ms, comm_ms",
-    [  # the totals in shared/reference/README.md's table, to its 0.1 ms rounding
+    [  # the totals in data/reference/README.md's table, to its 0.1 ms rounding
         ("tmp8comm.log", 2, 205.3, 310.7),
         ("tmp8ocomm.log", 2, 202.3, 319.4),
         ("tmp4ocomm.log", 1, 202.0, 257.6),
@@ -39,7 +37,6 @@ def test_bcaffe_logs_match_the_published_totals(log, dumps, backward_ms, comm_ms
     assert (layers.fwd_ms == layers.bwd_ms / 2).all()
 
 
-@needs_ref
 def test_import_bcaffe_cli_writes_a_loadable_csv(tmp_path):
     target = tmp_path / "g.csv"
     code, out, _ = cli("import-bcaffe", REF / "tmp8comm.log", "-o", target)
@@ -76,7 +73,6 @@ def test_bcaffe_bad_logs(text, match):
         bcaffe_layers(text)
 
 
-@needs_ref
 def test_fit_network_on_the_real_osu_log():
     code, out, _ = cli("fit-network", REF / "allreduce8.log", "--format", "json")
     assert code == 0
@@ -87,7 +83,6 @@ def test_fit_network_on_the_real_osu_log():
     assert 0 < fit["r2"] <= 1
 
 
-@needs_ref
 def test_fit_network_saves_a_preset_that_network_accepts(tmp_path, monkeypatch):
     presets = tmp_path / "nets.csv"
     monkeypatch.setenv("SSGD_NETWORKS", str(presets))

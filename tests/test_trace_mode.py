@@ -12,8 +12,7 @@ import sim
 from sim.comm import measured_cost
 from sim.importers import bcaffe_layers
 
-REF = Path(__file__).resolve().parent.parent.parent / "shared" / "reference" / "bcaffe_k80_10gbe"
-needs_ref = pytest.mark.skipif(not REF.is_dir(), reason=f"reference logs not found at {REF}")
+REF = Path(__file__).resolve().parent.parent / "data" / "reference" / "bcaffe_k80_10gbe"  # see its README
 
 
 def authors_wfbp_recurrence(computes, comms):
@@ -29,7 +28,6 @@ def authors_wfbp_recurrence(computes, comms):
     return comm_start + comm
 
 
-@needs_ref
 @pytest.mark.parametrize("log", ["tmp8comm.log", "tmp8ocomm.log", "tmp4ocomm.log"])
 def test_trace_driven_wfbp_reproduces_the_authors_recurrence(log):
     layers = bcaffe_layers((REF / log).read_text(), log)

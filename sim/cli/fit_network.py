@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from sim.cli.args import positive_float, positive_int, read_text, table, write_json
@@ -21,6 +20,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--save", metavar="NAME", default=None, help="save as a network preset that --network accepts")
     parser.add_argument("--line-rate-gbps", type=positive_float, default=None, help="the link's nominal rate (with --save)")
     parser.add_argument("--scope", choices=["inter", "intra"], default="inter", help="link scope of the saved preset")
+    parser.add_argument("--overwrite-builtin", action="store_true",
+                        help="with --save: let the preset replace the built-in one of the same name")
     parser.add_argument("--format", choices=["json", "table"], default="table")
 
 
@@ -38,6 +39,11 @@ def run(args, out) -> None:
     }
     if args.save:
         result.update(save_preset(args, fit, ranks, path.name))
+    else:
+        given = [flag for flag, value in (("--line-rate-gbps", args.line_rate_gbps), ("--scope", args.scope != "inter"),
+                                          ("--overwrite-builtin", args.overwrite_builtin)) if value]
+        if given:
+            raise SimInputError(f"{', '.join(given)} only apply with --save NAME")
     if args.format == "json":
         write_json(result, out)
     else:
@@ -45,8 +51,9 @@ def run(args, out) -> None:
 
 
 def save_preset(args, fit, ranks, file_name: str) -> dict:
-    """Append the fit as a network preset to the user's networks file; what was saved."""
-    from sim.catalog import USER_NETWORKS_ENV, Network, networks, user_networks_path
+    """Save the fit as a network preset in the user's presets file (`sim.catalog.save_network`:
+    a checked name, an atomic write under a lock); what was saved."""
+    from sim.catalog import USER_NETWORKS_ENV, save_network
     from sim.fit import fit_to_network
 
     if args.line_rate_gbps is None:
@@ -55,18 +62,9 @@ def save_preset(args, fit, ranks, file_name: str) -> dict:
         raise SimInputError("--save needs --gpus: the log does not say how many ranks ran")
     row = fit_to_network(fit, args.save, int(ranks), scope=args.scope, line_rate_gbps=args.line_rate_gbps,
                          source=f"fit of {file_name} by python -m sim fit-network")
-    Network.from_row(row)  # validate before writing
-    target = user_networks_path()
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if not target.exists() or target.stat().st_size == 0:
-            with target.open("w", newline="", encoding="utf-8") as fh:
-                csv.DictWriter(fh, fieldnames=PRESET_COLUMNS).writeheader()
-        if args.save in networks():
-            raise SimInputError(f"--save: a network called {args.save!r} exists already")
-        with target.open("a", newline="", encoding="utf-8") as fh:
-            csv.DictWriter(fh, fieldnames=PRESET_COLUMNS).writerow({k: row[k] for k in PRESET_COLUMNS})
-    except OSError as exc:
-        raise SimInputError(f"--save: cannot write {str(target)!r}: {exc.strerror}") from None
+        target = save_network(row, overwrite_builtin=args.overwrite_builtin)
+    except SimInputError as exc:
+        raise SimInputError(f"--save: {exc}") from None
     return {"saved_as": args.save, "saved_to": f"{target} (set ${USER_NETWORKS_ENV} to use another file)",
-            "preset": row}
+            "preset": {k: row[k] for k in PRESET_COLUMNS}}

@@ -12,7 +12,7 @@ COLUMNS = ["case", "source", "measured", "simulated", "error_pct", "status"]
 
 def add_arguments(parser) -> None:
     parser.add_argument("--format", choices=["json", "table", "csv"], default="table")
-    parser.add_argument("--reference", default=None, help="folder of the shared reference traces (default ../shared/reference)")
+    parser.add_argument("--reference", default=None, help="folder of the reference traces (default data/reference, bundled)")
     parser.add_argument("--source", default=None, help="only the cases of this source")
 
 

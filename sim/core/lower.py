@@ -32,7 +32,7 @@ the aggregate run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -91,30 +91,25 @@ class WorkerTimes:
         return cls((model,), np.zeros(workers, dtype=int), np.ones((iterations, workers)), np.ones(workers))
 
 
-@dataclass(eq=False)
 class TaskGraph:
     """Tasks as parallel lists; edges as successor lists with optional lags.
 
     ``resource[t]`` indexes ``resources``, a list of ``(worker, lane)``;
-    ``priority[t]`` is the task's rank among the tasks of its resource.
+    ``priority[t]`` is the task's rank among the tasks of its resource
+    (`rank_priorities`), ``key[t]`` what it is ranked by.
     """
 
-    duration_s: list = field(default_factory=list)
-    resource: list = field(default_factory=list)
-    key: list = field(default_factory=list)  # priority key before ranking
-    iteration: list = field(default_factory=list)
-    worker: list = field(default_factory=list)
-    kind: list = field(default_factory=list)
-    layer: list = field(default_factory=list)
-    message: list = field(default_factory=list)
-    nbytes: list = field(default_factory=list)
-    label: list = field(default_factory=list)
-    succ: list = field(default_factory=list)
-    indegree: list = field(default_factory=list)
-    lag_s: dict = field(default_factory=dict)
-    resources: list = field(default_factory=list)
-    priority: list = field(default_factory=list)
-    _resource_id: dict = field(default_factory=dict, repr=False)
+    #: One list per task attribute, in task order.
+    COLUMNS = ("duration_s", "resource", "key", "iteration", "worker", "kind", "layer", "message", "nbytes", "label",
+               "succ", "indegree")
+
+    def __init__(self) -> None:
+        for name in self.COLUMNS:
+            setattr(self, name, [])
+        self.lag_s: dict = {}
+        self.resources: list = []
+        self.priority: list = []
+        self._resource_id: dict = {}
 
     def __len__(self) -> int:
         return len(self.duration_s)

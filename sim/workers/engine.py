@@ -12,6 +12,7 @@ tasks take the aggregate run's times exactly.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -170,8 +171,7 @@ def simulate_workers(
     straggler : StragglerSpec, optional
         What varies between workers; none by default.
     iterations : int
-        Iterations to simulate, 2 to `MAX_WORKER_ITERATIONS`; the first is
-        start-up and is left out of the statistics.
+        Iterations, 2 to `MAX_WORKER_ITERATIONS` (the first is start-up).
     seed : int
         Seed of the one ``numpy`` Generator every random draw comes from.
     gpus_by_worker : sequence of str, optional
@@ -200,9 +200,8 @@ def simulate_workers(
         raise SimInputError("the iteration takes no time: give the model non-zero compute times")
     scheduler = resolve_method(method, scheduler, architecture, options)[0]
     metrics = _metrics(run, spec, cluster, scheduler, batch_size, precision, seed, iterations, ideal, mean)
-    names = run.base.layer_names
-    groups = [[names[i] for i in members] for members in run.plan.groups]
-    return SimResult(mean, metrics, lambda: with_waits(run), groups, run.plan, run.base, cluster,
+    groups = [[run.base.layer_names[i] for i in members] for members in run.plan.groups]
+    return SimResult(mean, metrics, functools.partial(with_waits, run), groups, run.plan, run.base, cluster,
                      run.periods_s, run.wait_s, tuple(int(w) for w in np.flatnonzero(run.slow != 1.0)), run.names)
 
 
