@@ -18,6 +18,7 @@ import sim
 from dashboard.state import UPLOAD, Config, model_options
 from dashboard.upload import model_from_csv_text
 from sim.api import resolve_model, single_gpu_iteration_s_of
+from sim.core.timeline import coalesce
 from sim.dag import build_dag
 
 __all__ = [
@@ -114,8 +115,9 @@ def stragglers(cfg: Config, scheduler: str, spec, seed: int, shown_iterations: i
     model = resolve_model(model_of(cfg), cfg.cluster(), cfg.batch_size, cfg.precision, False,
                           cfg.calibrate_iteration_s)
     res = simulate_workers(model, cfg.cluster(), scheduler, batch_size=cfg.batch_size, straggler=spec,
-                           iterations=STRAGGLER_ITERATIONS, seed=seed, precision=cfg.precision)
-    early = res.timeline.loc[res.timeline["iteration"].between(1, shown_iterations)]
+                           iterations=STRAGGLER_ITERATIONS, seed=seed, precision=cfg.precision,
+                           timeline_iterations=shown_iterations + 1)
+    early = coalesce(res.timeline.loc[res.timeline["iteration"].between(1, shown_iterations)])
     return res.metrics, early, res.iteration_times_s, res.straggler_workers
 
 

@@ -160,62 +160,62 @@ def simulate_workers(
     method: str | None = None,
     architecture: str = "allreduce",
     options: dict | None = None,
+    timeline_iterations: int | None = None,
 ) -> SimResult:
     """Simulate ``iterations`` synchronous iterations of every worker.
 
     Parameters
     ----------
-    model, cluster, scheduler, batch_size, precision, prefetch, bucket_mb, calibrate_iteration_s, method,
-    architecture, options
-        As in `sim.simulate`. The plan is made for ``cluster.gpu``.
+    model, cluster, scheduler, batch_size, precision, prefetch, bucket_mb, calibrate_iteration_s, method, ...
+        As in `sim.simulate` (the plan is made for ``cluster.gpu``).
     straggler : StragglerSpec, optional
-        What varies between workers; none by default.
+        What varies between workers (default: nothing).
     iterations : int
         Iterations, 2 to `MAX_WORKER_ITERATIONS` (the first is start-up).
     seed : int
-        Seed of the one ``numpy`` Generator every random draw comes from.
+        Seed of the one ``numpy`` Generator of every random draw.
     gpus_by_worker : sequence of str, optional
         The GPU type of each worker (a zoo model is needed to mix types).
+    timeline_iterations : int, optional
+        Keep only the first iterations in ``timeline`` (default: all).
 
-    Returns a `sim.api.SimResult`: ``iteration_time_s`` is the mean period between
-    iteration ends from the second on (with identical workers, the steady-state
-    period by `sim.simulate`'s rule, so the two agree); ``metrics`` adds p50,
-    p99, the ideal iteration and the slowdown; ``timeline`` has every worker's
-    tasks plus ``wait``/``comm_wait`` rows (`with_waits`).
+    Returns a `sim.api.SimResult`: ``iteration_time_s`` is the mean period from the
+    second iteration on (identical workers: the steady state, as `sim.simulate`);
+    ``metrics`` add p50, p99, the ideal iteration and the slowdown; ``timeline``
+    has every worker's tasks and its waits (`with_waits`).
     """
-    spec = straggler if straggler is not None else StragglerSpec()
+    spec = straggler or StragglerSpec()
     common = dict(batch_size=batch_size, iterations=iterations, seed=seed, precision=precision, prefetch=prefetch,
                   bucket_mb=bucket_mb, calibrate_iteration_s=calibrate_iteration_s, method=method,
                   architecture=architecture, options=options)
     run = run_sync(model, cluster, scheduler, spec=spec, gpus_by_worker=gpus_by_worker, **common)
-    pipelined = run.plan.per_layer_update
-    last_ends = run.update_end_s.max(axis=1)
-    if spec.is_uniform and gpus_by_worker is None:
-        ideal = mean = steady_iteration_s(last_ends, pipelined)
-    else:
-        ideal_run = run_sync(model, cluster, scheduler, spec=StragglerSpec(), **common)
-        ideal = steady_iteration_s(ideal_run.update_end_s.max(axis=1), pipelined)
-        mean = float(run.periods_s.mean())
+    uniform = spec.is_uniform and gpus_by_worker is None
+    ideal_run = run if uniform else run_sync(model, cluster, scheduler, spec=StragglerSpec(), **common)
+    ideal = steady_iteration_s(ideal_run.update_end_s.max(axis=1), run.plan.per_layer_update)
+    mean = ideal if uniform else float(run.periods_s.mean())
     if not (mean > 0 and math.isfinite(mean)):
         raise SimInputError("the iteration takes no time: give the model non-zero compute times")
     scheduler = resolve_method(method, scheduler, architecture, options)[0]
     metrics = _metrics(run, spec, cluster, scheduler, batch_size, precision, seed, iterations, ideal, mean)
     groups = [[run.base.layer_names[i] for i in members] for members in run.plan.groups]
-    return SimResult(mean, metrics, functools.partial(with_waits, run), groups, run.plan, run.base, cluster,
-                     run.periods_s, run.wait_s, tuple(int(w) for w in np.flatnonzero(run.slow != 1.0)), run.names)
+    slow = tuple(int(w) for w in np.flatnonzero(run.slow != 1.0))
+    return SimResult(mean, metrics, functools.partial(with_waits, run, timeline_iterations), groups, run.plan,
+                     run.base, cluster, run.periods_s, run.wait_s, slow, run.names)
 
 
-def with_waits(run: SyncRun) -> pd.DataFrame:
-    """The run's timeline with a ``wait`` row (until the slowest worker's backward
-    ends) and a ``comm_wait`` row (then until the network is done) per worker
-    and iteration in which it idles before its update."""
-    timeline = run.timeline()
+def with_waits(run: SyncRun, iterations: int | None = None) -> pd.DataFrame:
+    """The run's timeline (its first ``iterations``) with a ``wait`` row (until the
+    slowest worker's backward ends) and a ``comm_wait`` row (then until the
+    network is done) per worker and iteration in which it idles before its update."""
+    timeline = run.timeline(iterations)
     slowest = run.backward_end_s.max(axis=1, keepdims=True)
     own, idle_end = run.backward_end_s, run.backward_end_s + run.wait_s
     wait_end = np.minimum(np.maximum(slowest, own), idle_end)
     rows = []
     for kind, lo, hi in (("wait", own, wait_end), ("comm_wait", wait_end, idle_end)):
         k, w = np.nonzero(hi > lo)
+        if iterations is not None:
+            k, w = k[k < iterations], w[k < iterations]
         rows.append(pd.DataFrame({
             "iteration": k, "worker": w, "lane": "compute", "kind": kind,
             "name": [f"it{a}/w{b}/{kind}" for a, b in zip(k.tolist(), w.tolist(), strict=True)],
