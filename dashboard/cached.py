@@ -18,6 +18,7 @@ import sim
 from dashboard.state import UPLOAD, Config, model_options
 from dashboard.upload import model_from_csv_text
 from sim.api import resolve_model, single_gpu_iteration_s_of
+from sim.core import fast
 from sim.core.timeline import coalesce
 from sim.dag import build_dag
 
@@ -103,6 +104,19 @@ def simulate_method(cfg: Config, method: str) -> sim.SimResult:
 
 #: Iterations of the per-worker engine behind the straggler panels (the first is start-up).
 STRAGGLER_ITERATIONS = 200
+#: Tasks the per-worker engine may time for one request when the fast path does
+#: not apply (partitions, per-layer updates, parameter servers): about a second.
+STRAGGLER_TASK_BUDGET = 300_000
+
+
+def straggler_iterations(model, cfg: Config, scheduler: str) -> int:
+    """`STRAGGLER_ITERATIONS`, or fewer (at least 3) when the plan needs the general
+    engine and that many iterations of every worker would exceed `STRAGGLER_TASK_BUDGET`."""
+    res = sim.simulate(model, cfg.cluster(), scheduler, batch_size=cfg.batch_size, precision=cfg.precision)
+    if fast.supports(res.plan, cfg.cluster().comm_cost(model, cfg.precision), model.num_layers):
+        return STRAGGLER_ITERATIONS
+    per_iteration = cfg.gpus * 3 * model.num_layers + 4 * sum(len(g) for g in res.plan.groups)
+    return int(min(STRAGGLER_ITERATIONS, max(3, STRAGGLER_TASK_BUDGET // max(per_iteration, 1))))
 
 
 @st.cache_data(**_CACHE)
@@ -115,8 +129,8 @@ def stragglers(cfg: Config, scheduler: str, spec, seed: int, shown_iterations: i
     model = resolve_model(model_of(cfg), cfg.cluster(), cfg.batch_size, cfg.precision, False,
                           cfg.calibrate_iteration_s)
     res = simulate_workers(model, cfg.cluster(), scheduler, batch_size=cfg.batch_size, straggler=spec,
-                           iterations=STRAGGLER_ITERATIONS, seed=seed, precision=cfg.precision,
-                           timeline_iterations=shown_iterations + 1)
+                           iterations=straggler_iterations(model, cfg, scheduler), seed=seed,
+                           precision=cfg.precision, timeline_iterations=shown_iterations + 1)
     early = coalesce(res.timeline.loc[res.timeline["iteration"].between(1, shown_iterations)])
     return res.metrics, early, res.iteration_times_s, res.straggler_workers
 

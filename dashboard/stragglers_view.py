@@ -54,7 +54,7 @@ def timeline_panel(cfg: Config, scheduler: str, ideal_iteration_s: float) -> Non
     st.plotly_chart(af.worker_timeline_figure(early, sorted(lanes), slow,
                                               f"{scheduler}, iterations 1-{SHOWN_ITERATIONS}: {_describe(spec)}"),
                     key="timeline_stragglers", config=ui.PLOTLY_CONFIG)
-    st.caption(f"Per-worker engine (`sim.workers`), seed {seed}, {cached.STRAGGLER_ITERATIONS} iterations; "
+    st.caption(f"Per-worker engine (`sim.workers`), seed {seed}, {metrics['iterations']} iterations; "
                "every all-reduce starts when the last worker's gradient is ready.")
 
 
