@@ -64,6 +64,10 @@ import pandas as pd  # noqa: E402
 
 import sim  # noqa: E402
 
+# The schedulers by their place in the registry (the same order in every version),
+# so that this script names none of them and runs against old and new code alike.
+SEQUENTIAL, WFBP, SYNCEASGD, MGWFBP, OPTIMAL, BUCKET, HOROVOD, DDP, BYTESCHEDULER, DEAR = list(sim.SCHEDULERS)[:10]
+
 NETWORKS = ["10gbe", "ib-fdr-56", "100gbe", "nvlink3", "10gbe-k80-osu"]
 GPU_COUNTS = [1, 2, 4, 16, 64]
 GPUS_PER_NODE = 4
@@ -288,11 +292,11 @@ def record_workers(rec: Recorder, models, networks, gpu_counts) -> None:
 
 SWEEPS = {
     "resnet50-all": dict(model="resnet50", gpus=[1, 2, 4, 8, 16, 32, 64], schedulers=None),
-    "vgg16-buckets": dict(model="vgg16", gpus=[4, 16], schedulers=["wfbp", "mgwfbp", "bucket"],
+    "vgg16-buckets": dict(model="vgg16", gpus=[4, 16], schedulers=[WFBP, MGWFBP, BUCKET],
                           networks=["10gbe", "100gbe", "ib-fdr-56"], bucket_mbs=[1.0, 25.0, 100.0]),
     "bert_base-fp16-prefetch": dict(model="bert_base", gpus=[2, 8, 32], precision="fp16", prefetch=True,
-                                    schedulers=["sequential", "synceasgd", "optimal", "horovod", "ddp"]),
-    "resnet50-calibrated": dict(model="resnet50", gpus=[1, 8], schedulers=["wfbp", "mgwfbp"],
+                                    schedulers=[SEQUENTIAL, SYNCEASGD, OPTIMAL, HOROVOD, DDP]),
+    "resnet50-calibrated": dict(model="resnet50", gpus=[1, 8], schedulers=[WFBP, MGWFBP],
                                 calibrate_iteration_s=0.2),
 }
 
@@ -320,9 +324,9 @@ def cli_commands(csvs: dict[str, Path], quick: bool) -> dict[str, list[str]]:
     ref = ["--reference", str(REFERENCE_DIR)] if REFERENCE_DIR.is_dir() else []
     cmds = {
         "run resnet50 mgwfbp 16": ["run", "--model", "resnet50", "--gpus", "16", "--gpus-per-node", "4",
-                                   "--scheduler", "mgwfbp", "--format", "json"],
+                                   "--scheduler", MGWFBP, "--format", "json"],
         "tune resnet50 bucket-mb": ["tune", "--model", "resnet50", "--gpus", "16", "--gpus-per-node", "4",
-                                    "--scheduler", "bucket", "--knob", "bucket-mb", "--values", "1,5,25,100",
+                                    "--scheduler", BUCKET, "--knob", "bucket-mb", "--values", "1,5,25,100",
                                     "--format", "json"],
         "run resnet50 6 gpus (error)": ["run", "--model", "resnet50", "--gpus", "6", "--gpus-per-node", "4"],
     }
@@ -333,14 +337,14 @@ def cli_commands(csvs: dict[str, Path], quick: bool) -> dict[str, list[str]]:
         "run vgg16 BSP-PS 8": ["run", "--model", "vgg16", "--gpus", "8", "--gpus-per-node", "4", "--method", "BSP-PS",
                                "--format", "json"],
         "run bert_large dear fp16 16": ["run", "--model", "bert_large", "--gpus", "16", "--gpus-per-node", "4",
-                                        "--scheduler", "dear", "--precision", "fp16", "--format", "json"],
-        "run alexnet horovod knobs": ["run", "--model", "alexnet", "--gpus", "4", "--scheduler", "horovod",
+                                        "--scheduler", DEAR, "--precision", "fp16", "--format", "json"],
+        "run alexnet horovod knobs": ["run", "--model", "alexnet", "--gpus", "4", "--scheduler", HOROVOD,
                                       "--fusion-threshold-mb", "16", "--cycle-time-ms", "2", "--iterations", "3",
                                       "--prefetch", "--io-ms", "5", "--h2d-ms", "2", "--format", "json"],
         "run resnet50 stragglers": ["run", "--model", "resnet50", "--gpus", "8", "--gpus-per-node", "4",
                                     "--straggler-dist", "normal", "--straggler-cv", "0.1", "--stragglers", "1",
                                     "--seed", "0", "--format", "json"],
-        "run trace optimal": ["run", "--model", trace, "--gpus", "8", "--scheduler", "optimal", "--format", "json"],
+        "run trace optimal": ["run", "--model", trace, "--gpus", "8", "--scheduler", OPTIMAL, "--format", "json"],
         "sweep resnet50": ["sweep", "--model", "resnet50", "--gpus", "1,2,4,8,16", "--gpus-per-node", "4",
                            "--scheduler", "wfbp,mgwfbp,optimal,bucket", "--format", "json"],
         "sweep googlenet methods": ["sweep", "--model", "googlenet", "--gpus", "4,16", "--gpus-per-node", "4",
@@ -351,7 +355,7 @@ def cli_commands(csvs: dict[str, Path], quick: bool) -> dict[str, list[str]]:
                                          "--straggler-dist", "lognormal", "--straggler-cv", "0.2", "--seed", "0",
                                          "--format", "json"],
         "tune vgg16 credit": ["tune", "--model", "vgg16", "--gpus", "16", "--gpus-per-node", "4", "--scheduler",
-                              "bytescheduler", "--knob", "credit", "--values", "1,2,4,8", "--format", "json"],
+                              BYTESCHEDULER, "--knob", "credit", "--values", "1,2,4,8", "--format", "json"],
     })
     return cmds
 

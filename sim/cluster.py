@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 
 from sim.catalog import get_gpu, get_network
+from sim.checks import check_int
 from sim.comm import (
     COLLECTIVES,
     NO_COMM,
@@ -64,9 +65,8 @@ class Cluster:
 
     def __post_init__(self) -> None:
         for name in ("gpus", "gpus_per_node"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SimInputError(f"{name} must be a whole number >= 1, got {value!r}")
+            value = check_int(name, getattr(self, name), 1)
+            object.__setattr__(self, name, value)
             if value > MAX_GPUS:
                 raise SimInputError(f"{name} = {value} is absurd; at most {MAX_GPUS} are supported")
         if self.gpus > self.gpus_per_node and self.gpus % self.gpus_per_node:

@@ -21,8 +21,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
+from sim.checks import check_int
 from sim.core.cost import NO_COMM, CommCost, MeasuredCommCost, PSCost, measured_cost
 from sim.errors import SimInputError
 
@@ -253,9 +252,7 @@ def ps_cost(nodes: int, k: int, intra: Link, inter: Link, gamma: float = 0.0, *,
     """
     if not 0 < link_efficiency <= 1:
         raise SimInputError(f"link_efficiency must be in (0, 1], got {link_efficiency}")
-    s = nodes if servers is None else servers
-    if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1:
-        raise SimInputError(f"servers must be a whole number >= 1, got {servers!r}")
+    s = nodes if servers is None else check_int("servers", servers, 1)
     if colocated and s != nodes:
         raise SimInputError(f"servers = {s}: colocated servers sit one per worker machine, so servers = nodes = {nodes}")
     a_i = (k - 1) * intra.alpha_s if k > 1 else 0.0

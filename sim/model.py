@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim.checks import check_int
 from sim.errors import SimInputError
 
 __all__ = [
@@ -51,8 +52,7 @@ def bytes_per_param(precision: str) -> int:
 
 def check_batch_size(batch_size) -> None:
     """Refuse a batch size that is not a whole number >= 1."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise SimInputError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
+    check_int("batch_size", batch_size, 1)
 
 
 def _check_scalar(name: str, value: float) -> float:

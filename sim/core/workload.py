@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
+from sim.checks import check_int
 from sim.errors import SimInputError
 from sim.model import bytes_per_param, check_batch_size
 
@@ -19,8 +18,7 @@ MAX_ITERATIONS = 1000
 def check_run_args(batch_size: int, iterations: int, precision: str) -> None:
     """Check the arguments every run shares; a `SimInputError` names the bad one."""
     check_batch_size(batch_size)
-    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or not 1 <= iterations <= MAX_ITERATIONS:
-        raise SimInputError(f"iterations must be a whole number from 1 to {MAX_ITERATIONS}, got {iterations!r}")
+    check_int("iterations", iterations, 1, MAX_ITERATIONS)
     bytes_per_param(precision)
 
 
