@@ -19,6 +19,7 @@ parameter server) and update times, on the engine's own timeline:
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -151,3 +152,31 @@ def test_same_seed_same_output(run, model, seed):
     b = simulate_workers(model, cluster, batch_size=4, iterations=5, straggler=spec, seed=seed, **run)
     assert a.metrics == b.metrics
     assert a.timeline.equals(b.timeline)
+
+
+def _measured_model():
+    """GoogLeNet with its measured per-layer all-reduce times (the B-Caffe trace at 8 nodes)."""
+    from sim.calib.importers import bcaffe_layers
+
+    text = (Path(__file__).parent.parent / "data" / "reference" / "bcaffe_k80_10gbe" / "tmp8comm.log").read_text()
+    return sim.model_from_frame(bcaffe_layers(text, "tmp8comm.log"), "googlenet-trace")
+
+
+@pytest.mark.parametrize("model_name", ["resnet50", "googlenet-trace"])
+@pytest.mark.parametrize("network", ["10gbe", "ib-fdr-56"])
+def test_simulate_equals_engine_workers_and_sweep_on_zoo_models(model_name, network):
+    """Every scheduler, with the cost model and with measured communication: `simulate`
+    = `simulate_dag` = the per-worker engine (no noise) = `sim.sweep`, to 1e-9."""
+    model = _measured_model() if model_name == "googlenet-trace" else sim.load_model(model_name)
+    names = list(scheduler_names())
+    for gpus in (2, 16):
+        cluster = sim.Cluster(gpus=gpus, gpus_per_node=min(gpus, 4), network=network)
+        rows = sim.sweep(model, cluster, gpus=[gpus], schedulers=names, batch_size=32)
+        for name, row in zip(names, rows.itertuples(), strict=True):
+            res = sim.simulate(model, cluster, name, batch_size=32)
+            ref = simulate_dag(model, cluster, name, batch_size=32)
+            workers = simulate_workers(model, cluster, name, batch_size=32, iterations=10)
+            for other in (ref.iteration_time_s, workers.iteration_time_s, row.iteration_time_s):
+                assert other == pytest.approx(res.iteration_time_s, rel=1e-9), (name, gpus)
+            for key in ("comm_s", "comm_hidden_s", "comm_exposed_s", "speedup"):
+                assert getattr(row, key) == pytest.approx(res.metrics[key], rel=1e-9, abs=1e-15), (name, key)
