@@ -49,15 +49,21 @@ _INT_COLUMNS = {"iteration": "int64", "worker": "int64", "message": "int64", "by
 
 
 def frame(columns: dict) -> pd.DataFrame:
-    """A timeline from its columns (all but ``duration_s`` and the aliases), sorted."""
+    """A timeline from its columns (all but ``duration_s`` and the aliases), sorted
+    by start, end and iteration (a stable sort: ties keep the given order)."""
     start, end = np.asarray(columns["start_s"], float), np.asarray(columns["end_s"], float)
-    data = {key: columns[key] for key in TIMELINE_COLUMNS[:9] if key not in ("start_s", "end_s")}
-    data.update(start_s=start, end_s=end, duration_s=end - start, bytes=columns["bytes"])
-    out = pd.DataFrame(data).astype(_INT_COLUMNS)
-    out["group"] = out["message"]
-    out["resource"] = out["lane"]
-    out = out[list(TIMELINE_COLUMNS)]
-    return out.sort_values(["start_s", "end_s", "iteration"], kind="stable").reset_index(drop=True)
+    iteration = np.asarray(columns["iteration"], np.int64)
+    order = np.lexsort((iteration, end, start))
+    data = {}
+    for key in TIMELINE_COLUMNS[:-2]:
+        if key == "duration_s":
+            data[key] = (end - start)[order]
+        elif key in _INT_COLUMNS:
+            data[key] = np.asarray(columns[key], np.int64)[order]
+        else:
+            data[key] = np.asarray(columns[key], dtype=object if key not in ("start_s", "end_s") else float)[order]
+    data["group"], data["resource"] = data["message"], data["lane"]
+    return pd.DataFrame(data, columns=list(TIMELINE_COLUMNS))
 
 
 def from_rows(rows) -> pd.DataFrame:
