@@ -247,7 +247,7 @@ def design_configs() -> list[dict]:
 
 def bench_design(out, repeat: int, jobs: int) -> dict:
     configs = design_configs()
-    grid = parallel._Grid(configs)
+    grid = parallel.Grid(configs)
     out(f"## 4. Design-space sweep: {len(configs):,} configurations\n")
     out(f"{len(DESIGN_MODELS)} zoo models × {len(GPU_COUNTS)} GPU counts (1..1024, 4 per node) × "
         f"{len(DESIGN_NETWORKS)} networks × {len(SWEEP_SCHEDULERS)} schedulers × {len(DESIGN_BUCKETS_MB)} bucket "
@@ -297,7 +297,7 @@ def bench_crossover(out, quick: bool) -> None:
                     "bucket_mb": float(b), "batch_size": 32}
                    for p in GPU_COUNTS for net in DESIGN_NETWORKS[:n_nets] for s in SWEEP_SCHEDULERS
                    for b in range(1, n_buckets + 1)]
-        grid = parallel._Grid(configs)
+        grid = parallel.Grid(configs)
         work = grid.work(range(len(grid.units)))
         t1 = measure(lambda c=configs: parallel.run_grid(c, jobs=1), 5)
         t2 = measure(lambda c=configs: parallel.run_grid(c, jobs=2), 5)

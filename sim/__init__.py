@@ -1,13 +1,16 @@
 """S-SGD Scaling Explorer: a simulator of distributed synchronous SGD iterations.
 
 A pure library: no printing, no file writes, no plotting. Entry points:
-`load_model`, `Cluster`, `simulate` and `sweep`. Further modules, imported on
-demand: `sim.workers` (stragglers, heterogeneous workers), `sim.algorithms`
-(BSP, ASP, SSP, EASGD, AR-SGD, GoSGD, AD-PSGD), `sim.training`, `sim.coarse`,
-`sim.validation`, `sim.fit`, `sim.importers`, `sim.parallel`, `sim.gap`.
+`load_model`, `Cluster`, `simulate`, `simulate_dag` and `sweep`. Packages by
+layer: `sim.core` (plan, cost, lowering, engine, fast path, timeline,
+metrics), `sim.schedulers` (one module per scheduler, a registry),
+`sim.workers` (per-worker runs, stragglers, the seven algorithms, training),
+`sim.calib` (network fits, trace importers, validation, the coarse
+predictor), `sim.zoo` and `sim.cli`; further modules `sim.parallel`,
+`sim.tune`, `sim.gap`, imported on demand.
 """
 
-from sim.api import METRIC_KEYS, SimResult, simulate, sweep
+from sim.api import METRIC_KEYS, SimResult, simulate, simulate_dag, sweep
 from sim.cluster import Cluster
 from sim.comm import COLLECTIVES, CommCost
 from sim.errors import SimInputError
@@ -27,6 +30,7 @@ __all__ = [
     "load_model",
     "model_from_frame",
     "simulate",
+    "simulate_dag",
     "sweep",
     "zoo_names",
 ]

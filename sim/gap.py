@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from sim.api import simulate
+from sim.checks import check_int, check_seed
 from sim.cluster import Cluster
-from sim.errors import SimInputError
 from sim.model import Model
 from sim.schedulers.names import MGWFBP, OPTIMAL
 
@@ -43,9 +43,8 @@ def gap_study(trials: int = 1000, seed: int = 0, gpus: int = 16) -> pd.DataFrame
     Clusters use a user alpha-beta cost with alpha log-uniform in [10 us, 1 ms]
     and bandwidth log-uniform in [1, 100] Gb/s.
     """
-    if not 1 <= trials <= 1_000_000:
-        raise SimInputError(f"trials must be from 1 to 1000000, got {trials}")
-    rng = np.random.default_rng(seed)
+    trials = check_int("trials", trials, 1, 1_000_000)
+    rng = np.random.default_rng(check_seed(seed))
     rows = []
     for _ in range(trials):
         model = random_model(rng)

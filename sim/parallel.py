@@ -101,8 +101,8 @@ class _Workload:
     single_gpu_iteration_s: float
 
 
-class _Grid:
-    """The validated grid: per row, its cluster, workload and evaluation ids."""
+class Grid:
+    """The validated grid: per row, its cluster, workload and evaluation ids (public for the benchmarks)."""
 
     def __init__(self, configs: Sequence[dict]):
         self.clusters: list[tuple[Cluster, CommCost]] = []
@@ -326,7 +326,7 @@ def run_grid(
     if jobs is not None:
         check_int("jobs", jobs, 1)
     configs = list(configs)
-    grid = _Grid(configs)
+    grid = Grid(configs)
     if not grid.units:
         return pd.DataFrame(columns=list(METRIC_KEYS))
     if client is not None:
@@ -346,7 +346,7 @@ def run_grid(
 class _Results:
     """Fills each evaluation's figures as chunks finish, and reports progress."""
 
-    def __init__(self, grid: _Grid, total_rows: int, progress):
+    def __init__(self, grid: Grid, total_rows: int, progress):
         n = len(grid.units)
         self.results: dict = {k: np.empty(n) for k in ("iteration_time_s", *_PHASES)}
         self.results["num_messages"] = np.empty(n, dtype=np.int64)
@@ -367,7 +367,7 @@ class _Results:
             self.progress(self.done, self.total_rows)
 
 
-def _frame(grid: _Grid, results: dict) -> pd.DataFrame:
+def _frame(grid: Grid, results: dict) -> pd.DataFrame:
     """The rows, from each row's cluster, workload and evaluation."""
     unit, wl, cl = grid.unit_of_row, grid.workload_of_row, grid.cluster_of_row
     t_iter = results["iteration_time_s"][unit]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pandas as pd
@@ -37,9 +38,31 @@ def knob_label(name: str) -> str:
 
 #: knob -> (SchedulerOptions field or "bucket_mb", the scheduler it tunes by default), for every knob
 #: of the registry (`sim.schedulers.knobs.KNOBS`); a knob no scheduler reads is tuned on the parameter server.
-KNOBS: dict[str, tuple[str, str]] = {
-    knob_label(k.name): (k.name, k.tune_scheduler or DEFAULT_SCHEDULER) for k in REGISTRY_KNOBS.values()
-}
+class _Tunable(Mapping):
+    """The live view: a knob a scheduler module declares is tunable as soon as it is registered."""
+
+    def _items(self) -> dict[str, tuple[str, str]]:
+        out = {}
+        for k in REGISTRY_KNOBS.values():
+            users = [u for u in knob_users(k.name) if not u.startswith("architecture")]
+            owner = k.tune_scheduler or (users[0] if users and k.tune_scheduler is None and k.name not in
+                                         _BUILTIN_KNOBS else DEFAULT_SCHEDULER)
+            out[knob_label(k.name)] = (k.name, owner)
+        return out
+
+    def __getitem__(self, key: str):
+        return self._items()[key]
+
+    def __iter__(self):
+        return iter(self._items())
+
+    def __len__(self) -> int:
+        return len(self._items())
+
+
+#: The knobs of the built-in registry, tuned on their ``tune_scheduler`` (or the default scheduler).
+_BUILTIN_KNOBS = frozenset(REGISTRY_KNOBS)
+KNOBS: Mapping[str, tuple[str, str]] = _Tunable()
 
 
 @dataclass(frozen=True, eq=False)

@@ -166,3 +166,19 @@ def test_chrome_trace_of_a_parameter_server_run_has_push_and_pull_tracks():
     assert {"push", "pull", "compute"} <= threads
     assert set(trace["otherData"]) >= set(sim.METRIC_KEYS)
     assert trace["otherData"]["iteration_time_s"] == res.metrics["iteration_time_s"]
+
+
+def test_the_old_networkx_path_gives_the_same_timeline():
+    """`sim.dag.build_dag` + `sim.engine.run_dag` + `sim.timeline.timeline_frame` (the
+    names kept for existing scripts) reproduce `simulate`'s timeline exactly."""
+    import pandas as pd
+
+    from sim.dag import build_dag
+    from sim.engine import run_dag
+    from sim.timeline import timeline_frame
+
+    cluster = sim.Cluster(gpus=8)
+    for scheduler in ("mgwfbp", "bytescheduler"):
+        res = sim.simulate(sim.load_model("resnet50"), cluster, scheduler, batch_size=8, iterations=8)
+        g = build_dag(res.model, res.plan, cluster.comm_cost(), iterations=8)
+        pd.testing.assert_frame_equal(timeline_frame(g, run_dag(g)), res.timeline, check_exact=True)

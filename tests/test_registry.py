@@ -47,8 +47,9 @@ def flags_of(parser) -> set[str]:
 
 
 def test_registration_order_is_the_published_order():
-    assert scheduler_names() == ("sequential", "wfbp", "synceasgd", "mgwfbp", "optimal", "bucket", "horovod",
-                                 "ddp", "bytescheduler", "dear")
+    """The built-in schedulers come first, in the published order; a module added later follows them."""
+    assert scheduler_names()[:10] == ("sequential", "wfbp", "synceasgd", "mgwfbp", "optimal", "bucket", "horovod",
+                                      "ddp", "bytescheduler", "dear")
     assert list(SCHEDULERS) == list(scheduler_names())
 
 
@@ -280,12 +281,50 @@ def test_the_readme_example_registers_a_scheduler():
     (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     assert len(code.strip().splitlines()) <= 15
     namespace: dict = {}
+    code = code.replace('"reverse"', '"readme_reverse"')  # the name a user's own copy of the example would take
     exec(compile(code, "README.md", "exec"), namespace)
     try:
         grads = GradientLayers(np.array([1, 4]), np.array([2.0, 1.0]), np.array([8, 8]))
-        plan = make_plan("reverse", grads, None)
+        plan = make_plan("readme_reverse", grads, None)
         assert plan.groups == ((1,), (4,)) and plan.after_backward
-        code, out, _ = run_cli("run", "--model", TINY, "--gpus", "2", "--scheduler", "reverse", "--format", "json")
+        code, out, _ = run_cli("run", "--model", TINY, "--gpus", "2", "--scheduler", "readme_reverse",
+                               "--format", "json")
         assert code == 0 and json.loads(out)["num_messages"] == 3
     finally:
-        unregister("reverse")
+        unregister("readme_reverse")
+
+
+def test_a_scheduler_declares_its_own_knob_in_its_spec():
+    """A knob declared in the spec (name, type, unit, default, bounds, help) gets a flag,
+    a check, a place in `sim.tune` and in the run's settings, and reaches the plan; it
+    leaves with its scheduler."""
+    from sim.schedulers.knobs import KNOBS, Knob
+
+    gap = Knob("toy_group_size", int, "", 2, 1, 64, "layers per message of the toy scheduler")
+
+    def plan(grads, cost, options, bucket_mb):
+        size = options.toy_group_size
+        order = [int(i) for i in grads.index[::-1]]
+        return Plan("toy_sized", tuple(tuple(order[i:i + size]) for i in range(0, len(order), size)))
+
+    register(SchedulerSpec("toy_sized", "Messages of a fixed number of layers.", "a test", plan=plan,
+                           knobs=(gap,)))
+    try:
+        grads = GradientLayers(np.array([0, 1, 2, 3, 4]), np.linspace(5.0, 1.0, 5), np.full(5, 8))
+        assert len(make_plan("toy_sized", grads, None).groups) == 3  # the default, 2 layers a message
+        assert len(make_plan("toy_sized", grads, None, options={"toy_group_size": 5}).groups) == 1
+        with pytest.raises(sim.SimInputError, match="toy_group_size"):
+            make_plan("toy_sized", grads, None, options={"toy_group_size": 0})
+        code, out, err = run_cli("run", "--model", TINY, "--gpus", "2", "--scheduler", "toy_sized",
+                                 "--toy-group-size", "1", "--format", "json")
+        assert code == 0, err
+        assert json.loads(out)["num_messages"] == json.loads(
+            run_cli("run", "--model", TINY, "--gpus", "2", "--scheduler", "wfbp", "--format", "json")[1])["num_messages"]
+        code, _, err = run_cli("run", "--model", TINY, "--gpus", "2", "--scheduler", "wfbp", "--toy-group-size", "1")
+        assert code == 2 and "toy_sized" in err
+        assert TUNABLE["toy-group-size"] == ("toy_group_size", "toy_sized")
+        options = SchedulerOptions.of({"toy_group_size": 3})
+        assert settings_of("toy_sized", "allreduce", options, 25.0) == {"toy_group_size": 3}
+    finally:
+        unregister("toy_sized")
+    assert "toy_group_size" not in KNOBS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from sim.cli.args import nonneg_float, nonneg_int, positive_float, positive_int
-from sim.cli.workload import bucket_mb, cluster, model
+from sim.cli.workload import bucket_mb, cluster, model, options
 from sim.errors import SimInputError
 from sim.runs import with_worker_metrics
 
@@ -66,14 +66,16 @@ def straggler_spec(args, gpus: list[int]):
     return StragglerSpec(dist=dist, cv=cv or 0.0, stragglers=k, factor=factor if k else 1.0, jitter_cv=jitter)
 
 
-def worker_run(args, the_model, gpus: int, scheduler: str, spec):
+def worker_run(args, the_model, row: dict, spec):
+    """The per-worker run of one row: its scheduler, and its method, architecture and knobs."""
     from sim.workers import simulate_workers
 
     return simulate_workers(
-        the_model, cluster(args, gpus), scheduler, batch_size=args.batch_size, straggler=spec,
+        the_model, cluster(args, int(row["gpus"])), row["scheduler"], batch_size=args.batch_size, straggler=spec,
         iterations=max(getattr(args, "iterations", 1), STRAGGLER_ITERATIONS), seed=args.seed or 0,
         precision=args.precision, prefetch=args.prefetch, bucket_mb=bucket_mb(args),
-        calibrate_iteration_s=args.calibrate_iteration_s,
+        calibrate_iteration_s=args.calibrate_iteration_s, method=row.get("method"),
+        architecture=row.get("architecture") or "allreduce", options=options(args),
     )
 
 
@@ -81,5 +83,4 @@ def with_stragglers(args, rows: list[dict], gpus: list[int], the_model=None) -> 
     """Each row of plain metrics with the per-worker engine's statistics under the straggler flags."""
     spec = straggler_spec(args, gpus)
     the_model = the_model if the_model is not None else model(args)
-    return [with_worker_metrics(row, worker_run(args, the_model, int(row["gpus"]), row["scheduler"], spec).metrics)
-            for row in rows]
+    return [with_worker_metrics(row, worker_run(args, the_model, row, spec).metrics) for row in rows]

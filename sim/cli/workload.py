@@ -7,7 +7,6 @@ a knob given for runs that do not read it is an error naming who does.
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
 
 from sim.api import ARCHITECTURES, simulate
 from sim.cli.args import int_list, knob_type, name_list, nonneg_float, positive_float, positive_int
@@ -23,14 +22,12 @@ from sim.runs import (
     resolve_runs,
 )
 from sim.schedulers.knobs import DEFAULT_BUCKET_MB, KNOBS
-from sim.schedulers.options import SchedulerOptions
 from sim.schedulers.registry import check_knobs_apply, knob_users, scheduler_names
 
 __all__ = ["add_knob_flags", "add_workload_flags", "bucket_mb", "checked_runs", "cluster", "model", "options",
            "run_one"]
 
 #: The knobs that are `SchedulerOptions` fields (``bucket_mb`` is an argument of its own).
-OPTION_KNOBS = tuple(f.name for f in fields(SchedulerOptions))
 
 
 def add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
@@ -89,7 +86,7 @@ def given_knobs(args) -> list[str]:
 
 def options(args) -> dict | None:
     """The `SchedulerOptions` fields the flags set, or None."""
-    opts = {k: getattr(args, k) for k in OPTION_KNOBS if getattr(args, k, None) is not None}
+    opts = {k: getattr(args, k) for k in KNOBS if k != "bucket_mb" and getattr(args, k, None) is not None}
     return opts or None
 
 

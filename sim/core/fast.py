@@ -23,7 +23,7 @@ that is, per iteration k (``N`` iterations, ``G`` messages):
 Every start is the maximum of earlier ends and every end one addition, the
 same operations the engine performs, so the task times here are bit-identical
 to the engine's; the timeline built from them equals
-`sim.timeline.timeline_frame` of the DAG. Everything is vectorised over K
+`sim.core.timeline.graph_timeline` of the lowered graph. Everything is vectorised over K
 communication costs that share one plan (rows of the arrays), so a sweep over
 GPU counts or networks costs one pass per plan.
 
@@ -321,19 +321,16 @@ def _hidden_s(c_start: np.ndarray, c_end: np.ndarray, backward_end_s: np.ndarray
 def message_times_s(costs, groups, group_bytes: np.ndarray) -> np.ndarray:
     """All-reduce time of each message (columns) under each cost (rows).
 
-    As the lowering takes them (`sim.core.lower`): a plain `CommCost` is
-    ``alpha_s + beta_s_per_byte * M`` (all rows at once); any other cost
-    model (e.g. measured per-layer times) is asked message by message
+    As the lowering takes them (`sim.core.lower`): a plain `CommCost` by its
+    ``time_s`` over all messages at once (the same arithmetic as one by one);
+    any other cost model (e.g. measured per-layer times) message by message
     through its ``step_time_s``.
     """
     times = np.empty((len(costs), len(groups)))
-    plain = [k for k, c in enumerate(costs) if type(c) is CommCost]
-    if plain:
-        alpha = np.array([costs[k].alpha_s for k in plain])
-        beta = np.array([costs[k].beta_s_per_byte for k in plain])
-        times[plain] = alpha[:, None] + beta[:, None] * group_bytes.astype(float)[None, :]
     for k, cost in enumerate(costs):
-        if type(cost) is not CommCost:
+        if type(cost) is CommCost:  # its own time_s, over all messages at once
+            times[k] = cost.time_s(group_bytes)
+        else:
             times[k] = [cost.step_time_s("allreduce", members, int(b))
                         for members, b in zip(groups, group_bytes, strict=True)]
     return times

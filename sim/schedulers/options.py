@@ -36,10 +36,24 @@ class SchedulerOptions:
     servers: int | None = _knob("servers")
     colocated: bool = _knob("colocated")
     ps_link_efficiency: float = _knob("ps_link_efficiency")
+    #: Values of knobs that schedulers declare in their own modules, as sorted ``(name, value)`` pairs;
+    #: read them as attributes (``options.my_knob``), which give the knob's default when not set.
+    extra: tuple = field(default=(), metadata={"help": "knobs declared by scheduler modules"})
 
     def __post_init__(self) -> None:
         for f in fields(self):  # the values stay as given; only their type and bounds are checked
-            KNOBS[f.name].check(getattr(self, f.name))
+            if f.name != "extra":
+                KNOBS[f.name].check(getattr(self, f.name))
+        for name, value in self.extra:
+            if name not in KNOBS or name in _FIELDS:
+                raise SimInputError(f"unknown option {name!r}; valid: {', '.join(sorted(KNOBS))}")
+            KNOBS[name].check(value)
+
+    def __getattr__(self, name: str):
+        """A knob declared by a scheduler module: its value, or its default."""
+        if name.startswith("__") or name not in KNOBS:
+            raise AttributeError(name)
+        return dict(self.extra).get(name, KNOBS[name].default)
 
     @classmethod
     def of(cls, options) -> SchedulerOptions:
@@ -49,9 +63,14 @@ class SchedulerOptions:
         if isinstance(options, cls):
             return options
         if isinstance(options, dict):
-            known = {f.name for f in fields(cls)}
-            unknown = sorted(set(options) - known)
+            declared = set(KNOBS) - _FIELDS - {"bucket_mb"}
+            unknown = sorted(set(options) - _FIELDS - declared)
             if unknown:
-                raise SimInputError(f"unknown option(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
-            return cls(**options)
+                valid = sorted((_FIELDS - {"extra"}) | declared)
+                raise SimInputError(f"unknown option(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
+            extra = tuple(sorted((k, v) for k, v in options.items() if k in declared))
+            return cls(**{k: v for k, v in options.items() if k in _FIELDS}, extra=extra)
         raise SimInputError(f"options must be a dict or SchedulerOptions, got {type(options).__name__}")
+
+
+_FIELDS = {f.name for f in fields(SchedulerOptions)}

@@ -34,7 +34,10 @@ class SchedulerSpec:
     """One scheduler, as data.
 
     ``plan(grads, cost, options, bucket_mb)`` returns its `Plan`; ``knobs``
-    names the `KNOBS` it reads; ``allreduce_only`` refuses the parameter
+    are the knobs it reads: names of `KNOBS`, or a new `Knob` (name, type,
+    unit, default, bounds, help), which `register` adds to `KNOBS` so that it
+    gets its flag, its check and its place in `sim.tune`, and which the plan
+    reads as ``getattr(options, name)``; ``allreduce_only`` refuses the parameter
     server; ``ps_in_flight_knob`` names the knob that bounds the servers busy
     at once under the parameter server; ``per_worker`` says whether the
     per-worker engine (`sim.workers`) times its plans; ``function`` is the
@@ -50,12 +53,17 @@ class SchedulerSpec:
     ps_in_flight_knob: str | None = None
     per_worker: bool = True
     function: Callable[..., Plan] | None = None
+    new_knobs: tuple[Knob, ...] = dataclasses.field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         if not self.name or not self.description or not self.citation:
             raise SimInputError("a scheduler needs a name, a description and a citation")
+        declared = tuple(k for k in self.knobs if isinstance(k, Knob))
+        object.__setattr__(self, "new_knobs", self.new_knobs + declared)
+        object.__setattr__(self, "knobs", tuple(k.name if isinstance(k, Knob) else k for k in self.knobs))
+        own = {k.name for k in self.new_knobs}
         for knob in (*self.knobs, *([self.ps_in_flight_knob] if self.ps_in_flight_knob else [])):
-            if knob not in KNOBS:
+            if knob not in KNOBS and knob not in own:
                 raise SimInputError(f"scheduler {self.name!r} reads unknown knob {knob!r}; valid: {', '.join(KNOBS)}")
 
 
@@ -66,13 +74,23 @@ def register(spec: SchedulerSpec) -> SchedulerSpec:
     """Add ``spec`` to the registry (after the ones already there); returns it."""
     if spec.name in _REGISTRY:
         raise SimInputError(f"a scheduler called {spec.name!r} is registered already")
+    for knob in spec.new_knobs:
+        if knob.name in KNOBS and KNOBS[knob.name] != knob:
+            raise SimInputError(f"scheduler {spec.name!r} declares knob {knob.name!r}, which exists already")
+    for knob in spec.new_knobs:
+        KNOBS[knob.name] = knob
     _REGISTRY[spec.name] = spec
     return spec
 
 
 def unregister(name: str) -> SchedulerSpec:
-    """Remove the scheduler called ``name`` (for tests of the registry); returns its spec."""
-    return _REGISTRY.pop(get_spec(name).name)
+    """Remove the scheduler called ``name`` (for tests of the registry), and the knobs
+    it declared that no other scheduler reads; returns its spec."""
+    spec = _REGISTRY.pop(get_spec(name).name)
+    for knob in spec.new_knobs:
+        if not any(knob.name in other.knobs for other in _REGISTRY.values()):
+            KNOBS.pop(knob.name, None)
+    return spec
 
 
 def get_spec(name: str) -> SchedulerSpec:
@@ -148,8 +166,7 @@ def check_knobs_apply(knobs: Iterable[str], runs: Iterable[tuple[str, str]], *,
 
 def settings_of(name: str, architecture: str, options: SchedulerOptions, bucket_mb: float) -> dict:
     """The settings a run of ``name`` on ``architecture`` reads, as ``{knob: value}``."""
-    values = {**dataclasses.asdict(options), "bucket_mb": bucket_mb}
     keys = list(get_spec(name).knobs)
     if architecture == PS_ARCHITECTURE:
         keys += [k.name for k in KNOBS.values() if k.ps and k.setting]
-    return {k: values[k] for k in dict.fromkeys(keys)}
+    return {k: bucket_mb if k == "bucket_mb" else getattr(options, k) for k in dict.fromkeys(keys)}

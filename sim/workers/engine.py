@@ -20,13 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sim.api import SimResult, plan_run, resolve_method, resolve_model
+from sim.api import SimResult, plan_run, resolve_method, resolve_model, run_metrics
 from sim.catalog import get_gpu
 from sim.checks import check_int, check_seed
 from sim.cluster import Cluster
 from sim.core.lower import WorkerTimes
 from sim.core.metrics import steady_iteration_s
-from sim.core.run import time_workers
+from sim.core.run import single_gpu_iteration_s, time_plan, time_workers
 from sim.errors import SimInputError
 from sim.model import Model, bytes_per_param, check_batch_size
 from sim.schedulers import DEFAULT_BUCKET_MB
@@ -53,6 +53,8 @@ def worker_models(model: Model, cluster: Cluster, batch_size: int, precision: st
     base = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s)
     if gpus_by_worker is None:
         return base, [base], np.zeros(cluster.gpus, dtype=int), (cluster.gpu,) * cluster.gpus
+    if isinstance(gpus_by_worker, str):
+        raise SimInputError("gpus_by_worker must list one GPU name per worker, not one string")
     names = tuple(str(g) for g in gpus_by_worker)
     if len(names) != cluster.gpus:
         raise SimInputError(f"gpus_by_worker names {len(names)} GPUs for a cluster of {cluster.gpus}")
@@ -81,6 +83,8 @@ class SyncRun:
 
     base: Model
     plan: object
+    plan_cost: object
+    cost: object
     update_end_s: np.ndarray
     backward_end_s: np.ndarray
     wait_s: np.ndarray
@@ -112,7 +116,7 @@ def run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, g
     base, timed, profile_of, names = worker_models(model, cluster, batch_size, precision, prefetch,
                                                    calibrate_iteration_s, gpus_by_worker)
     scheduler, architecture, opts = resolve_method(method, scheduler, architecture, options)
-    plan, _, cost = plan_run(base, cluster, scheduler, architecture, opts, precision, bucket_mb)
+    plan, plan_cost, cost = plan_run(base, cluster, scheduler, architecture, opts, precision, bucket_mb)
     p = cluster.gpus
     rng = np.random.default_rng(int(seed))
     slow = straggler_factors(spec, rng, p)
@@ -123,22 +127,26 @@ def run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, g
     ends, backward, update_s, timeline = time_workers(base, plan, cost, times, precision=precision,
                                                       iterations=iterations, prefetch=prefetch)
     wait = np.maximum(ends - backward - update_s, 0.0)
-    return SyncRun(base, plan, ends, backward, wait, slow, names, timeline)
+    return SyncRun(base, plan, plan_cost, cost, ends, backward, wait, slow, names, timeline)
 
 
 def _metrics(run: SyncRun, spec: StragglerSpec, cluster: Cluster, scheduler: str, batch_size: int,
-             precision: str, seed: int, iterations: int, ideal: float, mean: float) -> dict:
-    periods = run.periods_s
-    waits = run.wait_s[1:]
-    return {
-        "model": run.base.name, "scheduler": scheduler, "gpus": cluster.gpus, "batch_size": int(batch_size),
-        "precision": precision, "network": cluster.network, "seed": int(seed), **spec.as_dict(),
-        "iterations": int(iterations), "iteration_time_s": mean,
+             precision: str, prefetch: bool, seed: int, ideal: float, mean: float) -> dict:
+    """`sim.METRIC_KEYS` (iteration time, throughput, speedup and efficiency from the
+    mean period; the phase figures of identical workers), then the per-worker figures."""
+    timing = time_plan(run.base, run.plan, [run.cost], precision=precision, prefetch=prefetch, keep_timeline=False)
+    phases = {key: float(value[0]) for key, value in timing.phases.items()}
+    groups = [[run.base.layer_names[i] for i in members] for members in run.plan.groups]
+    single = float(ideal) if cluster.gpus == 1 else single_gpu_iteration_s(run.base, precision, prefetch)
+    metrics = run_metrics(run.base, cluster, scheduler, batch_size, precision, run.plan_cost, mean, phases, single,
+                          groups)
+    periods, waits = run.periods_s, run.wait_s[1:]
+    return metrics | {
+        "seed": int(seed), **spec.as_dict(), "iterations": int(run.update_end_s.shape[0]),
         "iteration_p50_s": float(np.percentile(periods, 50)), "iteration_p99_s": float(np.percentile(periods, 99)),
         "iteration_min_s": float(periods.min()), "iteration_max_s": float(periods.max()),
         "ideal_iteration_time_s": ideal, "straggler_slowdown": mean / ideal,
-        "throughput_samples_per_s": batch_size * cluster.gpus / mean,
-        "wait_mean_s": float(waits.mean()) if waits.size else 0.0, "num_messages": len(run.plan.groups),
+        "wait_mean_s": float(waits.mean()) if waits.size else 0.0,
         "straggler_workers": [int(w) for w in np.flatnonzero(run.slow != 1.0)],
     }
 
@@ -185,6 +193,8 @@ def simulate_workers(
     has every worker's tasks and its waits (`with_waits`).
     """
     spec = straggler or StragglerSpec()
+    if timeline_iterations is not None:
+        check_int("timeline_iterations", timeline_iterations, 1)
     common = dict(batch_size=batch_size, iterations=iterations, seed=seed, precision=precision, prefetch=prefetch,
                   bucket_mb=bucket_mb, calibrate_iteration_s=calibrate_iteration_s, method=method,
                   architecture=architecture, options=options)
@@ -196,7 +206,7 @@ def simulate_workers(
     if not (mean > 0 and math.isfinite(mean)):
         raise SimInputError("the iteration takes no time: give the model non-zero compute times")
     scheduler = resolve_method(method, scheduler, architecture, options)[0]
-    metrics = _metrics(run, spec, cluster, scheduler, batch_size, precision, seed, iterations, ideal, mean)
+    metrics = _metrics(run, spec, cluster, scheduler, batch_size, precision, prefetch, seed, ideal, mean)
     groups = [[run.base.layer_names[i] for i in members] for members in run.plan.groups]
     slow = tuple(int(w) for w in np.flatnonzero(run.slow != 1.0))
     return SimResult(mean, metrics, functools.partial(with_waits, run, timeline_iterations), groups, run.plan,

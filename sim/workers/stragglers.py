@@ -146,9 +146,7 @@ def expected_max_factor(spec: StragglerSpec, workers: int) -> float:
       ``x_(i)`` the sorted normalised samples;
     * lognormal: NaN (no closed form).
     """
-    p = int(workers)
-    if p < 1:
-        raise SimInputError(f"workers must be >= 1, got {workers}")
+    p = check_int("workers", workers, 1)
     if spec.dist == "constant" or (spec.dist != "empirical" and spec.cv == 0):
         return 1.0
     if spec.dist == "normal":

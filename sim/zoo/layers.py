@@ -259,18 +259,8 @@ def merge(name: str, type_: str, rows: Sequence[Row]) -> Row:
     )
 
 
-def conv_bn(
-    name: str,
-    c_in: int,
-    c_out: int,
-    k: IntPair,
-    stride: IntPair,
-    padding: IntPair,
-    h_in: int,
-    w_in: int,
-    relu: bool = True,
-    extra_elementwise: int = 0,
-) -> Row:
+def conv_bn(name: str, c_in: int, c_out: int, k: IntPair, stride: IntPair, padding: IntPair, h_in: int, w_in: int,
+            relu: bool = True, extra_elementwise: int = 0) -> Row:
     """Bias-free convolution, batch-norm and (optionally) ReLU as one row.
 
     ``extra_elementwise`` adds that many further elementwise ops per output
