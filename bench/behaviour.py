@@ -319,7 +319,7 @@ def record_sweeps(rec: Recorder, names) -> None:
         for i, row in enumerate(frame.to_dict(orient="records")):
             parts = [label, f"row{i}", row.get("scheduler"), row.get("network"), row.get("gpus")]
             if "bucket_mb" in row:
-                parts.append(f"bucket{row['bucket_mb']}")
+                parts.append(f"{BUCKET}{row['bucket_mb']}")
             rec.add("sweep", parts, row.get("scheduler"), lambda r=row: r)
 
 
