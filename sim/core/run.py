@@ -89,6 +89,9 @@ def single_gpu_iteration_s(model, precision: str = "fp32", prefetch: bool = Fals
     """Steady-state iteration time of ``model`` on one GPU (no communication)."""
     from sim.core.cost import NO_COMM
 
+    if engine == "auto":  # no message: always the fast path's structure
+        run = fast.evaluate(model, Plan("", ()), NO_COMM, precision=precision, iterations=2, prefetch=prefetch)
+        return float(run.iteration_time_s[0])
     timing = time_plan(model, Plan("", ()), [NO_COMM], precision=precision, iterations=2, prefetch=prefetch,
                        engine=engine, keep_timeline=False)
     return float(timing.iteration_time_s[0])
