@@ -26,6 +26,7 @@ __all__ = [
     "ensure_frame",
     "fmt_alpha",
     "fmt_ms",
+    "fmt_overlap",
     "guarded",
     "metric_columns",
     "plural",
@@ -40,6 +41,11 @@ PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png",
 def fmt_ms(seconds: float) -> str:
     ms = seconds * 1e3
     return f"{ms:.3g} ms" if ms < 100 else f"{ms:,.0f} ms"
+
+
+def fmt_overlap(hidden_s: float, comm_s: float) -> str:
+    """Overlap as HTA reports it (hidden ÷ all communication), or a dash without communication."""
+    return f"{float(tables.overlap_pct(hidden_s, comm_s)):.1f} %" if comm_s > 0 else "—"
 
 
 def plural(n: int, noun: str) -> str:
@@ -120,7 +126,8 @@ def assumptions(cfg: Config, what: str = "") -> None:
 
 def metric_columns() -> dict:
     """Number formats for `dashboard.tables.metrics_table` shown with ``st.dataframe``."""
-    fmt = {"throughput (samples/s)": "%.0f", "messages": "%d", "speedup": "%.2f", "scaling efficiency (%)": "%.1f"}
+    fmt = {"throughput (samples/s)": "%.0f", "messages": "%d", "speedup": "%.2f", "scaling efficiency (%)": "%.1f",
+           "overlap (%)": "%.1f"}
     return {
         label: st.column_config.NumberColumn(format=fmt.get(label, "%.2f"))
         for label in tables.METRIC_LABELS.values() if label != "scheduler"

@@ -37,7 +37,7 @@ def parity_figure(results: pd.DataFrame, band_pct: float = 10.0) -> go.Figure:
         ))
     fig.update_layout(xaxis={"type": "log", "title": "measured throughput (samples/s)"},
                       yaxis={"type": "log", "title": "simulated throughput (samples/s)"},
-                      height=480, margin={"t": 30}, legend={"orientation": "h", "y": -0.18})
+                      height=480, margin={"t": 30}, legend={"orientation": "h", "y": -0.18}, uirevision="parity")
     return fig
 
 

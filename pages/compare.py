@@ -38,7 +38,7 @@ c1, c2, c3 = st.columns(3)
 c1.metric("Fastest here", best, f"{ui.fmt_ms(results[best].iteration_time_s)} per iteration", delta_color="off",
           delta_arrow="off")
 c2.metric("MG-WFBP vs optimal", f"{gap:+.2%}", f"{(mg.iteration_time_s - opt.iteration_time_s) * 1e3:+.2f} ms",
-          delta_color="inverse",
+          delta_color="inverse" if abs(gap) > 1e-9 else "off", delta_arrow="auto" if abs(gap) > 1e-9 else "off",
           help="How much longer MG-WFBP's greedy merging takes than the best grouping of consecutive layers.")
 c3.metric("Messages (mgwfbp / optimal)", f"{mg.metrics['num_messages']} / {opt.metrics['num_messages']}")
 if gap > 1e-9:
@@ -54,8 +54,14 @@ st.plotly_chart(figures.gantt_stack_figure({s: r.timeline for s, r in results.it
 metrics = pd.DataFrame([r.metrics for r in results.values()])
 st.subheader("Where the time goes")
 st.plotly_chart(figures.breakdown_figure(metrics), key="breakdown_chart", config=ui.PLOTLY_CONFIG)
-st.caption("Hidden communication overlaps computation; exposed communication is time the GPUs wait. "
-           "Each bar adds up to compute + all-reduce; the diamond is the iteration time.")
+st.caption("Along each row: compute, then exposed communication (time the GPUs wait), then idle time "
+           "(neither), adding up to the iteration (the diamond). The thin light bar inside compute is the "
+           "communication hidden behind it; overlap = hidden ÷ all communication, as HTA reports it.")
+over = figures.breakdown_frame(metrics).query("over_ms > 0.01 * iteration_ms")
+if len(over):
+    st.warning("Compute + exposed communication exceeds the iteration (idle clipped at 0) for "
+               + "; ".join(f"{r.scheduler}: {r.compute_ms + r.exposed_ms:,.1f} ms > {r.iteration_ms:,.1f} ms"
+                           for r in over.itertuples()))
 
 st.subheader("Metrics")
 table = tables.metrics_table(r.metrics for r in results.values())

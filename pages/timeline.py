@@ -31,7 +31,8 @@ chart, figures_col = st.columns([4, 1])
 with chart:
     st.plotly_chart(figures.gantt_figure(res.timeline, title, height=400), key="timeline_chart",
                     config=ui.PLOTLY_CONFIG)
-    st.caption("Hover a bar for its layer, bytes, start and duration. Red bars are all-reduce messages; "
+    st.caption("Hover a bar for its layer, bytes, start and duration. All-reduce messages are outlined and filled "
+               "light where they are hidden behind compute, red where they are exposed (the GPU waits); "
                "a merged message is labelled with its group and layer count, e.g. *g3 (5 layers)*.")
 
 
@@ -41,6 +42,12 @@ with figures_col:
     st.metric("Samples/s", f"{m['throughput_samples_per_s']:,.0f}",
               **ui.delta(m["throughput_samples_per_s"], b["throughput_samples_per_s"], baseline),
               help="Throughput of the whole cluster: batch × GPUs / iteration time.")
+    st.metric("Overlap", ui.fmt_overlap(m["comm_hidden_s"], m["comm_s"]),
+              **(ui.delta(float(tables.overlap_pct(m["comm_hidden_s"], m["comm_s"])),
+                          float(tables.overlap_pct(b["comm_hidden_s"], b["comm_s"])), baseline, "pts")
+                 if m["comm_s"] > 0 and b["comm_s"] > 0 else {}),
+              help="Hidden ÷ all communication × 100, as Holistic Trace Analysis reports it: the share of the "
+                   "all-reduce time during which the GPU computes.")
     st.metric("Hidden comm", ui.fmt_ms(m["comm_hidden_s"]),
               help="All-reduce time that overlaps computation.")
     st.metric("Exposed comm", ui.fmt_ms(m["comm_exposed_s"]),

@@ -94,7 +94,7 @@ def values(array) -> list:
 
 
 PAGES = {
-    "timeline": (["Iteration time", "Samples/s", "Hidden comm", "Exposed comm", "Scaling efficiency"],
+    "timeline": (["Iteration time", "Samples/s", "Overlap", "Hidden comm", "Exposed comm", "Scaling efficiency"],
                  ["timeline_chart"]),
     "compare": (["Fastest here", "MG-WFBP vs optimal"], ["compare_chart", "breakdown_chart"]),
     "scaling": (["Iteration", "Samples/s", "Speedup", "Scaling efficiency"], ["scaling_chart", "scaling_timeline"]),
@@ -234,6 +234,42 @@ class TestCompare:
         at.multiselect(key="compare").set_value([]).run()
         no_exception(at)
         assert at.info and "at least one" in at.info[0].value
+
+
+class TestOverlap:
+    def test_timeline_shows_overlap_as_hidden_over_all_communication(self):
+        at = open_page(csv_app(), "timeline")
+        no_exception(at)
+        hidden, exposed = metric(at, "Hidden comm"), metric(at, "Exposed comm")
+        assert metric(at, "Overlap") == pytest.approx(hidden / (hidden + exposed) * 100, abs=0.1 + 1e-9, rel=0.01)
+        names = {t["name"] for t in chart(at, "timeline_chart")["data"]}
+        assert {"all-reduce hidden behind compute", "all-reduce exposed (GPU waits)"} <= names
+
+    def test_one_gpu_has_no_overlap_to_show(self):
+        at = open_page(csv_app(gpus=1), "timeline")
+        no_exception(at)
+        assert next(m for m in at.metric if m.label == "Overlap").value == "—"
+
+    @needs_zoo
+    def test_breakdown_is_consistent_for_every_scheduler_and_method(self):
+        """On Compare's own table: exposed <= iteration, and compute + exposed is the
+        iteration within 1 % (zoo models have no I/O or host-to-device time)."""
+        from sim.methods import METHODS
+        from sim.schedulers.registry import scheduler_names
+
+        at = new_app(model="vgg16", gpus=64)
+        at.session_state["compare"] = list(scheduler_names())
+        at.session_state["compare_methods"] = list(METHODS)
+        open_page(at, "compare")
+        no_exception(at)
+        table = at.dataframe[0].value.set_index("scheduler")
+        assert len(table) == len(scheduler_names()) + len(METHODS)
+        it, exposed = table["iteration (ms)"], table["exposed comm (ms)"]
+        bad = table.loc[(exposed > it) | ((table["compute (ms)"] + exposed - it).abs() > 0.01 * it)]
+        assert bad.empty, bad[["iteration (ms)", "compute (ms)", "exposed comm (ms)"]].to_string()
+        overlap = table["hidden comm (ms)"] / table["all-reduce (ms)"] * 100
+        assert table["overlap (%)"].to_numpy() == pytest.approx(overlap.to_numpy())
+        assert not [w for w in at.warning if "exceeds the iteration" in w.value]
 
 
 class TestScaling:
