@@ -435,7 +435,7 @@ def scaling_figure(sweep: pd.DataFrame, picked_gpus: int | None = None) -> go.Fi
         for col in (1, 2, 3):
             fig.add_vline(x=picked_gpus, line={"color": "#999", "width": 1}, row=1, col=col)
         # on a log axis an annotation's x is log10 of the value (add_vline's own label gets this wrong)
-        fig.add_annotation(x=float(np.log10(picked_gpus)), xref="x", y=1, yref="y domain", text=f"{picked_gpus} GPUs",
+        fig.add_annotation(x=float(np.log10(picked_gpus)), xref="x", y=1, yref="y domain", text=f"{picked_gpus} GPU{'' if picked_gpus == 1 else 's'}",
                            showarrow=False, xanchor="right", yanchor="top", font={"size": 10, "color": "#666"})
     fig.update_layout(
         height=430,

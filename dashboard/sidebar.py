@@ -18,10 +18,6 @@ __all__ = ["render"]
 _BIND = "query-params"
 
 
-def _model_label(name: str) -> str:
-    return "Upload a layer CSV…" if name == state.UPLOAD else name
-
-
 def _upload() -> None:
     """Read the uploaded file into ``csv_text`` (from memory only)."""
     file = st.file_uploader(
@@ -47,7 +43,8 @@ def render() -> None:
         st.subheader("Workload")
         models = state.model_options()
         st.selectbox("Model", models, index=state.index_of("model", models), key="model", bind=_BIND,
-                     format_func=_model_label)
+                     help=f"A model of the zoo, or **{state.UPLOAD}** to use your own layer CSV (the option's name "
+                          "is what a link carries; the file itself stays in this session).")
         if st.session_state.get("model") == state.UPLOAD:
             _upload()
         c1, c2 = st.columns(2)

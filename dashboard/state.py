@@ -7,8 +7,10 @@ here, and nowhere else: widget keys in `DEFAULTS` (sidebar) and
 set by `init_state`.
 
 Widgets whose value belongs in a shared link are created with
-``bind="query-params"``; their key is the query parameter's name, so a URL
-such as ``/timeline?model=vgg16&gpus=64&net=ib-edr-100`` reproduces a view.
+``bind="query-params"``; their key is the query parameter's name, and every
+page has its own path, so a URL such as
+``/timeline?model=vgg16&gpus=64&net=ib-edr-100`` reproduces a view
+(`dashboard.links` checks such a query and writes one).
 A parameter equal to its default is left out of the URL; that is why the
 widgets themselves must carry these defaults.
 
@@ -76,6 +78,7 @@ DEFAULTS: dict[str, object] = {
 #: Page controls (also query parameters) and their first-load values.
 PAGE_DEFAULTS: dict[str, object] = {
     "scheduler": MGWFBP,  # Timeline, Model
+    "method": "",  # Timeline: a survey method preset instead of the scheduler ("" for none)
     "baseline": WFBP,  # Timeline
     "iters": 1,  # Timeline
     "compare": [WFBP, MGWFBP, SYNCEASGD, OPTIMAL],  # Compare
@@ -87,10 +90,14 @@ PAGE_DEFAULTS: dict[str, object] = {
     "toy_alpha_us": 2000,  # Learn
 }
 
-#: Session keys that no widget owns: the uploaded CSV, kept across pages.
+#: Session keys that no widget owns: the uploaded CSV, kept across pages; whether the
+#: link the session opened with was checked, and what was wrong with it (`dashboard.links`).
 SESSION_DEFAULTS: dict[str, object] = {
     "csv_text": None,
     "csv_name": None,
+    "link_checked": False,
+    "link_notes": [],
+    "timeline_request": None,  # (settings, note): a button asked for the Timeline page
 }
 
 

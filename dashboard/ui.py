@@ -12,13 +12,14 @@ import pandas as pd
 import streamlit as st
 
 import sim
-from dashboard import cached, tables
-from dashboard.state import UPLOAD, Config, config_from_state, init_state
+from dashboard import cached, links, tables
+from dashboard.state import UPLOAD, Config, config_from_state, default, init_state
 from sim.trace import chrome_trace
 
 __all__ = [
     "PLOTLY_CONFIG",
     "assumptions",
+    "check_link",
     "config_or_stop",
     "delta",
     "download_metrics",
@@ -27,10 +28,15 @@ __all__ = [
     "fmt_alpha",
     "fmt_ms",
     "fmt_overlap",
+    "follow_timeline_request",
     "guarded",
+    "home_page",
+    "open_timeline",
     "metric_columns",
     "plural",
     "progress_after",
+    "request_timeline",
+    "show_link_notes",
 ]
 
 T = TypeVar("T")
@@ -56,7 +62,7 @@ def fmt_alpha(seconds: float) -> str:
     return f"{seconds * 1e6:.3g} µs" if seconds < 1e-3 else f"{seconds * 1e3:.3g} ms"
 
 
-def ensure_frame() -> None:
+def ensure_frame(rerun: bool = True) -> None:
     """Make sure ``app.py`` (the frame with the sidebar) runs around every page.
 
     Streamlit 1.67 decides at the first session of a process whether an app
@@ -64,7 +70,9 @@ def ensure_frame() -> None:
     calls ``st.navigation`` it runs ``pages/*.py`` on their own, so a deep link
     opened on a freshly started server (or any AppTest run) would show a page
     without the sidebar. ``st.navigation`` in ``app.py`` clears that flag; this
-    clears it too and reruns, so the next run goes through ``app.py``.
+    clears it too and reruns, so the next run goes through ``app.py``; ``app.py``
+    itself, about to call ``st.navigation``, passes ``rerun=False`` (a rerun there
+    would drop a button's click).
     """
     try:
         from streamlit.runtime.pages_manager import PagesManager
@@ -72,7 +80,76 @@ def ensure_frame() -> None:
         return
     if getattr(PagesManager, "uses_pages_directory", False):
         PagesManager.uses_pages_directory = False
-        st.rerun()
+        if rerun:
+            st.rerun()
+
+
+def home_page() -> None:
+    """The root address; ``app.py`` sends it on to ``/timeline`` before it runs."""
+
+
+def check_link(session, params) -> None:
+    """Once per session, before any widget: note the query values the dashboard cannot
+    use (Streamlit would drop them silently), for `show_link_notes`."""
+    if session.get("link_checked"):
+        return
+    session["link_checked"] = True
+    session["link_notes"] = [(bad.key, bad.raw, bad.reason) for bad in links.check_query(links.query_items(params))]
+
+
+def _shown(value) -> str:
+    return ", ".join(map(str, value)) or "none" if isinstance(value, list) else str(value)
+
+
+def show_link_notes(session) -> None:
+    """A warning for each bad value of the link the session opened with, naming the
+    key and the value used instead (the widget's, once the sidebar has run)."""
+    for key, raw, reason in session.get("link_notes") or []:
+        if key == "model" and raw == UPLOAD:
+            st.warning(f"This link asks for `model={raw}`: {reason}.", icon=":material/upload_file:")
+            continue
+        used = session[key] if key in session else default(key)
+        st.warning(f"Link: `{key}={raw}` is not usable ({reason}); using {key} = {_shown(used)} instead.",
+                   icon=":material/link_off:")
+    session["link_notes"] = []
+
+
+#: The Timeline page's own controls (the sidebar's are `dashboard.state.DEFAULTS`).
+TIMELINE_KEYS = ("scheduler", "method", "baseline", "iters")
+
+
+def request_timeline(settings: dict, note: str | None = None) -> None:
+    """A button's ``on_click``: ask ``app.py`` to open the Timeline with ``settings`` on
+    the next run (`open_timeline`). The request is kept in the session, so a rerun
+    in between does not lose the click."""
+    st.session_state["timeline_request"] = (dict(settings), note)
+
+
+def follow_timeline_request(timeline_page=None) -> None:
+    """Open the Timeline if a button asked for it (`request_timeline`)."""
+    request = st.session_state.pop("timeline_request", None)
+    if request:
+        open_timeline(*request, page=timeline_page)
+
+
+def open_timeline(settings: dict, note: str | None = None, page=None) -> None:
+    """Open the Timeline page with ``settings`` (session keys -> values) on top of the
+    current sidebar, with the address bar showing the ``/timeline?...`` link of that view.
+
+    Widget keys cannot change once this run drew the sidebar: ``app.py`` applies the
+    settings at the start of the next run, before any widget exists."""
+    session = st.session_state
+    session["pending_settings"] = dict(settings)
+    if note:
+        session["validation_note"] = note
+    # The sidebar's controls, bound to their parameters, write their values into the
+    # address bar themselves; the Timeline's own controls (not drawn yet) go in the query.
+    own = {key: session.get(key, default(key)) for key in TIMELINE_KEYS}
+    own.update({key: value for key, value in settings.items() if key in TIMELINE_KEYS})
+    try:
+        st.switch_page(page or "pages/timeline.py", query_params=links.query_for(own))
+    except st.errors.StreamlitAPIException:  # one of them is bound on this page too (the Model page's scheduler)
+        st.switch_page(page or "pages/timeline.py", query_params={})
 
 
 def config_or_stop() -> Config:

@@ -68,6 +68,12 @@ table = tables.metrics_table(r.metrics for r in results.values())
 st.dataframe(table, hide_index=True, key="metrics_table", column_config=ui.metric_columns())
 ui.download_metrics(table, f"compare-{cfg.model_label}-{cfg.gpus}gpus", "dl_compare")
 
+c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+row = c1.selectbox("Open a row in the Timeline", list(results), key="compare_open",
+                   help="The Timeline then shows that scheduler (or method) with this sidebar, at its own link.")
+c2.button("Open in Timeline", key="compare_open_button", icon=":material/open_in_new:", on_click=ui.request_timeline,
+          args=({"method": row} if row in methods else {"scheduler": row, "method": ""},))
+
 stragglers_view.compare_table(cfg, list(chosen), {s: results[s].iteration_time_s for s in chosen})
 
 st.subheader("Tune a knob")

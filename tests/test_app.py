@@ -383,11 +383,122 @@ class TestQueryParams:
         assert "32 GPUs" in chart(at, "timeline_chart")["layout"]["title"]["text"]
 
 
+class TestLinks:
+    def test_the_root_address_opens_the_timeline_with_the_query(self):
+        at = new_app()
+        at.query_params.update({"model": "resnet50", "gpus": "8", "scheduler": "optimal"})
+        at.run()
+        no_exception(at)
+        assert at.title[0].value == "Timeline of an iteration"
+        title = chart(at, "timeline_chart")["layout"]["title"]["text"]
+        assert "· 8 GPUs" in title and "optimal" in title
+        assert not at.warning
+
+    def test_every_page_has_its_own_path(self):
+        from dashboard import links
+
+        assert set(links.PAGE_PATHS) == {p.stem for p in (REPO / "pages").glob("*.py")}
+        source = (REPO / "app.py").read_text()
+        assert "url_path=links.PAGE_PATHS[name]" in source
+
+    def test_bad_values_are_named_with_the_value_used_instead(self):
+        at = new_app()
+        at.query_params.update({"gpus": "lots", "net": "bogus", "batch": "100000", "ab": "maybe",
+                                "compare": ["wfbp", "nope"]})
+        at.run()
+        no_exception(at)
+        warnings = [w.value for w in at.warning]
+        assert "Link: `gpus=lots` is not usable (not a number); using gpus = 16 instead." in warnings
+        assert "Link: `net=bogus` is not usable (not one of the options); using net = 10gbe instead." in warnings
+        assert "Link: `batch=100000` is not usable (outside 1..65536); using batch = 32 instead." in warnings
+        assert any(w.startswith("Link: `ab=maybe`") for w in warnings)
+        assert any(w.startswith("Link: `compare=wfbp,nope` is not usable (unknown nope)") for w in warnings)
+        assert at.sidebar.number_input(key="gpus").value == 16
+        at.sidebar.number_input(key="gpus").set_value(32).run()  # said once, not on every rerun
+        assert not at.warning
+
+    def test_a_link_to_an_upload_says_that_a_file_is_needed(self):
+        at = new_app()
+        at.query_params.update({"model": "upload"})
+        at.run()
+        no_exception(at)
+        assert at.sidebar.selectbox(key="model").value == state.UPLOAD
+        assert "cannot travel in a link" in at.warning[0].value
+        assert "Upload a layer CSV" in at.info[0].value
+
+    def test_query_for_leaves_out_defaults(self):
+        from dashboard import links
+
+        assert links.query_for({"gpus": 16, "net": "ib-edr-100", "calib_s": 0.25, "calib": True,
+                                "alpha_us": 250.0, "method": "", "scheduler": "optimal"}) == {
+            "net": "ib-edr-100", "calib": "true", "alpha_us": "250.0", "scheduler": "optimal"}
+        assert links.check_query(links.query_items(links.query_for({"gpus": 64, "compare": ["wfbp"]}))) == []
+        assert [b.key for b in links.check_query({"iters": ["1.5"], "calib_s": ["inf"], "foo": ["x"]})] == [
+            "iters", "calib_s"]
+
+    def test_a_compare_row_opens_in_the_timeline(self):
+        at = open_page(csv_app(gpus=32), "compare")
+        iteration = at.dataframe[0].value.set_index("scheduler").loc["optimal", "iteration (ms)"]
+        at.selectbox(key="compare_open").set_value("optimal").run()
+        at.button(key="compare_open_button").click().run()
+        no_exception(at)
+        assert at.title[0].value == "Timeline of an iteration"
+        assert at.selectbox(key="scheduler").value == "optimal"
+        assert dict(at.query_params)["scheduler"] == "optimal" and dict(at.query_params)["gpus"] == "32"
+        assert metric(at, "Iteration time") == pytest.approx(iteration, rel=1e-3)
+
+    def test_a_compare_method_row_opens_as_a_method(self):
+        at = csv_app()
+        at.session_state["compare_methods"] = ["BSP-PS"]
+        open_page(at, "compare")
+        iteration = at.dataframe[0].value.set_index("scheduler").loc["BSP-PS", "iteration (ms)"]
+        at.selectbox(key="compare_open").set_value("BSP-PS").run()
+        at.button(key="compare_open_button").click().run()
+        no_exception(at)
+        assert at.selectbox(key="method").value == "BSP-PS"
+        assert "BSP-PS" in chart(at, "timeline_chart")["layout"]["title"]["text"]
+        assert metric(at, "Iteration time") == pytest.approx(iteration, rel=1e-3)
+
+    def test_a_scaling_point_opens_in_the_timeline(self):
+        at = open_page(csv_app(), "scaling")
+        at.select_slider(key="pick_gpus").set_value(64).run()
+        at.selectbox(key="scale_timeline_scheduler").set_value("wfbp").run()
+        iteration = metric(at, "Iteration")
+        at.button(key="scaling_open").click().run()
+        no_exception(at)
+        assert at.title[0].value == "Timeline of an iteration"
+        assert at.selectbox(key="scheduler").value == "wfbp"
+        assert "64 GPUs" in chart(at, "timeline_chart")["layout"]["title"]["text"]
+        assert metric(at, "Iteration time") == pytest.approx(iteration, rel=1e-3)
+
+    @needs_zoo
+    @pytest.mark.parametrize("case", ["ddl-resnet50-BSP-PS-16gpu", "ddl-bert_base-WFBP-A2A-8gpu",
+                                      "bcaffe-trace-googlenet-MG-WFBP-8node"])
+    def test_a_validation_case_keeps_its_number_in_the_timeline(self, case):
+        """Scheduler or method, calibration and update time, network, batch and precision all
+        carried: the Timeline simulates the case's own throughput."""
+        from dashboard import cached, validation_view
+        from sim.validation import case_model, run_validation
+
+        row, model = case_model(case)
+        settings, _ = validation_view.case_settings(row, model)
+        at = open_page(new_app(pending_settings=settings, validation_note="opened"), "timeline")
+        no_exception(at)
+        assert not at.error
+        cfg = state.config_from_state(at.session_state)
+        method = at.selectbox(key="method").value
+        res = cached.simulate_method(cfg, method) if method else cached.simulate(cfg, at.selectbox(key="scheduler").value)
+        simulated = run_validation().set_index("case").loc[case, "simulated"]
+        assert res.metrics["throughput_samples_per_s"] == pytest.approx(simulated, rel=1e-9)
+        assert metric(at, "Samples/s") == pytest.approx(simulated, abs=0.5)
+
+
 class TestState:
     def test_init_state_sets_only_keys_no_widget_owns(self):
         session = {"csv_name": "mine.csv"}
         state.init_state(session)
-        assert session == {"csv_name": "mine.csv", "csv_text": None}
+        assert session == {"csv_name": "mine.csv", "csv_text": None, "link_checked": False, "link_notes": [],
+                           "timeline_request": None}
 
     def test_defaults_are_copies(self):
         state.default("compare").append("bucket")
