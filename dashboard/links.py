@@ -91,7 +91,7 @@ def _check_one(key: str, values: list[str], choices: dict[str, Callable[[], list
         reason = _check_number(key, raw)
     elif key in _BOOLS:
         reason = None if raw.lower() in ("true", "false") else "not true or false"
-    elif key == "model" and raw == state.UPLOAD:
+    elif key == "model" and raw in (state.UPLOAD, state.UPLOAD_LABEL):
         reason = "an uploaded layer CSV cannot travel in a link: upload the file in the sidebar"
     elif key in _LISTS:
         allowed = set(choices[key]())

@@ -34,6 +34,7 @@ __all__ = [
     "PAGE_DEFAULTS",
     "SESSION_DEFAULTS",
     "UPLOAD",
+    "UPLOAD_LABEL",
     "Config",
     "collective_options",
     "config_from_state",
@@ -50,6 +51,8 @@ __all__ = [
 
 #: The model option that means "use the uploaded layer CSV".
 UPLOAD = "upload"
+#: How the sidebar shows `UPLOAD` (and so how a link carries it); ``?model=upload`` works too.
+UPLOAD_LABEL = "Upload a layer CSV…"
 
 #: Sidebar keys (also query parameters) and their first-load values.
 DEFAULTS: dict[str, object] = {
@@ -95,6 +98,7 @@ PAGE_DEFAULTS: dict[str, object] = {
 SESSION_DEFAULTS: dict[str, object] = {
     "csv_text": None,
     "csv_name": None,
+    "csv_upload_id": None,  # the uploader's file behind csv_text (None: no upload, e.g. a validation case)
     "link_checked": False,
     "link_notes": [],
     "timeline_request": None,  # (settings, note): a button asked for the Timeline page

@@ -13,7 +13,7 @@ import streamlit as st
 
 import sim
 from dashboard import cached, links, tables
-from dashboard.state import UPLOAD, Config, config_from_state, default, init_state
+from dashboard.state import UPLOAD, UPLOAD_LABEL, Config, config_from_state, default, init_state
 from sim.trace import chrome_trace
 
 __all__ = [
@@ -95,6 +95,8 @@ def check_link(session, params) -> None:
         return
     session["link_checked"] = True
     session["link_notes"] = [(bad.key, bad.raw, bad.reason) for bad in links.check_query(links.query_items(params))]
+    if any(key == "model" for key, *_ in session["link_notes"]) and params.get("model") == UPLOAD:
+        session["model"] = UPLOAD  # the selectbox knows the option by its label; take the name too
 
 
 def _shown(value) -> str:
@@ -105,7 +107,7 @@ def show_link_notes(session) -> None:
     """A warning for each bad value of the link the session opened with, naming the
     key and the value used instead (the widget's, once the sidebar has run)."""
     for key, raw, reason in session.get("link_notes") or []:
-        if key == "model" and raw == UPLOAD:
+        if key == "model" and raw in (UPLOAD, UPLOAD_LABEL):
             st.warning(f"This link asks for `model={raw}`: {reason}.", icon=":material/upload_file:")
             continue
         used = session[key] if key in session else default(key)
