@@ -50,6 +50,7 @@ def _choices() -> dict[str, Callable[[], list]]:
         "net": lambda: state.network_options("inter"), "intra": lambda: state.network_options("intra"),
         "coll": state.collective_options, "strag_dist_sb": lambda: ["constant", "normal", "lognormal", "exponential"],
         "scheduler": schedulers, "baseline": schedulers, "scale_timeline_scheduler": schedulers,
+        "snap_scheduler": schedulers,
         "method": lambda: ["", *state.method_options()],
         "compare": schedulers, "compare_methods": state.method_options, "scale_schedulers": schedulers,
         "scale_nets": lambda: state.network_options("inter"),

@@ -91,6 +91,7 @@ PAGE_DEFAULTS: dict[str, object] = {
     "scale_timeline_scheduler": MGWFBP,  # Scaling: whose timeline is shown
     # Scaling's "pick_gpus" slider has no default of its own: the page keeps it equal to "gpus".
     "toy_alpha_us": 2000,  # Learn
+    "snap_scheduler": MGWFBP,  # Compare: the scheduler every snapshot runs
 }
 
 #: Session keys that no widget owns: the uploaded CSV, kept across pages; whether the
@@ -102,6 +103,7 @@ SESSION_DEFAULTS: dict[str, object] = {
     "link_checked": False,
     "link_notes": [],
     "timeline_request": None,  # (settings, note): a button asked for the Timeline page
+    "snapshots": {},  # name -> pinned sidebar settings (`dashboard.snapshots`); also the link's "snap" values
 }
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 import sim
-from dashboard import cached, links, tables
+from dashboard import cached, links, snapshots, tables
 from dashboard.state import UPLOAD, UPLOAD_LABEL, Config, config_from_state, default, init_state
 from sim.trace import chrome_trace
 
@@ -97,6 +97,14 @@ def check_link(session, params) -> None:
     session["link_notes"] = [(bad.key, bad.raw, bad.reason) for bad in links.check_query(links.query_items(params))]
     if any(key == "model" for key, *_ in session["link_notes"]) and params.get("model") == UPLOAD:
         session["model"] = UPLOAD  # the selectbox knows the option by its label; take the name too
+    session["snapshots"] = dict(session.get("snapshots") or {})
+    for raw in params.get_all("snap") if hasattr(params, "get_all") else []:
+        try:
+            name, settings = snapshots.decode(raw)
+        except ValueError as exc:
+            session["link_notes"].append(("snap", raw, str(exc)))
+            continue
+        session["snapshots"][name] = snapshots.capture(settings)
 
 
 def _shown(value) -> str:
@@ -109,6 +117,9 @@ def show_link_notes(session) -> None:
     for key, raw, reason in session.get("link_notes") or []:
         if key == "model" and raw in (UPLOAD, UPLOAD_LABEL):
             st.warning(f"This link asks for `model={raw}`: {reason}.", icon=":material/upload_file:")
+            continue
+        if key == "snap":
+            st.warning(f"Link: snapshot `{raw}` is not usable ({reason}); it is left out.", icon=":material/link_off:")
             continue
         used = session[key] if key in session else default(key)
         st.warning(f"Link: `{key}={raw}` is not usable ({reason}); using {key} = {_shown(used)} instead.",

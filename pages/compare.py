@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import cached, figures, state, stragglers_view, tables, ui
+from dashboard import cached, figures, snapshots_view, state, stragglers_view, tables, ui
 from sim.schedulers.knobs import KNOBS
 from sim.schedulers.names import MGWFBP, OPTIMAL
 from sim.tune import KNOBS as TUNABLE
@@ -75,6 +75,8 @@ c2.button("Open in Timeline", key="compare_open_button", icon=":material/open_in
           args=({"method": row} if row in methods else {"scheduler": row, "method": ""},))
 
 stragglers_view.compare_table(cfg, list(chosen), {s: results[s].iteration_time_s for s in chosen})
+
+snapshots_view.panel(cfg)
 
 st.subheader("Tune a knob")
 TUNE_VALUES = {label: KNOBS[name].grid for label, (name, _) in TUNABLE.items() if KNOBS[name].grid}
