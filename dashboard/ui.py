@@ -13,7 +13,15 @@ import streamlit as st
 
 import sim
 from dashboard import cached, links, snapshots, tables
-from dashboard.state import UPLOAD, UPLOAD_LABEL, Config, config_from_state, default, init_state
+from dashboard.state import (
+    DEFAULTS,
+    UPLOAD,
+    UPLOAD_LABEL,
+    Config,
+    config_from_state,
+    default,
+    init_state,
+)
 from sim.trace import chrome_trace
 
 __all__ = [
@@ -155,14 +163,26 @@ def open_timeline(settings: dict, note: str | None = None, page=None) -> None:
     session["pending_settings"] = dict(settings)
     if note:
         session["validation_note"] = note
-    # The sidebar's controls, bound to their parameters, write their values into the
-    # address bar themselves; the Timeline's own controls (not drawn yet) go in the query.
-    own = {key: session.get(key, default(key)) for key in TIMELINE_KEYS}
-    own.update({key: value for key, value in settings.items() if key in TIMELINE_KEYS})
+    # A control drawn in this run is bound to its parameter and writes its new value into
+    # the address bar itself; the others (the Timeline's, a calibration field that was
+    # hidden) go in the query, or the link would miss them.
+    keys = (*DEFAULTS, *TIMELINE_KEYS)
+    view = {key: session.get(key, default(key)) for key in keys}
+    view.update({key: value for key, value in settings.items() if key in keys})
+    bound = _bound_keys(keys)
+    st.switch_page(page or "pages/timeline.py",
+                   query_params=links.query_for({k: v for k, v in view.items() if k not in bound}))
+
+
+def _bound_keys(keys) -> set[str]:
+    """The query keys bound to a widget in this session (all of them if Streamlit cannot say)."""
     try:
-        st.switch_page(page or "pages/timeline.py", query_params=links.query_for(own))
-    except st.errors.StreamlitAPIException:  # one of them is bound on this page too (the Model page's scheduler)
-        st.switch_page(page or "pages/timeline.py", query_params={})
+        from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+        with get_script_run_ctx().session_state.query_params() as params:
+            return {key for key in keys if params.is_bound(key)}
+    except (AttributeError, ImportError, TypeError):  # another Streamlit: leave every key to its widget
+        return set(keys)
 
 
 def config_or_stop() -> Config:

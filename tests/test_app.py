@@ -477,14 +477,19 @@ class TestLinks:
     def test_a_validation_case_keeps_its_number_in_the_timeline(self, case):
         """Scheduler or method, calibration and update time, network, batch and precision all
         carried: the Timeline simulates the case's own throughput."""
-        from dashboard import cached, validation_view
+        from dashboard import cached, links, validation_view
         from sim.validation import case_model, run_validation
 
         row, model = case_model(case)
         settings, _ = validation_view.case_settings(row, model)
-        at = open_page(new_app(pending_settings=settings, validation_note="opened"), "timeline")
+        at = new_app(timeline_request=(settings, "opened"))  # as the Validation page hands it over
+        at.run()
         no_exception(at)
-        assert not at.error
+        assert not at.error and at.title[0].value == "Timeline of an iteration"
+        link = dict(at.query_params)
+        for key in ("gpus", "net", "batch", "calib", "calib_s"):  # what the case sets, also in its link
+            if settings.get(key, state.default(key)) != state.default(key):
+                assert link[key] == links.query_for({key: settings[key]})[key], key
         cfg = state.config_from_state(at.session_state)
         method = at.selectbox(key="method").value
         res = cached.simulate_method(cfg, method) if method else cached.simulate(cfg, at.selectbox(key="scheduler").value)
