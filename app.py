@@ -40,4 +40,5 @@ ui.follow_timeline_request(pages["timeline"])  # a button asked for the Timeline
 ui.check_link(st.session_state, st.query_params)
 sidebar.render()
 ui.show_link_notes(st.session_state)
+ui.start_here(st.session_state)
 page.run()

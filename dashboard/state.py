@@ -103,6 +103,7 @@ SESSION_DEFAULTS: dict[str, object] = {
     "link_checked": False,
     "link_notes": [],
     "timeline_request": None,  # (settings, note): a button asked for the Timeline page
+    "intro_seen": False,  # the "start here" panel was dismissed
     "snapshots": {},  # name -> pinned sidebar settings (`dashboard.snapshots`); also the link's "snap" values
 }
 

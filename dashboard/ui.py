@@ -45,6 +45,7 @@ __all__ = [
     "progress_after",
     "request_timeline",
     "show_link_notes",
+    "start_here",
 ]
 
 T = TypeVar("T")
@@ -90,6 +91,29 @@ def ensure_frame(rerun: bool = True) -> None:
         PagesManager.uses_pages_directory = False
         if rerun:
             st.rerun()
+
+
+START_HERE = """\
+**New here? Three steps.**
+1. **Timeline**: one training iteration on the cluster in the sidebar. Backward (orange) produces gradients;
+   each all-reduce message is filled light where it is *hidden* behind compute and red where it is *exposed*
+   and the GPUs wait. **Overlap** = hidden ÷ all communication.
+2. Change one thing in the sidebar (GPUs, network, batch) and watch the iteration time and the overlap move;
+   **Compare schedulers** shows every way of grouping and sending gradients on one time axis.
+3. **Learn** explains why merging small messages helps (the start-up cost α) and where MG-WFBP's greedy
+   merging falls short; **Validation** shows how close all this comes to published measurements.
+
+Every view is a link: copy the address bar to share exactly what you see.
+"""
+
+
+def start_here(session) -> None:
+    """The "start here" panel on a session's first visit, until it is dismissed."""
+    if session.get("intro_seen"):
+        return
+    with st.expander("Start here", expanded=True, icon=":material/waving_hand:"):
+        st.markdown(START_HERE)
+        st.button("Got it", key="intro_done", on_click=lambda: session.update(intro_seen=True))
 
 
 def home_page() -> None:

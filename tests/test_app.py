@@ -498,13 +498,24 @@ class TestLinks:
         assert metric(at, "Samples/s") == pytest.approx(simulated, abs=0.5)
 
 
+class TestStartHere:
+    def test_shown_on_the_first_visit_until_dismissed(self):
+        at = open_page(csv_app(), "timeline")
+        assert [e.label for e in at.expander][:1] == ["Start here"]
+        assert any("New here?" in m.value for m in at.markdown)
+        at.button(key="intro_done").click().run()
+        no_exception(at)
+        assert "Start here" not in [e.label for e in at.expander]
+        open_page(at, "compare")
+        assert "Start here" not in [e.label for e in at.expander]
+
+
 class TestState:
     def test_init_state_sets_only_keys_no_widget_owns(self):
         session = {"csv_name": "mine.csv"}
         state.init_state(session)
         assert session == {"csv_name": "mine.csv", "csv_text": None, "csv_upload_id": None, "link_checked": False,
-                           "link_notes": [],
-                           "timeline_request": None}
+                           "link_notes": [], "timeline_request": None, "intro_seen": False, "snapshots": {}}
 
     def test_defaults_are_copies(self):
         state.default("compare").append("bucket")
