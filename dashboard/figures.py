@@ -32,6 +32,7 @@ __all__ = [
     "dag_positions",
     "gantt_figure",
     "gantt_frame",
+    "gantt_svg",
     "gantt_stack_figure",
     "layer_figure",
     "scaling_figure",
@@ -259,6 +260,56 @@ def gantt_figure(timeline: pd.DataFrame, title: str = "", height: int | None = N
     fig.update_xaxes(title="time (ms)", rangemode="tozero")
     _iteration_marks(fig, timeline)
     return fig
+
+
+def _svg_escape(text: str) -> str:
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def gantt_svg(timeline: pd.DataFrame, title: str = "", width: int = 1200) -> str:
+    """The Gantt chart as a standalone SVG document (vector, for papers and slides).
+
+    The same bars as `gantt_figure`: one ``<rect>`` per task, communication
+    outlined over its hidden (light) and exposed (red) pieces, one lane per
+    resource, a time axis in ms. Built here, so no image-export engine is needed.
+    """
+    bars = gantt_frame(timeline)
+    lanes = list(reversed(_lane_order(bars)))  # top to bottom
+    left, top, lane_h, right = 110, 40 if title else 12, 34, 20
+    height = top + lane_h * len(lanes) + 40
+    end_ms = float((bars["start_ms"] + bars["duration_ms"]).max()) if len(bars) else 1.0
+    scale = (width - left - right) / (end_ms or 1.0)
+    y_of = {lane: top + i * lane_h for i, lane in enumerate(lanes)}
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+           f'<rect width="{width}" height="{height}" fill="white"/>']
+    if title:
+        out.append(f'<text x="{left}" y="22" font-size="14">{_svg_escape(title.replace("<b>", "").replace("</b>", ""))}</text>')
+    for lane, y in y_of.items():
+        out.append(f'<text x="{left - 8}" y="{y + lane_h / 2 + 4}" text-anchor="end">{_svg_escape(lane)}</text>')
+
+    def rect(x_ms, w_ms, lane, fill, stroke, extra=""):
+        y = y_of[lane] + 4
+        return (f'<rect x="{left + x_ms * scale:.2f}" y="{y}" width="{max(w_ms * scale, 0.5):.2f}" '
+                f'height="{lane_h - 8}" fill="{fill}" stroke="{stroke}" stroke-width="0.6"{extra}/>')
+
+    pieces = comm_overlap_segments(bars)
+    for piece in pieces.itertuples():
+        color = HIDDEN_COLOR if piece.hidden else EXPOSED_COLOR
+        out.append(rect(piece.start_s * 1e3, piece.duration_s * 1e3, bars.at[piece.task, "lane"], color, "none"))
+    for bar in bars.itertuples():
+        fill = "none" if bar.kind == "comm" else KIND_COLORS.get(bar.kind, "#888888")
+        tip = f"<title>{_svg_escape(KIND_LABELS.get(bar.kind, bar.kind))} {_svg_escape(bar.what)}</title>"
+        out.append(rect(bar.start_ms, bar.duration_ms, bar.lane, fill, _darker(KIND_COLORS.get(bar.kind, "#888888")))
+                   .replace("/>", f">{tip}</rect>"))
+    axis_y = top + lane_h * len(lanes) + 4
+    for tick in np.linspace(0, end_ms, 6):
+        x = left + tick * scale
+        out.append(f'<line x1="{x:.2f}" y1="{top}" x2="{x:.2f}" y2="{axis_y}" stroke="#dddddd"/>')
+        out.append(f'<text x="{x:.2f}" y="{axis_y + 14}" text-anchor="middle">{tick:.3g}</text>')
+    out.append(f'<text x="{left + (width - left - right) / 2}" y="{axis_y + 30}" text-anchor="middle">time (ms)</text>')
+    out.append("</svg>")
+    return "\n".join(out)
 
 
 def _iteration_marks(fig: go.Figure, timeline: pd.DataFrame, **where) -> None:

@@ -76,3 +76,7 @@ with st.container(horizontal=True):
     ui.download_metrics(tables.metrics_table([m, b]), f"metrics-{cfg.model_label}-{cfg.gpus}gpus", "dl_metrics")
     ui.download_trace(res.timeline, f"timeline-{cfg.model_label}-{shown}-{cfg.gpus}gpus", "dl_trace",
                       title=title)
+    st.download_button("Chart (SVG)", figures.gantt_svg(res.timeline, title).encode(),
+                       file_name=f"timeline-{cfg.model_label}-{shown}-{cfg.gpus}gpus.svg", mime="image/svg+xml",
+                       key="dl_svg", icon=":material/download:", on_click="ignore",
+                       help="The chart as a vector image; the camera above the chart saves a PNG.")

@@ -192,7 +192,7 @@ class TestTimeline:
     def test_offers_metrics_and_trace_downloads(self):
         at = open_page(csv_app(), "timeline")
         labels = [el.proto.label for el in at.get("download_button")]
-        assert labels == ["Metrics (CSV)", "Timeline (Chrome trace JSON)"]
+        assert labels == ["Metrics (CSV)", "Timeline (Chrome trace JSON)", "Chart (SVG)"]
 
 
 class TestOverrides:
@@ -228,6 +228,13 @@ class TestCompare:
         no_exception(at)
         assert list(at.dataframe[0].value["scheduler"]) == ["wfbp", "optimal"]
         assert values(chart(at, "breakdown_chart")["data"][0]["y"]) == ["wfbp", "optimal"]
+
+    def test_a_zero_gap_has_no_red_arrow(self):
+        at = open_page(csv_app(gpus=1), "compare")  # one GPU: nothing to merge, MG-WFBP is optimal
+        no_exception(at)
+        gap = next(m for m in at.metric if m.label == "MG-WFBP vs optimal")
+        assert (gap.value, gap.delta) == ("0 %", "same iteration")
+        assert "color: GRAY" in str(gap.proto) and "direction: NONE" in str(gap.proto)
 
     def test_no_scheduler_asks_for_one(self):
         at = open_page(csv_app(), "compare")

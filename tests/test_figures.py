@@ -160,6 +160,21 @@ class TestOverlapShading:
         assert fig.layout.legend.y < 0 and fig.layout.uirevision
 
 
+class TestGanttSvg:
+    def test_one_rect_per_task_and_per_overlap_piece(self):
+        import xml.etree.ElementTree as ET
+
+        res = run("wfbp", iterations=2)
+        svg = figures.gantt_svg(res.timeline, "<b>five</b> · wfbp")
+        root = ET.fromstring(svg)
+        rects = root.findall("{http://www.w3.org/2000/svg}rect")
+        tasks = int((res.timeline["duration_s"] > 0).sum())
+        pieces = len(figures.comm_overlap_segments(res.timeline))
+        assert len(rects) == 1 + tasks + pieces  # the white background first
+        texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+        assert "five · wfbp" in texts and "time (ms)" in texts and {"GPU compute", "all-reduce"} <= set(texts)
+
+
 class TestGanttStack:
     def test_rows_share_one_time_axis_and_one_legend(self):
         results = {s: run(s) for s in ("wfbp", "mgwfbp", "optimal")}
