@@ -10,6 +10,7 @@ import pytest
 from browser_util import (
     assert_no_exception,
     chart_title,
+    choose,
     launch,
     skip_reason,
     streamlit_server,
@@ -108,8 +109,9 @@ def test_a_validation_case_opens_at_a_timeline_link(page, server):
 def test_a_compare_row_opens_at_a_timeline_link(page, server):
     page.goto(f"{server}/compare?gpus=32")
     wait_idle(page)
-    page.locator(".st-key-compare_open").click()
-    page.get_by_role("option", name="optimal", exact=True).click()
+    page.locator(".st-key-compare_open").scroll_into_view_if_needed()
+    choose(page, "compare_open", "optimal")
+    page.wait_for_timeout(1000)
     wait_idle(page)
     page.locator(".st-key-compare_open_button button").click()
     page.wait_for_function("() => location.pathname === '/timeline'")
