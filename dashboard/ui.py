@@ -111,7 +111,8 @@ def start_here(session) -> None:
     """The "start here" panel on a session's first visit, until it is dismissed."""
     if session.get("intro_seen"):
         return
-    with st.expander("Start here", expanded=True, icon=":material/waving_hand:"):
+    # Collapsed, so that the page's chart stays in view; it stays until "Got it".
+    with st.expander("Start here: new to data-parallel training? Three steps", icon=":material/waving_hand:"):
         st.markdown(START_HERE)
         st.button("Got it", key="intro_done", on_click=lambda: session.update(intro_seen=True))
 
