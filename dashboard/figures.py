@@ -334,7 +334,7 @@ def gantt_stack_figure(timelines: Mapping[str, pd.DataFrame], titles: Mapping[st
     for row, name in enumerate(names, start=1):
         bars = gantt_frame(timelines[name])
         for trace in _gantt_traces(bars):
-            trace.showlegend = trace.legendgroup not in seen
+            trace.showlegend = trace.showlegend is not False and trace.legendgroup not in seen
             seen.add(trace.legendgroup)
             fig.add_trace(trace, row=row, col=1)
         fig.update_yaxes(categoryorder="array", categoryarray=_lane_order(bars), row=row, col=1)

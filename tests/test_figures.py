@@ -182,6 +182,7 @@ class TestGanttStack:
         assert fig.layout.xaxis.matches == fig.layout.xaxis2.matches == "x3"  # all follow the bottom axis
         legend = [t.name for t in fig.data if t.showlegend]
         assert sorted(legend) == sorted(set(legend))
+        assert "all-reduce" not in legend  # messages appear by their hidden and exposed fill
         n_bars = sum(len(t.x) for t in bar_traces(fig))
         assert n_bars == sum(int((r.timeline["duration_s"] > 0).sum()) for r in results.values())
 
