@@ -7,44 +7,30 @@ from __future__ import annotations
 import re
 
 import pytest
+import test_browser
 from browser_util import (
     assert_no_exception,
     chart_title,
     choose,
-    launch,
     skip_reason,
-    streamlit_server,
     wait_idle,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))]
 
+# test_browser's fixtures: one Streamlit server and one Chromium per module
+server = test_browser.server
+browser = test_browser.browser
+
 NOT_FOUND = "Page not found"
 PAGES = ("timeline", "compare", "scaling", "model", "algorithms", "validation", "learn")
 
 
-@pytest.fixture(scope="module")
-def server():
-    with streamlit_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = launch(p)
-        yield b
-        b.close()
-
-
 @pytest.fixture
-def page(browser):
+def page(browser):  # a longer timeout than test_browser's: the Validation page simulates every case first
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     context.set_default_timeout(90_000)
-    pg = context.new_page()
-    yield pg
+    yield context.new_page()
     context.close()
 
 
