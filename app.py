@@ -2,33 +2,43 @@
 
 Run with ``streamlit run app.py``. This file sets up the page, initialises the
 session state, draws the shared sidebar (workload and cluster) and hands over
-to the page the user picked; the pages live in ``pages/``.
+to the page the user picked; the pages live in ``pages/``. Every page has its
+own path (``/timeline``, ``/compare``, ...; `dashboard.links.PAGE_PATHS`); the
+root address opens the Timeline at ``/timeline``, keeping the query.
 """
 
 from pathlib import Path
 
 import streamlit as st
 
-from dashboard import sidebar, state, ui
+from dashboard import links, sidebar, state, ui
 
 HERE = Path(__file__).resolve().parent
 
-ui.ensure_frame()
+ui.ensure_frame(rerun=False)
 st.set_page_config(page_title="S-SGD Scaling Explorer", page_icon=":material/hub:", layout="wide")
 state.init_state(st.session_state)
 # Settings handed over by another page (the Validation page opens a case), applied before any widget exists.
 st.session_state.update(st.session_state.pop("pending_settings", None) or {})
 
-page = st.navigation(
-    [
-        st.Page(HERE / "pages/timeline.py", title="Timeline", icon=":material/view_timeline:", default=True),
-        st.Page(HERE / "pages/compare.py", title="Compare schedulers", icon=":material/compare_arrows:"),
-        st.Page(HERE / "pages/scaling.py", title="Scaling", icon=":material/trending_up:"),
-        st.Page(HERE / "pages/model.py", title="Model", icon=":material/stacks:"),
-        st.Page(HERE / "pages/algorithms.py", title="Algorithms", icon=":material/lan:"),
-        st.Page(HERE / "pages/validation.py", title="Validation", icon=":material/fact_check:"),
-        st.Page(HERE / "pages/learn.py", title="Learn", icon=":material/school:"),
-    ]
-)
+PAGES = {
+    "timeline": ("Timeline", ":material/view_timeline:"),
+    "compare": ("Compare schedulers", ":material/compare_arrows:"),
+    "scaling": ("Scaling", ":material/trending_up:"),
+    "model": ("Model", ":material/stacks:"),
+    "algorithms": ("Algorithms", ":material/lan:"),
+    "validation": ("Validation", ":material/fact_check:"),
+    "learn": ("Learn", ":material/school:"),
+}
+pages = {name: st.Page(HERE / f"pages/{name}.py", title=title, icon=icon, url_path=links.PAGE_PATHS[name])
+         for name, (title, icon) in PAGES.items()}
+home = st.Page(ui.home_page, title="Start", url_path="start", default=True, visibility="hidden")
+page = st.navigation([home, *pages.values()])
+if page is home:  # the root address: show the Timeline at its own path, with the same query
+    st.switch_page(pages["timeline"], query_params=links.query_items(st.query_params))
+ui.follow_timeline_request(pages["timeline"])  # a button asked for the Timeline (Compare, Scaling)
+ui.check_link(st.session_state, st.query_params)
 sidebar.render()
+ui.show_link_notes(st.session_state)
+ui.start_here(st.session_state)
 page.run()

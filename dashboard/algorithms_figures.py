@@ -56,7 +56,8 @@ WORKER_KIND_LABELS = {
     "queue": "waiting for a busy link",
     "comm": "all-reduce",
 }
-_LEGEND_TOP = {"orientation": "h", "yanchor": "bottom", "y": 1.08, "xanchor": "left", "x": 0}
+#: Legends below the plot, where they cannot cover a title.
+_LEGEND = {"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0}
 
 
 def _color(name: str, i: int = 0) -> str:
@@ -93,7 +94,7 @@ def throughput_figure(sweep: pd.DataFrame, picked_workers: int | None = None) ->
     if picked_workers is not None:
         for col in (1, 2):
             fig.add_vline(x=picked_workers, line={"color": "#999", "width": 1}, row=1, col=col)
-    fig.update_layout(height=400, margin={"l": 10, "r": 10, "t": 80, "b": 40}, legend=_LEGEND_TOP)
+    fig.update_layout(height=400, margin={"l": 10, "r": 10, "t": 80, "b": 40}, legend=_LEGEND, uirevision=True)
     return fig
 
 
@@ -120,7 +121,7 @@ def staleness_figure(frame: pd.DataFrame) -> go.Figure:
                              customdata=part["updates"],
                              hovertemplate=f"<b>{name}</b><br>staleness %{{x}}<br>%{{y:.1%}} of updates "
                                            "(%{customdata})<extra></extra>"))
-    fig.update_layout(barmode="group", height=340, margin={"l": 10, "r": 10, "t": 60, "b": 40}, legend=_LEGEND_TOP,
+    fig.update_layout(barmode="group", height=340, margin={"l": 10, "r": 10, "t": 60, "b": 40}, legend=_LEGEND, uirevision=True,
                       xaxis_title="staleness (updates the model received since the inputs were read)",
                       yaxis={"title": "share of updates", "tickformat": ".0%"})
     return fig
@@ -143,7 +144,7 @@ def training_figure(curves: pd.DataFrame, target_accuracy: float | None = None) 
                       annotation_text=f"target {target_accuracy:.1%}", annotation_position="bottom right")
     fig.update_xaxes(title="simulated time (s)", type="log")
     fig.update_yaxes(tickformat=".0%", row=1, col=2)
-    fig.update_layout(height=380, margin={"l": 10, "r": 10, "t": 80, "b": 40}, legend=_LEGEND_TOP)
+    fig.update_layout(height=380, margin={"l": 10, "r": 10, "t": 80, "b": 40}, legend=_LEGEND, uirevision=True)
     return fig
 
 
@@ -178,7 +179,7 @@ def worker_timeline_figure(timeline: pd.DataFrame, workers: Sequence[int] | None
     fig.update_layout(
         barmode="overlay", title=title or None, height=140 + 36 * len(lanes),
         xaxis_title="time (ms)", yaxis={"categoryorder": "array", "categoryarray": lanes[::-1]},
-        margin={"l": 10, "r": 10, "t": 80 if title else 50, "b": 40}, legend=_LEGEND_TOP,
+        margin={"l": 10, "r": 10, "t": 80 if title else 50, "b": 40}, legend=_LEGEND, uirevision=True,
     )
     return fig
 
@@ -216,7 +217,7 @@ def straggler_scaling_figure(mc: pd.DataFrame) -> go.Figure:
                                  hovertemplate="%{x} workers: closed form %{y:.4f}×<extra></extra>"))
     counts = sorted(x.unique())
     fig.update_xaxes(type="log", tickvals=counts, ticktext=[str(c) for c in counts], title="workers")
-    fig.update_layout(height=340, margin={"l": 10, "r": 10, "t": 60, "b": 40}, legend=_LEGEND_TOP,
+    fig.update_layout(height=340, margin={"l": 10, "r": 10, "t": 60, "b": 40}, legend=_LEGEND, uirevision=True,
                       yaxis_title="iteration time / identical workers")
     return fig
 
@@ -241,6 +242,6 @@ def coarse_fine_figure(frame: pd.DataFrame) -> go.Figure:
                              hovertemplate="coarse with overlap<br>%{x} GPUs: %{y:.4g} ms<extra></extra>"))
     counts = sorted(frame["gpus"].unique())
     fig.update_xaxes(type="log", tickvals=counts, ticktext=[str(c) for c in counts], title="GPUs")
-    fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 60, "b": 40}, legend=_LEGEND_TOP,
+    fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 60, "b": 40}, legend=_LEGEND, uirevision=True,
                       yaxis_title="iteration time (ms)")
     return fig

@@ -93,11 +93,11 @@ def simulate(cfg: Config, scheduler: str, iterations: int = 1) -> sim.SimResult:
 
 
 @st.cache_data(**_CACHE)
-def simulate_method(cfg: Config, method: str) -> sim.SimResult:
+def simulate_method(cfg: Config, method: str, iterations: int = 1) -> sim.SimResult:
     """`sim.simulate` of one of the survey's method presets (`sim.methods.METHODS`)."""
     return sim.simulate(
         model_of(cfg), cfg.cluster(), method=method,
-        batch_size=cfg.batch_size, precision=cfg.precision,
+        batch_size=cfg.batch_size, precision=cfg.precision, iterations=iterations,
         calibrate_iteration_s=cfg.calibrate_iteration_s, single_gpu_iteration_s=single_gpu_s(cfg),
     )
 

@@ -15,7 +15,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.tables import fmt_bytes, short_layers
+from dashboard.tables import fmt_bytes, overlap_pct, short_layers
+from sim.core.timeline import COMPUTE_KINDS
 from sim.schedulers.names import BUCKET, MGWFBP, OPTIMAL, SEQUENTIAL, SYNCEASGD, WFBP
 
 __all__ = [
@@ -25,10 +26,13 @@ __all__ = [
     "SCHEDULER_COLORS",
     "alpha_sweep_figure",
     "breakdown_figure",
+    "breakdown_frame",
+    "comm_overlap_segments",
     "dag_figure",
     "dag_positions",
     "gantt_figure",
     "gantt_frame",
+    "gantt_svg",
     "gantt_stack_figure",
     "layer_figure",
     "scaling_figure",
@@ -61,6 +65,11 @@ SCHEDULER_COLORS = {
     OPTIMAL: "#2CA02C",
     BUCKET: "#FF7F0E",
 }
+#: Communication shaded by overlap: hidden behind compute (light) or exposed (the GPU waits).
+HIDDEN_COLOR = "#F4A6A6"
+EXPOSED_COLOR = KIND_COLORS["comm"]
+#: Legends go below the plot, where they cannot cover a title.
+LEGEND_BELOW = {"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0}
 #: Compute bars carry their layer name only up to this many per kind (text costs render time).
 MAX_LABELLED_BARS = 20
 IDEAL_STYLE = {"color": "#444444", "dash": "dot", "width": 1.5}
@@ -115,8 +124,84 @@ def gantt_frame(timeline: pd.DataFrame) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def _gantt_traces(bars: pd.DataFrame, *, showlegend: bool = True) -> list[go.Bar]:
+def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted, disjoint intervals covering the same points as the given ones."""
+    order = np.argsort(starts, kind="stable")
+    out_s: list[float] = []
+    out_e: list[float] = []
+    for a, b in zip(starts[order], ends[order], strict=True):
+        if out_e and a <= out_e[-1]:
+            out_e[-1] = max(out_e[-1], b)
+        else:
+            out_s.append(a)
+            out_e.append(b)
+    return np.asarray(out_s, dtype=float), np.asarray(out_e, dtype=float)
+
+
+def _split_one(start: float, end: float, cs: np.ndarray, ce: np.ndarray) -> list[tuple[float, float, bool]]:
+    """``[start, end]`` cut into ``(start, end, hidden)`` pieces against disjoint compute intervals."""
+    pieces, cursor = [], start
+    lo, hi = int(np.searchsorted(ce, start, side="right")), int(np.searchsorted(cs, end, side="left"))
+    for a, b in zip(cs[lo:hi], ce[lo:hi], strict=True):
+        a, b = max(a, start), min(b, end)
+        if b <= a:
+            continue
+        if a > cursor:
+            pieces.append((cursor, a, False))
+        pieces.append((a, b, True))
+        cursor = b
+    if end > cursor:
+        pieces.append((cursor, end, False))
+    return pieces
+
+
+def comm_overlap_segments(timeline: pd.DataFrame) -> pd.DataFrame:
+    """Every communication task cut into the pieces hidden behind computation and the
+    pieces exposed (no computation under way on the same worker), as HTA counts them.
+
+    Returns one row per piece: ``task`` (the index of the comm row in ``timeline``),
+    ``start_s``, ``end_s``, ``duration_s`` and ``hidden`` (bool). Computation is
+    forward, backward and update (`sim.core.timeline.COMPUTE_KINDS`); a ``worker``
+    column, when present, keeps workers apart, and a task of worker -1 (shared by
+    all, as in the identical-worker timeline) is set against the first worker, as
+    the metrics do. The hidden pieces of a task add up to its overlap with the
+    union of the worker's compute intervals.
+    """
+    workers = timeline["worker"] if "worker" in timeline.columns else pd.Series(0, index=timeline.index)
+    own = workers[workers >= 0]
+    workers = workers.where(workers >= 0, own.min() if len(own) else 0)
+    rows = []
+    for worker in pd.unique(workers):
+        mine = timeline.loc[workers == worker]
+        compute = mine.loc[mine["kind"].isin(COMPUTE_KINDS) & (mine["duration_s"] > 0)]
+        cs, ce = _union(compute["start_s"].to_numpy(float), compute["end_s"].to_numpy(float))
+        comm = mine.loc[(mine["kind"] == "comm") & (mine["duration_s"] > 0)]
+        for task, start, end in zip(comm.index, comm["start_s"], comm["end_s"], strict=True):
+            rows.extend((task, a, b, b - a, hidden) for a, b, hidden in _split_one(float(start), float(end), cs, ce))
+    return pd.DataFrame(rows, columns=["task", "start_s", "end_s", "duration_s", "hidden"])
+
+
+def _overlap_traces(bars: pd.DataFrame, showlegend: bool) -> list[go.Bar]:
+    """Communication bars filled by overlap: the hidden pieces light, the exposed ones dark."""
+    pieces = comm_overlap_segments(bars)
     traces = []
+    for hidden, label, color in ((True, "all-reduce hidden behind compute", HIDDEN_COLOR),
+                                 (False, "all-reduce exposed (GPU waits)", EXPOSED_COLOR)):
+        part = pieces.loc[pieces["hidden"] == hidden]
+        if part.empty:
+            continue
+        traces.append(go.Bar(
+            name=label, legendgroup=f"overlap-{'hidden' if hidden else 'exposed'}", showlegend=showlegend,
+            orientation="h", y=bars.loc[part["task"], "lane"].to_numpy(), x=part["duration_s"] * 1e3,
+            base=part["start_s"] * 1e3, marker={"color": color, "line": {"width": 0}}, hoverinfo="skip",
+        ))
+    return traces
+
+
+def _gantt_traces(bars: pd.DataFrame, *, showlegend: bool = True) -> list[go.Bar]:
+    """One trace per kind of task; communication is drawn as outlines over its
+    hidden and exposed pieces (`comm_overlap_segments`), which carry the legend."""
+    traces = _overlap_traces(bars, showlegend)
     for kind in KIND_COLORS:
         part = bars.loc[bars["kind"] == kind]
         if part.empty:
@@ -125,17 +210,18 @@ def _gantt_traces(bars: pd.DataFrame, *, showlegend: bool = True) -> list[go.Bar
             go.Bar(
                 name=KIND_LABELS[kind],
                 legendgroup=kind,
-                showlegend=showlegend,
+                showlegend=showlegend and kind != "comm",
                 orientation="h",
                 y=part["lane"],
                 x=part["duration_ms"],
                 base=part["start_ms"],
-                marker={"color": KIND_COLORS[kind], "line": {"color": _darker(KIND_COLORS[kind]), "width": 0.6}},
+                marker={"color": "rgba(0,0,0,0)" if kind == "comm" else KIND_COLORS[kind],
+                        "line": {"color": _darker(KIND_COLORS[kind]), "width": 0.6}},
                 text=part["label"] if kind == "comm" else (part["layer"] if len(part) <= MAX_LABELLED_BARS else None),
                 textposition="inside",
                 insidetextanchor="middle",
                 textangle=0,
-                textfont={"color": "white", "size": 11},
+                textfont={"color": "#222222" if kind == "comm" else "white", "size": 11},
                 customdata=np.stack(
                     [part["kind"].map(KIND_LABELS), part["what"], part["bytes_text"], part["start_ms"],
                      part["duration_ms"], part["iteration"]],
@@ -164,8 +250,9 @@ def gantt_figure(timeline: pd.DataFrame, title: str = "", height: int | None = N
         barmode="overlay",
         bargap=0.25,
         height=height or 170 + 55 * len(lanes),
-        margin={"l": 10, "r": 10, "t": 75 if title else 30, "b": 40},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "right", "x": 1},
+        margin={"l": 10, "r": 10, "t": 45 if title else 20, "b": 40},
+        legend=LEGEND_BELOW,
+        uirevision="timeline",
         uniformtext={"minsize": 9, "mode": "hide"},
         hoverlabel={"align": "left"},
     )
@@ -173,6 +260,56 @@ def gantt_figure(timeline: pd.DataFrame, title: str = "", height: int | None = N
     fig.update_xaxes(title="time (ms)", rangemode="tozero")
     _iteration_marks(fig, timeline)
     return fig
+
+
+def _svg_escape(text: str) -> str:
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def gantt_svg(timeline: pd.DataFrame, title: str = "", width: int = 1200) -> str:
+    """The Gantt chart as a standalone SVG document (vector, for papers and slides).
+
+    The same bars as `gantt_figure`: one ``<rect>`` per task, communication
+    outlined over its hidden (light) and exposed (red) pieces, one lane per
+    resource, a time axis in ms. Built here, so no image-export engine is needed.
+    """
+    bars = gantt_frame(timeline)
+    lanes = list(reversed(_lane_order(bars)))  # top to bottom
+    left, top, lane_h, right = 110, 40 if title else 12, 34, 20
+    height = top + lane_h * len(lanes) + 40
+    end_ms = float((bars["start_ms"] + bars["duration_ms"]).max()) if len(bars) else 1.0
+    scale = (width - left - right) / (end_ms or 1.0)
+    y_of = {lane: top + i * lane_h for i, lane in enumerate(lanes)}
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+           f'<rect width="{width}" height="{height}" fill="white"/>']
+    if title:
+        out.append(f'<text x="{left}" y="22" font-size="14">{_svg_escape(title.replace("<b>", "").replace("</b>", ""))}</text>')
+    for lane, y in y_of.items():
+        out.append(f'<text x="{left - 8}" y="{y + lane_h / 2 + 4}" text-anchor="end">{_svg_escape(lane)}</text>')
+
+    def rect(x_ms, w_ms, lane, fill, stroke, extra=""):
+        y = y_of[lane] + 4
+        return (f'<rect x="{left + x_ms * scale:.2f}" y="{y}" width="{max(w_ms * scale, 0.5):.2f}" '
+                f'height="{lane_h - 8}" fill="{fill}" stroke="{stroke}" stroke-width="0.6"{extra}/>')
+
+    pieces = comm_overlap_segments(bars)
+    for piece in pieces.itertuples():
+        color = HIDDEN_COLOR if piece.hidden else EXPOSED_COLOR
+        out.append(rect(piece.start_s * 1e3, piece.duration_s * 1e3, bars.at[piece.task, "lane"], color, "none"))
+    for bar in bars.itertuples():
+        fill = "none" if bar.kind == "comm" else KIND_COLORS.get(bar.kind, "#888888")
+        tip = f"<title>{_svg_escape(KIND_LABELS.get(bar.kind, bar.kind))} {_svg_escape(bar.what)}</title>"
+        out.append(rect(bar.start_ms, bar.duration_ms, bar.lane, fill, _darker(KIND_COLORS.get(bar.kind, "#888888")))
+                   .replace("/>", f">{tip}</rect>"))
+    axis_y = top + lane_h * len(lanes) + 4
+    for tick in np.linspace(0, end_ms, 6):
+        x = left + tick * scale
+        out.append(f'<line x1="{x:.2f}" y1="{top}" x2="{x:.2f}" y2="{axis_y}" stroke="#dddddd"/>')
+        out.append(f'<text x="{x:.2f}" y="{axis_y + 14}" text-anchor="middle">{tick:.3g}</text>')
+    out.append(f'<text x="{left + (width - left - right) / 2}" y="{axis_y + 30}" text-anchor="middle">time (ms)</text>')
+    out.append("</svg>")
+    return "\n".join(out)
 
 
 def _iteration_marks(fig: go.Figure, timeline: pd.DataFrame, **where) -> None:
@@ -197,7 +334,7 @@ def gantt_stack_figure(timelines: Mapping[str, pd.DataFrame], titles: Mapping[st
     for row, name in enumerate(names, start=1):
         bars = gantt_frame(timelines[name])
         for trace in _gantt_traces(bars):
-            trace.showlegend = trace.legendgroup not in seen
+            trace.showlegend = trace.showlegend is not False and trace.legendgroup not in seen
             seen.add(trace.legendgroup)
             fig.add_trace(trace, row=row, col=1)
         fig.update_yaxes(categoryorder="array", categoryarray=_lane_order(bars), row=row, col=1)
@@ -205,8 +342,9 @@ def gantt_stack_figure(timelines: Mapping[str, pd.DataFrame], titles: Mapping[st
         barmode="overlay",
         bargap=0.25,
         height=110 + 150 * len(names),
-        margin={"l": 10, "r": 10, "t": 60, "b": 40},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.04, "xanchor": "right", "x": 1},
+        margin={"l": 10, "r": 10, "t": 40, "b": 40},
+        legend={**LEGEND_BELOW, "y": -0.6 / len(names)},
+        uirevision="stack",
         uniformtext={"minsize": 9, "mode": "hide"},
         hoverlabel={"align": "left"},
     )
@@ -220,40 +358,68 @@ def gantt_stack_figure(timelines: Mapping[str, pd.DataFrame], titles: Mapping[st
 # --- comparison ------------------------------------------------------------------
 
 
-def breakdown_figure(metrics: pd.DataFrame) -> go.Figure:
-    """Per scheduler: compute, hidden and exposed communication (stacked, ms).
+def breakdown_frame(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per run: compute, hidden, exposed and idle time (ms), and overlap (%).
 
-    ``metrics`` needs ``scheduler, compute_s, comm_hidden_s, comm_exposed_s,
-    iteration_time_s``. The bars of a row add up to compute + all-reduce time;
-    a diamond marks the iteration time.
+    ``idle = iteration - compute - exposed`` (I/O, copies and waiting that is
+    neither), clipped at 0; ``over_ms`` is what was clipped, i.e. how far
+    compute + exposed overshoots the iteration (0 when the breakdown is
+    consistent). ``overlap_pct`` is hidden / all communication * 100 (HTA's
+    definition), NaN without communication.
     """
-    y = metrics["scheduler"]
+    it = metrics["iteration_time_s"].to_numpy(float) * 1e3
+    compute = metrics["compute_s"].to_numpy(float) * 1e3
+    exposed = metrics["comm_exposed_s"].to_numpy(float) * 1e3
+    comm = metrics["comm_s"].to_numpy(float) * 1e3
+    hidden = metrics["comm_hidden_s"].to_numpy(float) * 1e3
+    raw_idle = it - compute - exposed
+    overlap = overlap_pct(hidden, comm)
+    return pd.DataFrame({
+        "scheduler": metrics["scheduler"].to_numpy(), "iteration_ms": it, "compute_ms": compute,
+        "hidden_ms": hidden, "exposed_ms": exposed, "idle_ms": np.maximum(raw_idle, 0.0),
+        "over_ms": np.maximum(-raw_idle, 0.0), "overlap_pct": overlap,
+    })
+
+
+def breakdown_figure(metrics: pd.DataFrame) -> go.Figure:
+    """Per scheduler, along the iteration: compute, exposed communication and idle
+    time, which add up to the iteration (the diamond); hidden communication is a
+    thin bar inside compute, since it runs at the same time.
+
+    ``metrics`` needs ``scheduler, compute_s, comm_s, comm_hidden_s,
+    comm_exposed_s, iteration_time_s``; see `breakdown_frame`.
+    """
+    frame = breakdown_frame(metrics)
+    y = frame["scheduler"]
     parts = [
-        ("compute", "compute_s", KIND_COLORS["forward"]),
-        ("all-reduce hidden behind compute", "comm_hidden_s", "#F4A6A6"),
-        ("all-reduce exposed (waited for)", "comm_exposed_s", KIND_COLORS["comm"]),
+        ("compute", frame["compute_ms"], 0.0, KIND_COLORS["forward"], 0.7),
+        ("all-reduce exposed (GPU waits)", frame["exposed_ms"], frame["compute_ms"], EXPOSED_COLOR, 0.7),
+        ("idle (neither compute nor all-reduce)", frame["idle_ms"], frame["compute_ms"] + frame["exposed_ms"],
+         "#BBBBBB", 0.7),
+        ("all-reduce hidden behind compute", frame["hidden_ms"], 0.0, HIDDEN_COLOR, 0.3),
     ]
     fig = go.Figure()
-    for label, col, color in parts:
+    for label, x, base, color, width in parts:
         fig.add_trace(
             go.Bar(
-                name=label, y=y, x=metrics[col] * 1e3, orientation="h", marker={"color": color},
-                hovertemplate=f"{label}: %{{x:.2f}} ms<extra>%{{y}}</extra>",
+                name=label, y=y, x=x, base=base, width=width, orientation="h", marker={"color": color},
+                customdata=frame[["overlap_pct"]],
+                hovertemplate=f"{label}: %{{x:.2f}} ms<br>overlap %{{customdata[0]:.1f}} %<extra>%{{y}}</extra>",
             )
         )
     fig.add_trace(
         go.Scatter(
-            name="iteration time", y=y, x=metrics["iteration_time_s"] * 1e3, mode="markers",
+            name="iteration time", y=y, x=frame["iteration_ms"], mode="markers",
             marker={"symbol": "diamond", "size": 11, "color": "black"},
             hovertemplate="iteration: %{x:.2f} ms<extra>%{y}</extra>",
         )
     )
     fig.update_layout(
-        barmode="stack",
-        height=150 + 45 * len(metrics),
-        margin={"l": 10, "r": 10, "t": 50, "b": 40},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0,
-                "traceorder": "normal"},
+        barmode="overlay",
+        height=170 + 45 * len(metrics),
+        margin={"l": 10, "r": 10, "t": 20, "b": 40},
+        legend={**LEGEND_BELOW, "traceorder": "normal"},
+        uirevision="breakdown",
     )
     fig.update_xaxes(title="time per iteration (ms)")
     fig.update_yaxes(autorange="reversed", title=None)
@@ -320,12 +486,13 @@ def scaling_figure(sweep: pd.DataFrame, picked_gpus: int | None = None) -> go.Fi
         for col in (1, 2, 3):
             fig.add_vline(x=picked_gpus, line={"color": "#999", "width": 1}, row=1, col=col)
         # on a log axis an annotation's x is log10 of the value (add_vline's own label gets this wrong)
-        fig.add_annotation(x=float(np.log10(picked_gpus)), xref="x", y=1, yref="y domain", text=f"{picked_gpus} GPUs",
+        fig.add_annotation(x=float(np.log10(picked_gpus)), xref="x", y=1, yref="y domain", text=f"{picked_gpus} GPU{'' if picked_gpus == 1 else 's'}",
                            showarrow=False, xanchor="right", yanchor="top", font={"size": 10, "color": "#666"})
     fig.update_layout(
         height=430,
-        margin={"l": 10, "r": 10, "t": 90, "b": 40},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.12, "xanchor": "left", "x": 0},
+        margin={"l": 10, "r": 10, "t": 40, "b": 40},
+        legend=LEGEND_BELOW,
+        uirevision="scaling",
         clickmode="event+select",
     )
     return fig
@@ -367,9 +534,9 @@ def layer_figure(layers: pd.DataFrame) -> go.Figure:
         fig.add_trace(trace, row=row, col=1)
     fig.update_layout(
         barmode="stack", bargap=0.1, height=640,
-        margin={"l": 10, "r": 10, "t": 70, "b": 40},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.04, "xanchor": "right", "x": 1,
-                "traceorder": "normal"},
+        margin={"l": 10, "r": 10, "t": 40, "b": 40},
+        legend={**LEGEND_BELOW, "y": -0.12, "traceorder": "normal"},
+        uirevision="layers",
     )
     if len(layers) <= 40:
         fig.update_xaxes(tickvals=list(x), ticktext=list(names), tickangle=-45, row=3, col=1)
@@ -446,7 +613,8 @@ def dag_figure(g: nx.DiGraph, title: str = "") -> go.Figure:
         )
     fig.update_layout(
         title={"text": title}, height=360, margin={"l": 10, "r": 10, "t": 50 if title else 20, "b": 10},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1},
+        legend={**LEGEND_BELOW, "y": 0},
+        uirevision="dag",
     )
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False, range=[-0.6, 2.6])
@@ -476,8 +644,8 @@ def alpha_sweep_figure(sweep: pd.DataFrame, marked_alpha_us: float | None = None
     if marked_alpha_us is not None:
         for col in (1, 2):
             fig.add_vline(x=marked_alpha_us, line={"color": "#999", "width": 1}, row=1, col=col)
-    fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 60, "b": 40},
-                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.1, "xanchor": "right", "x": 1})
+    fig.update_layout(height=400, margin={"l": 10, "r": 10, "t": 40, "b": 40}, legend=LEGEND_BELOW,
+                      uirevision="alpha")
     return fig
 
 
@@ -504,5 +672,5 @@ def tune_figure(frame: pd.DataFrame, best: dict) -> go.Figure:
     fig.add_hline(y=best["default_iteration_time_s"] * 1e3, line_dash="dot", line_color="grey",
                   annotation_text=f"default {best['default_value']:g}", annotation_position="bottom right")
     fig.update_layout(xaxis={"title": knob, "type": "log"}, yaxis={"title": "iteration time (ms)"},
-                      height=360, margin={"t": 30}, showlegend=False)
+                      height=360, margin={"t": 30}, showlegend=False, uirevision="tune")
     return fig

@@ -18,10 +18,6 @@ __all__ = ["render"]
 _BIND = "query-params"
 
 
-def _model_label(name: str) -> str:
-    return "Upload a layer CSV…" if name == state.UPLOAD else name
-
-
 def _upload() -> None:
     """Read the uploaded file into ``csv_text`` (from memory only)."""
     file = st.file_uploader(
@@ -37,6 +33,11 @@ def _upload() -> None:
             st.session_state["csv_text"] = None
             st.error(str(exc))
         st.session_state["csv_name"] = file.name
+        st.session_state["csv_upload_id"] = file.file_id
+    elif st.session_state.get("csv_upload_id") is not None:
+        # The file was removed, or a new one refused (too large): its table and its error go with it.
+        # A table handed over by the Validation page came from no upload and stays.
+        st.session_state.update(csv_text=None, csv_name=None, csv_upload_id=None)
     if st.session_state.get("csv_name"):
         st.caption(f"Using **{st.session_state['csv_name']}** (uploads are not part of a shared link).")
 
@@ -47,7 +48,9 @@ def render() -> None:
         st.subheader("Workload")
         models = state.model_options()
         st.selectbox("Model", models, index=state.index_of("model", models), key="model", bind=_BIND,
-                     format_func=_model_label)
+                     format_func=lambda name: state.UPLOAD_LABEL if name == state.UPLOAD else name,
+                     help="A model of the zoo, or your own layer CSV (a link says that an upload is needed; "
+                          "the file itself stays in this session).")
         if st.session_state.get("model") == state.UPLOAD:
             _upload()
         c1, c2 = st.columns(2)

@@ -7,8 +7,10 @@ here, and nowhere else: widget keys in `DEFAULTS` (sidebar) and
 set by `init_state`.
 
 Widgets whose value belongs in a shared link are created with
-``bind="query-params"``; their key is the query parameter's name, so a URL
-such as ``/timeline?model=vgg16&gpus=64&net=ib-edr-100`` reproduces a view.
+``bind="query-params"``; their key is the query parameter's name, and every
+page has its own path, so a URL such as
+``/timeline?model=vgg16&gpus=64&net=ib-edr-100`` reproduces a view
+(`dashboard.links` checks such a query and writes one).
 A parameter equal to its default is left out of the URL; that is why the
 widgets themselves must carry these defaults.
 
@@ -32,6 +34,7 @@ __all__ = [
     "PAGE_DEFAULTS",
     "SESSION_DEFAULTS",
     "UPLOAD",
+    "UPLOAD_LABEL",
     "Config",
     "collective_options",
     "config_from_state",
@@ -48,6 +51,8 @@ __all__ = [
 
 #: The model option that means "use the uploaded layer CSV".
 UPLOAD = "upload"
+#: How the sidebar shows `UPLOAD` (and so how a link carries it); ``?model=upload`` works too.
+UPLOAD_LABEL = "Upload a layer CSV…"
 
 #: Sidebar keys (also query parameters) and their first-load values.
 DEFAULTS: dict[str, object] = {
@@ -76,6 +81,7 @@ DEFAULTS: dict[str, object] = {
 #: Page controls (also query parameters) and their first-load values.
 PAGE_DEFAULTS: dict[str, object] = {
     "scheduler": MGWFBP,  # Timeline, Model
+    "method": "",  # Timeline: a survey method preset instead of the scheduler ("" for none)
     "baseline": WFBP,  # Timeline
     "iters": 1,  # Timeline
     "compare": [WFBP, MGWFBP, SYNCEASGD, OPTIMAL],  # Compare
@@ -85,12 +91,20 @@ PAGE_DEFAULTS: dict[str, object] = {
     "scale_timeline_scheduler": MGWFBP,  # Scaling: whose timeline is shown
     # Scaling's "pick_gpus" slider has no default of its own: the page keeps it equal to "gpus".
     "toy_alpha_us": 2000,  # Learn
+    "snap_scheduler": MGWFBP,  # Compare: the scheduler every snapshot runs
 }
 
-#: Session keys that no widget owns: the uploaded CSV, kept across pages.
+#: Session keys that no widget owns: the uploaded CSV, kept across pages; whether the
+#: link the session opened with was checked, and what was wrong with it (`dashboard.links`).
 SESSION_DEFAULTS: dict[str, object] = {
     "csv_text": None,
     "csv_name": None,
+    "csv_upload_id": None,  # the uploader's file behind csv_text (None: no upload, e.g. a validation case)
+    "link_checked": False,
+    "link_notes": [],
+    "timeline_request": None,  # (settings, note): a button asked for the Timeline page
+    "intro_seen": False,  # the "start here" panel was dismissed
+    "snapshots": {},  # name -> pinned sidebar settings (`dashboard.snapshots`); also the link's "snap" values
 }
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "layer_table",
     "message_table",
     "metrics_table",
+    "overlap_pct",
     "scaling_gpu_counts",
     "short_layers",
 ]
@@ -33,6 +34,8 @@ METRIC_LABELS = {
     "comm_ms": "all-reduce (ms)",
     "comm_hidden_ms": "hidden comm (ms)",
     "comm_exposed_ms": "exposed comm (ms)",
+    "overlap_pct": "overlap (%)",
+    "idle_ms": "idle (ms)",
     "num_messages": "messages",
     "speedup": "speedup",
     "scaling_efficiency_pct": "scaling efficiency (%)",
@@ -57,6 +60,16 @@ def short_layers(joined: str, limit: int = 3) -> str:
     return ", ".join(names[:limit]) + f" … (+{len(names) - limit} more)"
 
 
+def overlap_pct(hidden_s, comm_s):
+    """Hidden ÷ all communication × 100, as HTA reports overlap; NaN without communication.
+
+    >>> float(overlap_pct(0.5, 2.0))
+    25.0
+    """
+    hidden, comm = np.asarray(hidden_s, dtype=float), np.asarray(comm_s, dtype=float)
+    return np.where(comm > 0, hidden / np.where(comm > 0, comm, 1.0) * 100, np.nan)
+
+
 def metrics_table(metrics: Iterable[Mapping]) -> pd.DataFrame:
     """One row per result's metrics dict, in display units (ms, %)."""
     frame = pd.DataFrame(list(metrics))
@@ -69,6 +82,8 @@ def metrics_table(metrics: Iterable[Mapping]) -> pd.DataFrame:
             "comm_ms": frame["comm_s"] * 1e3,
             "comm_hidden_ms": frame["comm_hidden_s"] * 1e3,
             "comm_exposed_ms": frame["comm_exposed_s"] * 1e3,
+            "overlap_pct": overlap_pct(frame["comm_hidden_s"], frame["comm_s"]),
+            "idle_ms": np.maximum(frame["iteration_time_s"] - frame["compute_s"] - frame["comm_exposed_s"], 0.0) * 1e3,
             "num_messages": frame["num_messages"].astype(int),
             "speedup": frame["speedup"],
             "scaling_efficiency_pct": frame["scaling_efficiency"] * 100,

@@ -12,13 +12,22 @@ import pandas as pd
 import streamlit as st
 
 import sim
-from dashboard import cached, tables
-from dashboard.state import UPLOAD, Config, config_from_state, init_state
+from dashboard import cached, links, snapshots, tables
+from dashboard.state import (
+    DEFAULTS,
+    UPLOAD,
+    UPLOAD_LABEL,
+    Config,
+    config_from_state,
+    default,
+    init_state,
+)
 from sim.trace import chrome_trace
 
 __all__ = [
     "PLOTLY_CONFIG",
     "assumptions",
+    "check_link",
     "config_or_stop",
     "delta",
     "download_metrics",
@@ -26,10 +35,17 @@ __all__ = [
     "ensure_frame",
     "fmt_alpha",
     "fmt_ms",
+    "fmt_overlap",
+    "follow_timeline_request",
     "guarded",
+    "home_page",
+    "open_timeline",
     "metric_columns",
     "plural",
     "progress_after",
+    "request_timeline",
+    "show_link_notes",
+    "start_here",
 ]
 
 T = TypeVar("T")
@@ -42,6 +58,11 @@ def fmt_ms(seconds: float) -> str:
     return f"{ms:.3g} ms" if ms < 100 else f"{ms:,.0f} ms"
 
 
+def fmt_overlap(hidden_s: float, comm_s: float) -> str:
+    """Overlap as HTA reports it (hidden ÷ all communication), or a dash without communication."""
+    return f"{float(tables.overlap_pct(hidden_s, comm_s)):.1f} %" if comm_s > 0 else "—"
+
+
 def plural(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -50,7 +71,7 @@ def fmt_alpha(seconds: float) -> str:
     return f"{seconds * 1e6:.3g} µs" if seconds < 1e-3 else f"{seconds * 1e3:.3g} ms"
 
 
-def ensure_frame() -> None:
+def ensure_frame(rerun: bool = True) -> None:
     """Make sure ``app.py`` (the frame with the sidebar) runs around every page.
 
     Streamlit 1.67 decides at the first session of a process whether an app
@@ -58,7 +79,9 @@ def ensure_frame() -> None:
     calls ``st.navigation`` it runs ``pages/*.py`` on their own, so a deep link
     opened on a freshly started server (or any AppTest run) would show a page
     without the sidebar. ``st.navigation`` in ``app.py`` clears that flag; this
-    clears it too and reruns, so the next run goes through ``app.py``.
+    clears it too and reruns, so the next run goes through ``app.py``; ``app.py``
+    itself, about to call ``st.navigation``, passes ``rerun=False`` (a rerun there
+    would drop a button's click).
     """
     try:
         from streamlit.runtime.pages_manager import PagesManager
@@ -66,7 +89,125 @@ def ensure_frame() -> None:
         return
     if getattr(PagesManager, "uses_pages_directory", False):
         PagesManager.uses_pages_directory = False
-        st.rerun()
+        if rerun:
+            st.rerun()
+
+
+START_HERE = """\
+**New here? Three steps.**
+1. **Timeline**: one training iteration on the cluster in the sidebar. Backward (orange) produces gradients;
+   each all-reduce message is filled light where it is *hidden* behind compute and red where it is *exposed*
+   and the GPUs wait. **Overlap** = hidden ÷ all communication.
+2. Change one thing in the sidebar (GPUs, network, batch) and watch the iteration time and the overlap move;
+   **Compare schedulers** shows every way of grouping and sending gradients on one time axis.
+3. **Learn** explains why merging small messages helps (the start-up cost α) and where MG-WFBP's greedy
+   merging falls short; **Validation** shows how close all this comes to published measurements.
+
+Every view is a link: copy the address bar to share exactly what you see.
+"""
+
+
+def start_here(session) -> None:
+    """The "start here" panel on a session's first visit, until it is dismissed."""
+    if session.get("intro_seen"):
+        return
+    # Collapsed, so that the page's chart stays in view; it stays until "Got it".
+    with st.expander("Start here: new to data-parallel training? Three steps", icon=":material/waving_hand:"):
+        st.markdown(START_HERE)
+        st.button("Got it", key="intro_done", on_click=lambda: session.update(intro_seen=True))
+
+
+def home_page() -> None:
+    """The root address; ``app.py`` sends it on to ``/timeline`` before it runs."""
+
+
+def check_link(session, params) -> None:
+    """Once per session, before any widget: note the query values the dashboard cannot
+    use (Streamlit would drop them silently), for `show_link_notes`."""
+    if session.get("link_checked"):
+        return
+    session["link_checked"] = True
+    session["link_notes"] = [(bad.key, bad.raw, bad.reason) for bad in links.check_query(links.query_items(params))]
+    if any(key == "model" for key, *_ in session["link_notes"]) and params.get("model") == UPLOAD:
+        session["model"] = UPLOAD  # the selectbox knows the option by its label; take the name too
+    session["snapshots"] = dict(session.get("snapshots") or {})
+    for raw in params.get_all("snap") if hasattr(params, "get_all") else []:
+        try:
+            name, settings = snapshots.decode(raw)
+        except ValueError as exc:
+            session["link_notes"].append(("snap", raw, str(exc)))
+            continue
+        session["snapshots"][name] = snapshots.capture(settings)
+
+
+def _shown(value) -> str:
+    return ", ".join(map(str, value)) or "none" if isinstance(value, list) else str(value)
+
+
+def show_link_notes(session) -> None:
+    """A warning for each bad value of the link the session opened with, naming the
+    key and the value used instead (the widget's, once the sidebar has run)."""
+    for key, raw, reason in session.get("link_notes") or []:
+        if key == "model" and raw in (UPLOAD, UPLOAD_LABEL):
+            st.warning(f"This link asks for `model={raw}`: {reason}.", icon=":material/upload_file:")
+            continue
+        if key == "snap":
+            st.warning(f"Link: snapshot `{raw}` is not usable ({reason}); it is left out.", icon=":material/link_off:")
+            continue
+        used = session[key] if key in session else default(key)
+        st.warning(f"Link: `{key}={raw}` is not usable ({reason}); using {key} = {_shown(used)} instead.",
+                   icon=":material/link_off:")
+    session["link_notes"] = []
+
+
+#: The Timeline page's own controls (the sidebar's are `dashboard.state.DEFAULTS`).
+TIMELINE_KEYS = ("scheduler", "method", "baseline", "iters")
+
+
+def request_timeline(settings: dict, note: str | None = None) -> None:
+    """A button's ``on_click``: ask ``app.py`` to open the Timeline with ``settings`` on
+    the next run (`open_timeline`). The request is kept in the session, so a rerun
+    in between does not lose the click."""
+    st.session_state["timeline_request"] = (dict(settings), note)
+
+
+def follow_timeline_request(timeline_page=None) -> None:
+    """Open the Timeline if a button asked for it (`request_timeline`)."""
+    request = st.session_state.pop("timeline_request", None)
+    if request:
+        open_timeline(*request, page=timeline_page)
+
+
+def open_timeline(settings: dict, note: str | None = None, page=None) -> None:
+    """Open the Timeline page with ``settings`` (session keys -> values) on top of the
+    current sidebar, with the address bar showing the ``/timeline?...`` link of that view.
+
+    Widget keys cannot change once this run drew the sidebar: ``app.py`` applies the
+    settings at the start of the next run, before any widget exists."""
+    session = st.session_state
+    session["pending_settings"] = dict(settings)
+    if note:
+        session["validation_note"] = note
+    # A control drawn in this run is bound to its parameter and writes its new value into
+    # the address bar itself; the others (the Timeline's, a calibration field that was
+    # hidden) go in the query, or the link would miss them.
+    keys = (*DEFAULTS, *TIMELINE_KEYS)
+    view = {key: session.get(key, default(key)) for key in keys}
+    view.update({key: value for key, value in settings.items() if key in keys})
+    bound = _bound_keys(keys)
+    st.switch_page(page or "pages/timeline.py",
+                   query_params=links.query_for({k: v for k, v in view.items() if k not in bound}))
+
+
+def _bound_keys(keys) -> set[str]:
+    """The query keys bound to a widget in this session (all of them if Streamlit cannot say)."""
+    try:
+        from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+        with get_script_run_ctx().session_state.query_params() as params:
+            return {key for key in keys if params.is_bound(key)}
+    except (AttributeError, ImportError, TypeError):  # another Streamlit: leave every key to its widget
+        return set(keys)
 
 
 def config_or_stop() -> Config:
@@ -120,7 +261,8 @@ def assumptions(cfg: Config, what: str = "") -> None:
 
 def metric_columns() -> dict:
     """Number formats for `dashboard.tables.metrics_table` shown with ``st.dataframe``."""
-    fmt = {"throughput (samples/s)": "%.0f", "messages": "%d", "speedup": "%.2f", "scaling efficiency (%)": "%.1f"}
+    fmt = {"throughput (samples/s)": "%.0f", "messages": "%d", "speedup": "%.2f", "scaling efficiency (%)": "%.1f",
+           "overlap (%)": "%.1f"}
     return {
         label: st.column_config.NumberColumn(format=fmt.get(label, "%.2f"))
         for label in tables.METRIC_LABELS.values() if label != "scheduler"

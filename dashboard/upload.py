@@ -40,10 +40,33 @@ def read_layer_csv(filename: str, data: bytes) -> str:
         raise sim.SimInputError(f"{filename}: not UTF-8 text (byte {exc.start})") from None
 
 
+#: A comment line that sets a time outside the layers, e.g. ``# update_ms: 3.2``.
+_SCALARS = ("io_ms", "h2d_ms", "update_ms")
+
+
+def _scalars(text: str, filename: str) -> dict[str, float]:
+    """The ``# io_ms: ...``, ``# h2d_ms: ...`` and ``# update_ms: ...`` lines of a layer CSV."""
+    found = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        key, sep, value = line.lstrip("#").partition(":")
+        if line.startswith("#") and sep and key.strip() in _SCALARS:
+            try:
+                found[key.strip()] = float(value)
+            except ValueError:
+                raise sim.SimInputError(f"{filename} line {number}: {key.strip()} {value.strip()!r} "
+                                        "is not a number") from None
+    return found
+
+
 def model_from_csv_text(text: str, filename: str) -> sim.Model:
     """Parse and validate a layer table (``name,params,fwd_ms,bwd_ms``).
 
+    Comment lines ``# update_ms: 3.2`` (and ``io_ms``, ``h2d_ms``) set the time
+    of the optimizer update (input read, host-to-device copy) per iteration.
     Errors are `sim.SimInputError` with one line naming the row and column.
+
+    >>> model_from_csv_text("# update_ms: 2.5\\nname,params,fwd_ms,bwd_ms\\nfc,10,1,2\\n", "m.csv").update_s
+    0.0025
     """
     try:
         frame = pd.read_csv(io.StringIO(text), comment="#", skipinitialspace=True)
@@ -53,4 +76,5 @@ def model_from_csv_text(text: str, filename: str) -> sim.Model:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "parse error"
         raise sim.SimInputError(f"{filename}: not a readable CSV ({first})") from None
     stem = PurePath(filename).stem or "uploaded"
-    return sim.model_from_frame(frame, stem, where=filename, source=f"uploaded CSV {filename}")
+    return sim.model_from_frame(frame, stem, where=filename, source=f"uploaded CSV {filename}",
+                                **_scalars(text, filename))

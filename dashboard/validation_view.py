@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 
 import sim
 from dashboard.state import UPLOAD
+from sim.methods import METHODS
 
 __all__ = ["case_settings", "error_figure", "parity_figure"]
 
@@ -37,7 +38,7 @@ def parity_figure(results: pd.DataFrame, band_pct: float = 10.0) -> go.Figure:
         ))
     fig.update_layout(xaxis={"type": "log", "title": "measured throughput (samples/s)"},
                       yaxis={"type": "log", "title": "simulated throughput (samples/s)"},
-                      height=480, margin={"t": 30}, legend={"orientation": "h", "y": -0.18})
+                      height=480, margin={"t": 30}, legend={"orientation": "h", "y": -0.18}, uirevision="parity")
     return fig
 
 
@@ -66,6 +67,7 @@ def case_settings(row: pd.Series, model: sim.Model) -> tuple[dict, str]:
         "batch": int(row["batch_size"]), "precision": row["precision"], "gpu": row["gpu"],
         "gpus": int(row["gpus"]), "per_node": int(row["gpus_per_node"]), "net": row["network"],
         "intra": row["intra"], "coll": row["collective"], "ab": False, "scheduler": row["scheduler"],
+        "method": row["method"] if row["method"] in METHODS else "",
     }
     plain = (row["model"] in sim.model.zoo_names() and not str(row["model_kwargs"]).strip()
              and int(row["calib_gpus"]) == 1)
@@ -75,8 +77,10 @@ def case_settings(row: pd.Series, model: sim.Model) -> tuple[dict, str]:
         return settings, "exact: zoo model, calibrated to the measured one-GPU speed"
     table = model.layers_frame()
     keep = [c for c in ("name", "params", "fwd_ms", "bwd_ms", "comm_ms") if c in table.columns]
-    settings.update(model=UPLOAD, calib=False, csv_text=table[keep].to_csv(index=False),
+    scalars = "".join(f"# {key}_ms: {getattr(model, key + '_s') * 1e3!r}\n" for key in ("io", "h2d", "update")
+                      if getattr(model, key + "_s") > 0)
+    settings.update(model=UPLOAD, calib=False, csv_text=table[keep].to_csv(index=False) + scalars,
                     csv_name=f"{row['case']}.csv")
-    note = ("as a layer table with the calibrated per-layer times"
-            + (f"; its update time ({model.update_s * 1e3:.1f} ms) is not carried" if model.update_s > 0 else ""))
+    note = "as a layer table with the calibrated per-layer times" + (
+        f" and its update time ({model.update_s * 1e3:.1f} ms)" if model.update_s > 0 else "")
     return settings, note

@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import cached, figures, state, stragglers_view, tables, ui
+from dashboard import cached, figures, snapshots_view, state, stragglers_view, tables, ui
 from sim.schedulers.knobs import KNOBS
 from sim.schedulers.names import MGWFBP, OPTIMAL
 from sim.tune import KNOBS as TUNABLE
@@ -37,8 +37,10 @@ gap = mg.iteration_time_s / opt.iteration_time_s - 1
 c1, c2, c3 = st.columns(3)
 c1.metric("Fastest here", best, f"{ui.fmt_ms(results[best].iteration_time_s)} per iteration", delta_color="off",
           delta_arrow="off")
-c2.metric("MG-WFBP vs optimal", f"{gap:+.2%}", f"{(mg.iteration_time_s - opt.iteration_time_s) * 1e3:+.2f} ms",
-          delta_color="inverse",
+same = abs(gap) <= 1e-9  # no arrow, no colour for a zero gap
+c2.metric("MG-WFBP vs optimal", "0 %" if same else f"{gap:+.2%}",
+          "same iteration" if same else f"{(mg.iteration_time_s - opt.iteration_time_s) * 1e3:+.2f} ms",
+          delta_color="off" if same else "inverse", delta_arrow="off" if same else "auto",
           help="How much longer MG-WFBP's greedy merging takes than the best grouping of consecutive layers.")
 c3.metric("Messages (mgwfbp / optimal)", f"{mg.metrics['num_messages']} / {opt.metrics['num_messages']}")
 if gap > 1e-9:
@@ -54,15 +56,29 @@ st.plotly_chart(figures.gantt_stack_figure({s: r.timeline for s, r in results.it
 metrics = pd.DataFrame([r.metrics for r in results.values()])
 st.subheader("Where the time goes")
 st.plotly_chart(figures.breakdown_figure(metrics), key="breakdown_chart", config=ui.PLOTLY_CONFIG)
-st.caption("Hidden communication overlaps computation; exposed communication is time the GPUs wait. "
-           "Each bar adds up to compute + all-reduce; the diamond is the iteration time.")
+st.caption("Along each row: compute, then exposed communication (time the GPUs wait), then idle time "
+           "(neither), adding up to the iteration (the diamond). The thin light bar inside compute is the "
+           "communication hidden behind it; overlap = hidden ÷ all communication, as HTA reports it.")
+over = figures.breakdown_frame(metrics).query("over_ms > 0.01 * iteration_ms")
+if len(over):
+    st.warning("Compute + exposed communication exceeds the iteration (idle clipped at 0) for "
+               + "; ".join(f"{r.scheduler}: {r.compute_ms + r.exposed_ms:,.1f} ms > {r.iteration_ms:,.1f} ms"
+                           for r in over.itertuples()))
 
 st.subheader("Metrics")
 table = tables.metrics_table(r.metrics for r in results.values())
 st.dataframe(table, hide_index=True, key="metrics_table", column_config=ui.metric_columns())
 ui.download_metrics(table, f"compare-{cfg.model_label}-{cfg.gpus}gpus", "dl_compare")
 
+c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+row = c1.selectbox("Open a row in the Timeline", list(results), key="compare_open",
+                   help="The Timeline then shows that scheduler (or method) with this sidebar, at its own link.")
+c2.button("Open in Timeline", key="compare_open_button", icon=":material/open_in_new:", on_click=ui.request_timeline,
+          args=({"method": row} if row in methods else {"scheduler": row, "method": ""},))
+
 stragglers_view.compare_table(cfg, list(chosen), {s: results[s].iteration_time_s for s in chosen})
+
+snapshots_view.panel(cfg)
 
 st.subheader("Tune a knob")
 TUNE_VALUES = {label: KNOBS[name].grid for label, (name, _) in TUNABLE.items() if KNOBS[name].grid}

@@ -59,7 +59,10 @@ c[0].metric("Iteration", ui.fmt_ms(res.iteration_time_s))
 c[1].metric("Samples/s", f"{m['throughput_samples_per_s']:,.0f}")
 c[2].metric("Speedup", f"{m['speedup']:.1f}×")
 c[3].metric("Scaling efficiency", f"{m['scaling_efficiency']:.0%}")
-title = f"{cfg.model_label} · {chosen} · {cfg.gpus} GPUs · {cfg.network} · iteration {ui.fmt_ms(res.iteration_time_s)}"
+title = f"{cfg.model_label} · {chosen} · {ui.plural(cfg.gpus, 'GPU')} · {cfg.network} · iteration {ui.fmt_ms(res.iteration_time_s)}"
 st.plotly_chart(figures.gantt_figure(res.timeline, title), key="scaling_timeline", config=ui.PLOTLY_CONFIG)
+st.button(f"Open {chosen} at {ui.plural(cfg.gpus, 'GPU')} in the Timeline", key="scaling_open",
+          icon=":material/open_in_new:", on_click=ui.request_timeline,
+          args=({"scheduler": chosen, "method": "", "gpus": cfg.gpus},))
 
 ui.download_metrics(sweep, f"scaling-{cfg.model_label}", "dl_scaling", label="Sweep metrics (CSV)")

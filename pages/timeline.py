@@ -11,9 +11,14 @@ if note := st.session_state.pop("validation_note", None):
 ui.assumptions(cfg)
 
 options = state.scheduler_options()
-c1, c2, c3 = st.columns([2, 2, 1])
+methods = ["", *state.method_options()]
+c1, c4, c2, c3 = st.columns([2, 2, 2, 1])
+method = c4.selectbox("Survey method", methods, index=state.index_of("method", methods), key="method",
+                      bind="query-params", format_func=lambda m: m or "none: the scheduler alone",
+                      help="One of the seven methods of Shi et al.'s survey (architecture, scheduler and fusion "
+                           "settings together); it replaces the scheduler.")
 scheduler = c1.selectbox("Scheduler", options, index=state.index_of("scheduler", options), key="scheduler",
-                         bind="query-params",
+                         bind="query-params", disabled=bool(method),
                          help="How gradients are grouped into messages and when they are sent.")
 baseline = c2.selectbox("Compared with", options, index=state.index_of("baseline", options), key="baseline",
                         bind="query-params",
@@ -21,17 +26,22 @@ baseline = c2.selectbox("Compared with", options, index=state.index_of("baseline
 iterations = c3.number_input("Iterations shown", min_value=1, max_value=5, step=1, value=state.default("iters"),
                              key="iters", bind="query-params")
 
-res = ui.guarded(cached.simulate, cfg, scheduler, int(iterations))
+if method:
+    res = ui.guarded(cached.simulate_method, cfg, method, int(iterations))
+else:
+    res = ui.guarded(cached.simulate, cfg, scheduler, int(iterations))
 base = ui.guarded(cached.simulate, cfg, baseline, 1)
 m, b = res.metrics, base.metrics
+shown = method or scheduler
 
-title = (f"{cfg.model_label} · {scheduler} · {cfg.gpus} GPUs ({m['nodes']} node{'s' * (m['nodes'] > 1)}) "
+title = (f"{cfg.model_label} · {shown} · {ui.plural(cfg.gpus, 'GPU')} ({ui.plural(m['nodes'], 'node')}) "
          f"· {cfg.network} · iteration {ui.fmt_ms(res.iteration_time_s)}")
 chart, figures_col = st.columns([4, 1])
 with chart:
     st.plotly_chart(figures.gantt_figure(res.timeline, title, height=400), key="timeline_chart",
                     config=ui.PLOTLY_CONFIG)
-    st.caption("Hover a bar for its layer, bytes, start and duration. Red bars are all-reduce messages; "
+    st.caption("Hover a bar for its layer, bytes, start and duration. All-reduce messages are outlined and filled "
+               "light where they are hidden behind compute, red where they are exposed (the GPU waits); "
                "a merged message is labelled with its group and layer count, e.g. *g3 (5 layers)*.")
 
 
@@ -41,6 +51,12 @@ with figures_col:
     st.metric("Samples/s", f"{m['throughput_samples_per_s']:,.0f}",
               **ui.delta(m["throughput_samples_per_s"], b["throughput_samples_per_s"], baseline),
               help="Throughput of the whole cluster: batch × GPUs / iteration time.")
+    st.metric("Overlap", ui.fmt_overlap(m["comm_hidden_s"], m["comm_s"]),
+              **(ui.delta(float(tables.overlap_pct(m["comm_hidden_s"], m["comm_s"])),
+                          float(tables.overlap_pct(b["comm_hidden_s"], b["comm_s"])), baseline, "pts")
+                 if m["comm_s"] > 0 and b["comm_s"] > 0 else {}),
+              help="Hidden ÷ all communication × 100, as Holistic Trace Analysis reports it: the share of the "
+                   "all-reduce time during which the GPU computes.")
     st.metric("Hidden comm", ui.fmt_ms(m["comm_hidden_s"]),
               help="All-reduce time that overlaps computation.")
     st.metric("Exposed comm", ui.fmt_ms(m["comm_exposed_s"]),
@@ -51,12 +67,16 @@ with figures_col:
               help="Speedup over one GPU divided by the GPU count.")
 
 messages = tables.message_table(res.timeline)
-with st.expander(f"{ui.plural(len(messages), 'message')} of {scheduler}", expanded=False):
+with st.expander(f"{ui.plural(len(messages), 'message')} of {shown}", expanded=False):
     st.dataframe(messages, hide_index=True)
 
 stragglers_view.timeline_panel(cfg, scheduler, res.iteration_time_s)
 
 with st.container(horizontal=True):
     ui.download_metrics(tables.metrics_table([m, b]), f"metrics-{cfg.model_label}-{cfg.gpus}gpus", "dl_metrics")
-    ui.download_trace(res.timeline, f"timeline-{cfg.model_label}-{scheduler}-{cfg.gpus}gpus", "dl_trace",
+    ui.download_trace(res.timeline, f"timeline-{cfg.model_label}-{shown}-{cfg.gpus}gpus", "dl_trace",
                       title=title)
+    st.download_button("Chart (SVG)", figures.gantt_svg(res.timeline, title).encode(),
+                       file_name=f"timeline-{cfg.model_label}-{shown}-{cfg.gpus}gpus.svg", mime="image/svg+xml",
+                       key="dl_svg", icon=":material/download:", on_click="ignore",
+                       help="The chart as a vector image; the camera above the chart saves a PNG.")

@@ -64,10 +64,8 @@ if rows:
     else:
         row, model = ui.guarded(_case, chosen.case)
         settings, note = validation_view.case_settings(row, model)
-        # Widget keys cannot change once this run drew the sidebar: app.py applies them on the next run.
-        st.session_state["pending_settings"] = settings
-        st.session_state["validation_note"] = f"Opened validation case {chosen.case} ({note})."
-        st.switch_page("pages/timeline.py")
+        ui.open_timeline(settings, f"Opened validation case {chosen.case} ({note}); it simulates "
+                                   f"{chosen.simulated:,.1f} samples/s against {chosen.measured:,.1f} measured.")
 
 st.subheader("Error by case")
 st.plotly_chart(validation_view.error_figure(results), key="error_chart", config=ui.PLOTLY_CONFIG)

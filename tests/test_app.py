@@ -94,7 +94,7 @@ def values(array) -> list:
 
 
 PAGES = {
-    "timeline": (["Iteration time", "Samples/s", "Hidden comm", "Exposed comm", "Scaling efficiency"],
+    "timeline": (["Iteration time", "Samples/s", "Overlap", "Hidden comm", "Exposed comm", "Scaling efficiency"],
                  ["timeline_chart"]),
     "compare": (["Fastest here", "MG-WFBP vs optimal"], ["compare_chart", "breakdown_chart"]),
     "scaling": (["Iteration", "Samples/s", "Speedup", "Scaling efficiency"], ["scaling_chart", "scaling_timeline"]),
@@ -192,7 +192,7 @@ class TestTimeline:
     def test_offers_metrics_and_trace_downloads(self):
         at = open_page(csv_app(), "timeline")
         labels = [el.proto.label for el in at.get("download_button")]
-        assert labels == ["Metrics (CSV)", "Timeline (Chrome trace JSON)"]
+        assert labels == ["Metrics (CSV)", "Timeline (Chrome trace JSON)", "Chart (SVG)"]
 
 
 class TestOverrides:
@@ -229,11 +229,54 @@ class TestCompare:
         assert list(at.dataframe[0].value["scheduler"]) == ["wfbp", "optimal"]
         assert values(chart(at, "breakdown_chart")["data"][0]["y"]) == ["wfbp", "optimal"]
 
+    def test_a_zero_gap_has_no_red_arrow(self):
+        at = open_page(csv_app(gpus=1), "compare")  # one GPU: nothing to merge, MG-WFBP is optimal
+        no_exception(at)
+        gap = next(m for m in at.metric if m.label == "MG-WFBP vs optimal")
+        assert (gap.value, gap.delta) == ("0 %", "same iteration")
+        assert "color: GRAY" in str(gap.proto) and "direction: NONE" in str(gap.proto)
+
     def test_no_scheduler_asks_for_one(self):
         at = open_page(csv_app(), "compare")
         at.multiselect(key="compare").set_value([]).run()
         no_exception(at)
         assert at.info and "at least one" in at.info[0].value
+
+
+class TestOverlap:
+    def test_timeline_shows_overlap_as_hidden_over_all_communication(self):
+        at = open_page(csv_app(), "timeline")
+        no_exception(at)
+        hidden, exposed = metric(at, "Hidden comm"), metric(at, "Exposed comm")
+        assert metric(at, "Overlap") == pytest.approx(hidden / (hidden + exposed) * 100, abs=0.1 + 1e-9, rel=0.01)
+        names = {t["name"] for t in chart(at, "timeline_chart")["data"]}
+        assert {"all-reduce hidden behind compute", "all-reduce exposed (GPU waits)"} <= names
+
+    def test_one_gpu_has_no_overlap_to_show(self):
+        at = open_page(csv_app(gpus=1), "timeline")
+        no_exception(at)
+        assert next(m for m in at.metric if m.label == "Overlap").value == "—"
+
+    @needs_zoo
+    def test_breakdown_is_consistent_for_every_scheduler_and_method(self):
+        """On Compare's own table: exposed <= iteration, and compute + exposed is the
+        iteration within 1 % (zoo models have no I/O or host-to-device time)."""
+        from sim.methods import METHODS
+        from sim.schedulers.registry import scheduler_names
+
+        at = new_app(model="vgg16", gpus=64)
+        at.session_state["compare"] = list(scheduler_names())
+        at.session_state["compare_methods"] = list(METHODS)
+        open_page(at, "compare")
+        no_exception(at)
+        table = at.dataframe[0].value.set_index("scheduler")
+        assert len(table) == len(scheduler_names()) + len(METHODS)
+        it, exposed = table["iteration (ms)"], table["exposed comm (ms)"]
+        bad = table.loc[(exposed > it) | ((table["compute (ms)"] + exposed - it).abs() > 0.01 * it)]
+        assert bad.empty, bad[["iteration (ms)", "compute (ms)", "exposed comm (ms)"]].to_string()
+        overlap = table["hidden comm (ms)"] / table["all-reduce (ms)"] * 100
+        assert table["overlap (%)"].to_numpy() == pytest.approx(overlap.to_numpy())
+        assert not [w for w in at.warning if "exceeds the iteration" in w.value]
 
 
 class TestScaling:
@@ -347,11 +390,139 @@ class TestQueryParams:
         assert "32 GPUs" in chart(at, "timeline_chart")["layout"]["title"]["text"]
 
 
+class TestLinks:
+    def test_the_root_address_opens_the_timeline_with_the_query(self):
+        at = new_app()
+        at.query_params.update({"model": "resnet50", "gpus": "8", "scheduler": "optimal"})
+        at.run()
+        no_exception(at)
+        assert at.title[0].value == "Timeline of an iteration"
+        title = chart(at, "timeline_chart")["layout"]["title"]["text"]
+        assert "· 8 GPUs" in title and "optimal" in title
+        assert not at.warning
+
+    def test_every_page_has_its_own_path(self):
+        from dashboard import links
+
+        assert set(links.PAGE_PATHS) == {p.stem for p in (REPO / "pages").glob("*.py")}
+        source = (REPO / "app.py").read_text()
+        assert "url_path=links.PAGE_PATHS[name]" in source
+
+    def test_bad_values_are_named_with_the_value_used_instead(self):
+        at = new_app()
+        at.query_params.update({"gpus": "lots", "net": "bogus", "batch": "100000", "ab": "maybe",
+                                "compare": ["wfbp", "nope"]})
+        at.run()
+        no_exception(at)
+        warnings = [w.value for w in at.warning]
+        assert "Link: `gpus=lots` is not usable (not a number); using gpus = 16 instead." in warnings
+        assert "Link: `net=bogus` is not usable (not one of the options); using net = 10gbe instead." in warnings
+        assert "Link: `batch=100000` is not usable (outside 1..65536); using batch = 32 instead." in warnings
+        assert any(w.startswith("Link: `ab=maybe`") for w in warnings)
+        assert any(w.startswith("Link: `compare=wfbp,nope` is not usable (unknown nope)") for w in warnings)
+        assert at.sidebar.number_input(key="gpus").value == 16
+        at.sidebar.number_input(key="gpus").set_value(32).run()  # said once, not on every rerun
+        assert not at.warning
+
+    def test_a_link_to_an_upload_says_that_a_file_is_needed(self):
+        at = new_app()
+        at.query_params.update({"model": "upload"})
+        at.run()
+        no_exception(at)
+        assert at.sidebar.selectbox(key="model").value == state.UPLOAD
+        assert "cannot travel in a link" in at.warning[0].value
+        assert "Upload a layer CSV" in at.info[0].value
+
+    def test_query_for_leaves_out_defaults(self):
+        from dashboard import links
+
+        assert links.query_for({"gpus": 16, "net": "ib-edr-100", "calib_s": 0.25, "calib": True,
+                                "alpha_us": 250.0, "method": "", "scheduler": "optimal"}) == {
+            "net": "ib-edr-100", "calib": "true", "alpha_us": "250.0", "scheduler": "optimal"}
+        assert links.check_query(links.query_items(links.query_for({"gpus": 64, "compare": ["wfbp"]}))) == []
+        assert [b.key for b in links.check_query({"iters": ["1.5"], "calib_s": ["inf"], "foo": ["x"]})] == [
+            "iters", "calib_s"]
+
+    def test_a_compare_row_opens_in_the_timeline(self):
+        at = open_page(csv_app(gpus=32), "compare")
+        iteration = at.dataframe[0].value.set_index("scheduler").loc["optimal", "iteration (ms)"]
+        at.selectbox(key="compare_open").set_value("optimal").run()
+        at.button(key="compare_open_button").click().run()
+        no_exception(at)
+        assert at.title[0].value == "Timeline of an iteration"
+        assert at.selectbox(key="scheduler").value == "optimal"
+        assert dict(at.query_params)["scheduler"] == "optimal" and dict(at.query_params)["gpus"] == "32"
+        assert metric(at, "Iteration time") == pytest.approx(iteration, rel=1e-3)
+
+    def test_a_compare_method_row_opens_as_a_method(self):
+        at = csv_app()
+        at.session_state["compare_methods"] = ["BSP-PS"]
+        open_page(at, "compare")
+        iteration = at.dataframe[0].value.set_index("scheduler").loc["BSP-PS", "iteration (ms)"]
+        at.selectbox(key="compare_open").set_value("BSP-PS").run()
+        at.button(key="compare_open_button").click().run()
+        no_exception(at)
+        assert at.selectbox(key="method").value == "BSP-PS"
+        assert "BSP-PS" in chart(at, "timeline_chart")["layout"]["title"]["text"]
+        assert metric(at, "Iteration time") == pytest.approx(iteration, rel=1e-3)
+
+    def test_a_scaling_point_opens_in_the_timeline(self):
+        at = open_page(csv_app(), "scaling")
+        at.select_slider(key="pick_gpus").set_value(64).run()
+        at.selectbox(key="scale_timeline_scheduler").set_value("wfbp").run()
+        iteration = metric(at, "Iteration")
+        at.button(key="scaling_open").click().run()
+        no_exception(at)
+        assert at.title[0].value == "Timeline of an iteration"
+        assert at.selectbox(key="scheduler").value == "wfbp"
+        assert "64 GPUs" in chart(at, "timeline_chart")["layout"]["title"]["text"]
+        assert metric(at, "Iteration time") == pytest.approx(iteration, rel=1e-3)
+
+    @needs_zoo
+    @pytest.mark.parametrize("case", ["ddl-resnet50-BSP-PS-16gpu", "ddl-bert_base-WFBP-A2A-8gpu",
+                                      "bcaffe-trace-googlenet-MG-WFBP-8node"])
+    def test_a_validation_case_keeps_its_number_in_the_timeline(self, case):
+        """Scheduler or method, calibration and update time, network, batch and precision all
+        carried: the Timeline simulates the case's own throughput."""
+        from dashboard import cached, links, validation_view
+        from sim.validation import case_model, run_validation
+
+        row, model = case_model(case)
+        settings, _ = validation_view.case_settings(row, model)
+        at = new_app(timeline_request=(settings, "opened"))  # as the Validation page hands it over
+        at.run()
+        no_exception(at)
+        assert not at.error and at.title[0].value == "Timeline of an iteration"
+        link = dict(at.query_params)
+        for key in ("gpus", "net", "batch", "calib", "calib_s"):  # what the case sets, also in its link
+            if settings.get(key, state.default(key)) != state.default(key):
+                assert link[key] == links.query_for({key: settings[key]})[key], key
+        cfg = state.config_from_state(at.session_state)
+        method = at.selectbox(key="method").value
+        res = cached.simulate_method(cfg, method) if method else cached.simulate(cfg, at.selectbox(key="scheduler").value)
+        simulated = run_validation().set_index("case").loc[case, "simulated"]
+        assert res.metrics["throughput_samples_per_s"] == pytest.approx(simulated, rel=1e-9)
+        assert metric(at, "Samples/s") == pytest.approx(simulated, abs=0.5)
+
+
+class TestStartHere:
+    def test_shown_on_the_first_visit_until_dismissed(self):
+        at = open_page(csv_app(), "timeline")
+        assert at.expander[0].label.startswith("Start here")
+        assert any("New here?" in m.value for m in at.markdown)
+        at.button(key="intro_done").click().run()
+        no_exception(at)
+        assert not [e for e in at.expander if e.label.startswith("Start here")]
+        open_page(at, "compare")
+        assert not [e for e in at.expander if e.label.startswith("Start here")]
+
+
 class TestState:
     def test_init_state_sets_only_keys_no_widget_owns(self):
         session = {"csv_name": "mine.csv"}
         state.init_state(session)
-        assert session == {"csv_name": "mine.csv", "csv_text": None}
+        assert session == {"csv_name": "mine.csv", "csv_text": None, "csv_upload_id": None, "link_checked": False,
+                           "link_notes": [], "timeline_request": None, "intro_seen": False, "snapshots": {}}
 
     def test_defaults_are_copies(self):
         state.default("compare").append("bucket")

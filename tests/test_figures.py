@@ -36,7 +36,12 @@ def run(scheduler: str = "mgwfbp", gpus: int = 4, iterations: int = 1, **model_k
 
 
 def bar_traces(fig: go.Figure) -> list[go.Bar]:
-    return [t for t in fig.data if isinstance(t, go.Bar)]
+    """The task bars (one per task), without the hidden/exposed fill of communication."""
+    return [t for t in fig.data if isinstance(t, go.Bar) and not str(t.legendgroup).startswith("overlap")]
+
+
+def overlap_traces(fig: go.Figure) -> dict[str, go.Bar]:
+    return {t.legendgroup: t for t in fig.data if str(t.legendgroup).startswith("overlap")}
 
 
 class TestGantt:
@@ -74,6 +79,10 @@ class TestGantt:
         assert names == ["forward", "backward", "all-reduce"]  # no update time in a CSV model
         colours = [t.marker.color for t in bar_traces(fig)]
         assert len(set(colours)) == len(colours)
+        legend = [t.name for t in fig.data if t.showlegend is not False]
+        assert legend[-2:] == ["forward", "backward"] and "all-reduce" not in legend  # comm: by its fill
+        assert set(legend[:-2]) <= {"all-reduce hidden behind compute", "all-reduce exposed (GPU waits)"}
+        assert legend[:-2]
 
     def test_hover_shows_layer_bytes_start_and_duration(self):
         res = run("wfbp")
@@ -104,6 +113,68 @@ class TestGantt:
         assert not frame["kind"].isin(["io", "h2d", "update"]).any()
 
 
+class TestOverlapShading:
+    # compute 0-2 and 3-5 ms (backward, then update), messages 1-4 and 5-6 ms
+    TIMELINE = pd.DataFrame({
+        "kind": ["backward", "update", "comm", "comm"],
+        "layer": ["a", "", "a", "b"],
+        "group": [-1, -1, 0, 1],
+        "resource": ["compute", "compute", "comm", "comm"],
+        "start_s": [0.0, 0.003, 0.001, 0.005],
+        "end_s": [0.002, 0.005, 0.004, 0.006],
+        "duration_s": [0.002, 0.002, 0.003, 0.001],
+        "bytes": [0, 0, 100, 100],
+        "iteration": [0, 0, 0, 0],
+    })
+
+    def test_hand_worked_split(self):
+        pieces = figures.comm_overlap_segments(self.TIMELINE)
+        got = [(r.task, round(r.start_s * 1e3, 9), round(r.end_s * 1e3, 9), r.hidden) for r in pieces.itertuples()]
+        # message 1-4 ms: hidden 1-2, exposed 2-3 (no compute), hidden 3-4; message 5-6 ms: exposed
+        assert got == [(2, 1.0, 2.0, True), (2, 2.0, 3.0, False), (2, 3.0, 4.0, True), (3, 5.0, 6.0, False)]
+        hidden = pieces.loc[pieces["hidden"], "duration_s"].sum()
+        assert hidden == pytest.approx(0.002)
+        assert float(tables.overlap_pct(hidden, 0.004)) == pytest.approx(50.0)
+
+    def test_workers_are_kept_apart(self):
+        tl = self.TIMELINE.assign(worker=[0, 0, 1, 1])  # the messages belong to a worker that does not compute
+        pieces = figures.comm_overlap_segments(tl)
+        assert not pieces["hidden"].any() and pieces["duration_s"].sum() == pytest.approx(0.004)
+
+    @pytest.mark.parametrize("scheduler", ["wfbp", "mgwfbp", "synceasgd", "optimal"])
+    def test_pieces_add_up_to_the_metrics(self, scheduler):
+        res = run(scheduler)
+        pieces = figures.comm_overlap_segments(res.timeline)
+        assert pieces.loc[pieces["hidden"], "duration_s"].sum() == pytest.approx(res.metrics["comm_hidden_s"], abs=1e-12)
+        assert pieces.loc[~pieces["hidden"], "duration_s"].sum() == pytest.approx(res.metrics["comm_exposed_s"], abs=1e-12)
+
+    def test_gantt_fills_messages_by_overlap(self):
+        res = run("wfbp")
+        fig = figures.gantt_figure(res.timeline)
+        fills = overlap_traces(fig)
+        assert set(fills) <= {"overlap-hidden", "overlap-exposed"} and fills
+        shaded = sum(float(np.sum(t.x)) for t in fills.values())
+        assert shaded == pytest.approx(res.timeline.loc[res.timeline["kind"] == "comm", "duration_s"].sum() * 1e3)
+        comm = next(t for t in bar_traces(fig) if t.name == "all-reduce")
+        assert comm.marker.color == "rgba(0,0,0,0)"  # outline over the fill, with the hover and label
+        assert fig.layout.legend.y < 0 and fig.layout.uirevision
+
+
+class TestGanttSvg:
+    def test_one_rect_per_task_and_per_overlap_piece(self):
+        import xml.etree.ElementTree as ET
+
+        res = run("wfbp", iterations=2)
+        svg = figures.gantt_svg(res.timeline, "<b>five</b> · wfbp")
+        root = ET.fromstring(svg)
+        rects = root.findall("{http://www.w3.org/2000/svg}rect")
+        tasks = int((res.timeline["duration_s"] > 0).sum())
+        pieces = len(figures.comm_overlap_segments(res.timeline))
+        assert len(rects) == 1 + tasks + pieces  # the white background first
+        texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+        assert "five · wfbp" in texts and "time (ms)" in texts and {"GPU compute", "all-reduce"} <= set(texts)
+
+
 class TestGanttStack:
     def test_rows_share_one_time_axis_and_one_legend(self):
         results = {s: run(s) for s in ("wfbp", "mgwfbp", "optimal")}
@@ -111,17 +182,27 @@ class TestGanttStack:
         assert fig.layout.xaxis.matches == fig.layout.xaxis2.matches == "x3"  # all follow the bottom axis
         legend = [t.name for t in fig.data if t.showlegend]
         assert sorted(legend) == sorted(set(legend))
+        assert "all-reduce" not in legend  # messages appear by their hidden and exposed fill
         n_bars = sum(len(t.x) for t in bar_traces(fig))
         assert n_bars == sum(int((r.timeline["duration_s"] > 0).sum()) for r in results.values())
 
 
 class TestBreakdown:
-    def test_bars_sum_to_compute_plus_comm(self):
+    def test_compute_exposed_and_idle_add_up_to_the_iteration(self):
         metrics = pd.DataFrame([run(s).metrics for s in ("wfbp", "synceasgd", "optimal")])
         fig = figures.breakdown_figure(metrics)
-        stacked = np.sum([np.asarray(t.x, float) for t in bar_traces(fig)], axis=0)
-        expected = (metrics["compute_s"] + metrics["comm_s"]).to_numpy() * 1e3
-        assert stacked == pytest.approx(expected)
+        along = [t for t in bar_traces(fig) if not t.name.startswith("all-reduce hidden")]
+        stacked = np.sum([np.asarray(t.x, float) for t in along], axis=0)
+        assert stacked == pytest.approx(metrics["iteration_time_s"].to_numpy() * 1e3)
+        hidden = next(t for t in bar_traces(fig) if t.name.startswith("all-reduce hidden"))
+        assert list(hidden.x) == pytest.approx(list(metrics["comm_hidden_s"] * 1e3))
+
+    def test_idle_is_clipped_and_the_overshoot_reported(self):
+        metrics = pd.DataFrame([{"scheduler": "x", "iteration_time_s": 1.0, "compute_s": 0.6, "comm_s": 0.8,
+                                 "comm_hidden_s": 0.2, "comm_exposed_s": 0.6}])
+        row = figures.breakdown_frame(metrics).iloc[0]
+        assert row["idle_ms"] == 0 and row["over_ms"] == pytest.approx(200)
+        assert row["overlap_pct"] == pytest.approx(25)
 
     def test_marks_the_iteration_time(self):
         metrics = pd.DataFrame([run(s).metrics for s in ("wfbp", "mgwfbp")])

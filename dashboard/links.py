@@ -1,0 +1,144 @@
+"""Links: the query string of a view, checked on arrival and written on the way out.
+
+Every control of the dashboard is bound to a query parameter named after its
+session key (`dashboard.state.DEFAULTS`, `dashboard.state.PAGE_DEFAULTS`), and
+every page has its own path (``/timeline``, ``/compare``, ...), so an address
+such as ``/timeline?model=vgg16&gpus=64&net=ib-edr-100`` reproduces a view.
+
+Streamlit drops a value a widget cannot take (an unknown option, a word where a
+number belongs) without a word; `check_query` finds those values first, so the
+page can say which key was wrong and what it uses instead. `query_for` writes
+the query of a set of settings, for ``st.switch_page(..., query_params=...)``.
+
+>>> [(p.key, p.raw) for p in check_query({"gpus": ["lots"], "net": ["10gbe"]})]
+[('gpus', 'lots')]
+>>> query_for({"gpus": 64, "net": "10gbe", "ab": True, "scale_nets": ["ib-edr-100", "100gbe"]})
+{'gpus': '64', 'ab': 'true', 'scale_nets': ['ib-edr-100', '100gbe']}
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from dashboard import state
+
+__all__ = ["PAGE_PATHS", "BadParam", "check_query", "query_for", "query_items"]
+
+#: Page file stem -> URL path; the app serves every page at its own path.
+PAGE_PATHS = {
+    "timeline": "timeline", "compare": "compare", "scaling": "scaling", "model": "model",
+    "algorithms": "algorithms", "validation": "validation", "learn": "learn",
+}
+
+_INT_BOUNDS = {
+    "batch": (1, 65536), "gpus": (1, 65536), "per_node": (1, 64), "iters": (1, 5),
+    "strag_slow_sb": (0, 65536), "strag_seed_sb": (0, 2**31 - 1),
+}
+_FLOAT_BOUNDS = {
+    "alpha_us": (0.0, 1e7), "beta_ns": (0.0, 1e6), "calib_s": (1e-6, 1e4),
+    "strag_cv_sb": (0.0, 1.0), "strag_factor_sb": (1.0, 10.0),
+}
+_BOOLS = ("ab", "calib", "strag")
+
+
+def _choices() -> dict[str, Callable[[], list]]:
+    schedulers = state.scheduler_options
+    return {
+        "model": state.model_options, "precision": lambda: ["fp32", "fp16"], "gpu": state.gpu_options,
+        "net": lambda: state.network_options("inter"), "intra": lambda: state.network_options("intra"),
+        "coll": state.collective_options, "strag_dist_sb": lambda: ["constant", "normal", "lognormal", "exponential"],
+        "scheduler": schedulers, "baseline": schedulers, "scale_timeline_scheduler": schedulers,
+        "snap_scheduler": schedulers,
+        "method": lambda: ["", *state.method_options()],
+        "compare": schedulers, "compare_methods": state.method_options, "scale_schedulers": schedulers,
+        "scale_nets": lambda: state.network_options("inter"),
+    }
+
+
+_LISTS = ("compare", "compare_methods", "scale_schedulers", "scale_nets")
+
+
+@dataclass(frozen=True)
+class BadParam:
+    """A query value the dashboard cannot use: its key, the raw text and why."""
+
+    key: str
+    raw: str
+    reason: str
+
+
+def _check_number(key: str, raw: str) -> str | None:
+    """Why ``raw`` is no value for the numeric key ``key`` (None if it is fine)."""
+    integer = key in _INT_BOUNDS
+    lo, hi = _INT_BOUNDS[key] if integer else _FLOAT_BOUNDS[key]
+    try:
+        value = float(raw)
+    except ValueError:
+        return "not a number"
+    if not math.isfinite(value):
+        return "not a finite number"
+    if integer and value != int(value):
+        return "not a whole number"
+    if not lo <= value <= hi:
+        return f"outside {lo:g}..{hi:g}"
+    return None
+
+
+def _check_one(key: str, values: list[str], choices: dict[str, Callable[[], list]]) -> BadParam | None:
+    raw = values[-1] if values else ""
+    if key in _INT_BOUNDS or key in _FLOAT_BOUNDS:
+        reason = _check_number(key, raw)
+    elif key in _BOOLS:
+        reason = None if raw.lower() in ("true", "false") else "not true or false"
+    elif key == "model" and raw in (state.UPLOAD, state.UPLOAD_LABEL):
+        reason = "an uploaded layer CSV cannot travel in a link: upload the file in the sidebar"
+    elif key in _LISTS:
+        allowed = set(choices[key]())
+        unknown = [v for v in values if v not in allowed]
+        raw = ",".join(values)
+        reason = f"unknown {', '.join(unknown)}" if unknown else None
+    elif key in choices:
+        reason = None if raw in choices[key]() else "not one of the options"
+    else:
+        return None  # a key no control owns (Streamlit's own, or a page's private one)
+    return BadParam(key, raw, reason) if reason else None
+
+
+def check_query(params: Mapping[str, list[str]]) -> list[BadParam]:
+    """The values of known keys in ``params`` (key -> every value given) that the
+    dashboard cannot use, in the order given."""
+    choices = _choices()
+    found = (_check_one(key, list(values), choices) for key, values in params.items())
+    return [bad for bad in found if bad is not None]
+
+
+def _text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value == int(value) and abs(value) < 1e15:
+        return f"{value:.1f}"
+    return str(value)
+
+
+def query_for(settings: Mapping[str, object]) -> dict[str, str | list[str]]:
+    """The query parameters of ``settings`` (session keys -> values): known keys
+    whose value differs from its default, as text; lists stay lists."""
+    out: dict[str, str | list[str]] = {}
+    for key, value in settings.items():
+        if key not in state.DEFAULTS and key not in state.PAGE_DEFAULTS:
+            continue
+        if value == state.default(key):
+            continue
+        out[key] = [str(v) for v in value] if isinstance(value, list | tuple) else _text(value)
+    return out
+
+
+def query_items(params) -> dict[str, list[str]]:
+    """``st.query_params`` (or a plain mapping) as key -> every value given."""
+    getter = getattr(params, "get_all", None)
+    if getter is not None:
+        return {key: list(getter(key)) for key in params}
+    return {key: [str(v) for v in value] if isinstance(value, list | tuple) else [str(value)]
+            for key, value in params.items()}

@@ -1,0 +1,91 @@
+"""Snapshots: named sidebar configurations, pinned to compare them side by side.
+
+A snapshot is the sidebar's settings (the keys of `dashboard.state.DEFAULTS`)
+under a name. The session keeps them in ``st.session_state["snapshots"]``; a
+link carries each as one ``snap`` query value, ``name~key=value~key=value``,
+with only the settings that differ from the defaults:
+
+>>> encode("IB", {"net": "ib-edr-100", "gpus": 16})
+'IB~net=ib-edr-100'
+>>> decode("IB~net=ib-edr-100~gpus=64")
+('IB', {'net': 'ib-edr-100', 'gpus': 64})
+
+No Streamlit here: the Compare page draws them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from dashboard import state
+from dashboard.tables import overlap_pct
+
+__all__ = ["capture", "decode", "diff_table", "encode"]
+
+_SEP = "~"
+
+
+def capture(session: Mapping) -> dict:
+    """The sidebar's settings in ``session`` (defaults for keys not there)."""
+    return {key: session.get(key, state.default(key)) for key in state.DEFAULTS}
+
+
+def _parse(key: str, text: str):
+    kind = type(state.DEFAULTS[key])
+    if kind is bool:
+        return text.lower() == "true"
+    return kind(text) if kind in (int, float) else text
+
+
+def encode(name: str, settings: Mapping) -> str:
+    """One ``snap`` query value: the name, then every setting that is not the default."""
+    parts = [name.replace(_SEP, "-")]
+    for key, value in settings.items():
+        if key in state.DEFAULTS and value != state.default(key):
+            parts.append(f"{key}={str(value).lower() if isinstance(value, bool) else value}")
+    return _SEP.join(parts)
+
+
+def decode(text: str) -> tuple[str, dict]:
+    """``(name, settings)`` from a ``snap`` query value; unknown keys and unreadable values
+    raise ValueError (the page names the value and leaves it out)."""
+    name, *parts = text.split(_SEP)
+    settings = {}
+    for part in parts:
+        key, sep, value = part.partition("=")
+        if not sep or key not in state.DEFAULTS:
+            raise ValueError(f"unknown setting {part!r}")
+        settings[key] = _parse(key, value)
+    if not name:
+        raise ValueError("a snapshot needs a name")
+    return name, settings
+
+
+def diff_table(snapshots: Mapping[str, Mapping], metrics: Mapping[str, Mapping]) -> pd.DataFrame:
+    """One row per setting that differs between the snapshots and per key figure, one
+    column per snapshot, and a change column per snapshot after the first (against it)."""
+    names = list(snapshots)
+    full = {n: {**capture({}), **snapshots[n]} for n in names}
+    rows = [{"what": key, **{n: full[n][key] for n in names}}
+            for key in state.DEFAULTS if len({str(full[n][key]) for n in names}) > 1]
+    figures = {
+        "iteration (ms)": lambda m: m["iteration_time_s"] * 1e3,
+        "throughput (samples/s)": lambda m: m["throughput_samples_per_s"],
+        "overlap (%)": lambda m: float(overlap_pct(m["comm_hidden_s"], m["comm_s"])),
+        "exposed comm (ms)": lambda m: m["comm_exposed_s"] * 1e3,
+        "scaling efficiency (%)": lambda m: m["scaling_efficiency"] * 100,
+    }
+    for label, value in figures.items():
+        numbers = {n: value(metrics[n]) for n in names}
+        row = {"what": label, **{n: f"{v:,.4g}" for n, v in numbers.items()}}
+        first = numbers[names[0]]
+        for n in names[1:]:
+            change = numbers[n] - first
+            if label.endswith("(%)"):
+                row[f"Δ {n}"] = f"{change:+.1f} pts"
+            else:
+                row[f"Δ {n}"] = f"{change:+,.4g}" + (f" ({(numbers[n] / first - 1) * 100:+.1f} %)" if first else "")
+        rows.append(row)
+    return pd.DataFrame(rows).astype({n: str for n in names}).fillna("")

@@ -1,0 +1,78 @@
+"""The Compare page's snapshots panel: pin the sidebar under a name, compare two or more.
+
+The pure parts (capture, the link form, the table of differences) are in
+`dashboard.snapshots`.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import cached, figures, snapshots, state, ui
+from dashboard.state import Config
+
+__all__ = ["panel", "pin", "sync_link"]
+
+
+def _auto_name(cfg: Config) -> str:
+    return f"{cfg.model_label} · {ui.plural(cfg.gpus, 'GPU')} · {cfg.network} · batch {cfg.batch_size} · {cfg.precision}"
+
+
+def sync_link() -> None:
+    """Write the session's snapshots into the address bar (one ``snap`` value each)."""
+    pinned = st.session_state.get("snapshots") or {}
+    if pinned:
+        st.query_params["snap"] = [snapshots.encode(n, s) for n, s in pinned.items()]
+    elif "snap" in st.query_params:
+        del st.query_params["snap"]
+
+
+def pin() -> None:
+    """The Pin button's ``on_click``: keep the sidebar under the typed name (or a made-up one)."""
+    session = st.session_state
+    name = (session.get("snap_name") or "").strip() or _auto_name(state.config_from_state(session))
+    session["snapshots"] = {**(session.get("snapshots") or {}), name: snapshots.capture(session)}
+    session["snap_name"] = ""
+    session.pop("snap_pick", None)  # every snapshot picked again, the new one included
+
+
+def _forget() -> None:
+    session = st.session_state
+    session["snapshots"] = {n: s for n, s in session["snapshots"].items() if n in (session.get("snap_pick") or [])}
+
+
+def panel(cfg: Config) -> None:
+    """Pin, pick and compare snapshots: timelines on one axis, a table of differences."""
+    st.subheader("Snapshots")
+    st.caption("Pin the sidebar's configuration under a name, change the sidebar, pin again: "
+               "e.g. 10GbE against 100 Gb InfiniBand, or batch 32 against 64. Snapshots live in this "
+               "session and in the link.")
+    c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+    c1.text_input("Name", key="snap_name", placeholder=_auto_name(cfg))
+    c2.button("Pin this configuration", key="snap_pin", icon=":material/push_pin:", on_click=pin)
+    pinned = st.session_state.get("snapshots") or {}
+    sync_link()
+    if len(pinned) < 2:
+        st.info(f"{ui.plural(len(pinned), 'snapshot')} pinned: pin two or more to compare them.")
+        return
+    c1, c2 = st.columns([3, 1])
+    if [n for n in st.session_state.get("snap_pick") or [] if n not in pinned]:
+        del st.session_state["snap_pick"]
+    picked = c1.multiselect("Snapshots to compare (unpick one to forget it)", list(pinned), default=list(pinned),
+                            key="snap_pick", on_change=_forget)
+    options = state.scheduler_options()
+    scheduler = c2.selectbox("Scheduler", options, index=state.index_of("snap_scheduler", options),
+                             key="snap_scheduler", bind="query-params")
+    if len(picked) < 2:
+        return
+    upload = {"csv_text": st.session_state.get("csv_text"), "csv_name": st.session_state.get("csv_name")}
+    configs = {n: state.config_from_state({**pinned[n], **upload}) for n in picked}
+    results = {n: ui.guarded(cached.simulate, c, scheduler) for n, c in configs.items()}
+    titles = {n: f"<b>{n}</b>: {ui.fmt_ms(r.iteration_time_s)}, overlap "
+                 f"{ui.fmt_overlap(r.metrics['comm_hidden_s'], r.metrics['comm_s'])}" for n, r in results.items()}
+    st.plotly_chart(figures.gantt_stack_figure({n: r.timeline for n, r in results.items()}, titles),
+                    key="snap_chart", config=ui.PLOTLY_CONFIG)
+    table = snapshots.diff_table({n: pinned[n] for n in picked}, {n: r.metrics for n, r in results.items()})
+    st.dataframe(table, hide_index=True, key="snap_table")
+    st.caption(f"Settings that differ, then key figures under {scheduler}; each Δ column is against "
+               f"**{picked[0]}**.")
