@@ -10,16 +10,11 @@ root address opens the Timeline at ``/timeline``, keeping the query.
 from pathlib import Path
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from dashboard import links, sidebar, state, ui
 
 HERE = Path(__file__).resolve().parent
-
-ui.ensure_frame(rerun=False)
-st.set_page_config(page_title="S-SGD Scaling Explorer", page_icon=":material/hub:", layout="wide")
-state.init_state(st.session_state)
-# Settings handed over by another page (the Validation page opens a case), applied before any widget exists.
-st.session_state.update(st.session_state.pop("pending_settings", None) or {})
 
 PAGES = {
     "timeline": ("Timeline", ":material/view_timeline:"),
@@ -30,15 +25,30 @@ PAGES = {
     "validation": ("Validation", ":material/fact_check:"),
     "learn": ("Learn", ":material/school:"),
 }
-pages = {name: st.Page(HERE / f"pages/{name}.py", title=title, icon=icon, url_path=links.PAGE_PATHS[name])
-         for name, (title, icon) in PAGES.items()}
-home = st.Page(ui.home_page, title="Start", url_path="start", default=True, visibility="hidden")
-page = st.navigation([home, *pages.values()])
-if page is home:  # the root address: show the Timeline at its own path, with the same query
-    st.switch_page(pages["timeline"], query_params=links.query_items(st.query_params))
-ui.follow_timeline_request(pages["timeline"])  # a button asked for the Timeline (Compare, Scaling)
-ui.check_link(st.session_state, st.query_params)
-sidebar.render()
-ui.show_link_notes(st.session_state)
-ui.start_here(st.session_state)
-page.run()
+
+
+def main() -> None:
+    ui.ensure_frame(rerun=False)
+    st.set_page_config(page_title="S-SGD Scaling Explorer", page_icon=":material/hub:", layout="wide")
+    state.init_state(st.session_state)
+    # Settings handed over by another page (the Validation page opens a case), applied before any widget exists.
+    st.session_state.update(st.session_state.pop("pending_settings", None) or {})
+
+    pages = {name: st.Page(HERE / f"pages/{name}.py", title=title, icon=icon, url_path=links.PAGE_PATHS[name])
+             for name, (title, icon) in PAGES.items()}
+    home = st.Page(ui.home_page, title="Start", url_path="start", default=True, visibility="hidden")
+    page = st.navigation([home, *pages.values()])
+    if page is home:  # the root address: show the Timeline at its own path, with the same query
+        st.switch_page(pages["timeline"], query_params=links.query_items(st.query_params))
+    ui.follow_timeline_request(pages["timeline"])  # a button asked for the Timeline (Compare, Scaling)
+    ui.check_link(st.session_state, st.query_params)
+    sidebar.render()
+    ui.show_link_notes(st.session_state)
+    ui.start_here(st.session_state)
+    page.run()
+
+
+# Run only inside a Streamlit script run: a process pool's worker that re-imports the
+# main module (spawn, forkserver) must not draw a page or switch to one.
+if get_script_run_ctx() is not None:
+    main()
