@@ -13,6 +13,7 @@ from pathlib import PurePath
 import pandas as pd
 
 import sim
+from sim.model import check_csv_shape
 
 __all__ = ["MAX_UPLOAD_BYTES", "MAX_UPLOAD_MB", "model_from_csv_text", "read_layer_csv"]
 
@@ -45,6 +46,7 @@ def model_from_csv_text(text: str, filename: str) -> sim.Model:
 
     Errors are `sim.SimInputError` with one line naming the row and column.
     """
+    check_csv_shape(text, filename)
     try:
         frame = pd.read_csv(io.StringIO(text), comment="#", skipinitialspace=True)
     except pd.errors.EmptyDataError:
