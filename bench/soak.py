@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -82,27 +83,11 @@ async def _settle(page) -> None:
     await page.wait_for_selector(RUNNING, state="detached")
 
 
-async def _choose(page, key: str, option: str, tries: int = 3) -> None:
-    """Pick ``option`` in a selectbox; a rerun can close the list under the pointer, so try again."""
-    for attempt in range(tries):
-        await page.locator(f".st-key-{key}").click()
-        await page.keyboard.type(option)
-        try:
-            await page.get_by_role("option", name=option, exact=True).click(timeout=15_000)
-            return
-        except Exception:
-            if attempt == tries - 1:
-                raise
-            await page.keyboard.press("Escape")
-            await _settle(page)
-
-
 async def _step(page, url: str, kind: str, arg: str, files: dict[str, Path]) -> tuple[str | None, bool]:
     """One step; returns (problem or None, refused)."""
-    if kind == "upload":  # pick "Upload a layer CSV…" in the model box, as a person does
-        await page.goto(f"{url}/")
+    if kind == "upload":  # the link the model box makes when "Upload a layer CSV…" is picked
+        await page.goto(f"{url}/?model={urllib.parse.quote(UPLOAD_OPTION)}")
         await _settle(page)
-        await _choose(page, "model", UPLOAD_OPTION)
         upload = page.locator(".st-key-upload input[type=file]")
         await upload.wait_for(state="attached")
         await upload.set_input_files(str(files[arg]))
@@ -124,7 +109,7 @@ def _plan(index: int) -> list[tuple[str, str]]:
 
 async def _session(browser, url: str, index: int, until: float, files: dict[str, Path]) -> dict:
     context = await browser.new_context(viewport=VIEWPORT)
-    context.set_default_timeout(60_000)
+    context.set_default_timeout(180_000)
     page = await context.new_page()
     samples, problems, refusals, steps = [], [], 0, 0
     plan = _plan(index)

@@ -137,6 +137,14 @@ def check_cluster_flags(args, architectures) -> None:
                                 "collective): give one or the other")
     if args.collective is not None and architectures and all(a == PS_ARCHITECTURE for a in architectures):
         raise SimInputError("--collective does nothing with a parameter server (push and pull, no all-reduce)")
+    gpus = args.gpus if isinstance(args.gpus, list) else [args.gpus]
+    if args.intra is not None and args.gpus_per_node == 1:
+        raise SimInputError("--intra does nothing with one GPU per node (no intra-node link): give --gpus-per-node")
+    if args.network is not None and max(gpus) <= args.gpus_per_node:
+        raise SimInputError(f"--network does nothing when every GPU is in one node (--gpus {max(gpus)}, "
+                            f"--gpus-per-node {args.gpus_per_node}): no inter-node link is used")
+    if args.collective is not None and max(gpus) == 1:
+        raise SimInputError("--collective does nothing with one GPU (nothing is all-reduced): give --gpus")
 
 
 #: The cluster flags' defaults (None on the command line, so that a flag given for nothing is seen).
@@ -156,6 +164,11 @@ def model(args):
     loaded = load_model(args.model, io_ms=args.io_ms, h2d_ms=args.h2d_ms, update_ms=args.update_ms, **arch)
     if args.gpu is not None and loaded.is_timed:
         raise SimInputError("--gpu does nothing for a layer CSV: its compute times are given, not estimated")
+    if loaded.comm_s is not None:
+        given = [f"--{k}" for k in ("network", "intra", "collective", "alpha") if getattr(args, k, None) is not None]
+        if given:
+            raise SimInputError(f"{', '.join(given)} does nothing for a CSV with measured comm_ms: its all-reduce "
+                                "times are measured, not modelled")
     return loaded
 
 
