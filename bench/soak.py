@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -37,6 +38,7 @@ from browser_util import (  # noqa: E402
     CHROMIUM_ARGS,
     EXCEPTION,
     PAGES,
+    PLOT,
     RUNNING,
     VIEWPORT,
     streamlit_server,
@@ -91,7 +93,15 @@ async def _step(page, url: str, kind: str, arg: str, files: dict[str, Path]) -> 
         upload = page.locator(".st-key-upload input[type=file]")
         await upload.wait_for(state="attached")
         await upload.set_input_files(str(files[arg]))
-        await page.wait_for_timeout(500)
+        # the good table draws the chart; the shifted and the oversized one get the app's error line
+        # (the uploader itself refuses a file over its limit, in its own words)
+        if arg == "good.csv":
+            await page.wait_for_selector(PLOT)
+        else:
+            refusal = page.locator(ERROR_BOX).or_(page.get_by_text(re.compile("or smaller|too large", re.I)))
+            await refusal.first.wait_for()
+            await _settle(page)
+            return None, True
     else:
         await page.goto(f"{url}/{arg}")
     await _settle(page)
@@ -167,7 +177,9 @@ def _percentile(values: list[float], q: float) -> float:
 def summary(results: list, memory: list, sessions: int, seconds: float) -> dict:
     samples = [s for r in results for s in r["samples_ms"]]
     rss = [m for _, m in memory]
-    third = max(1, len(rss) // 3)
+    minutes: dict[int, list[float]] = {}
+    for t, m in memory:
+        minutes.setdefault(int(t // 60), []).append(m)
     return {
         "sessions": sessions, "seconds": seconds, "steps": len(samples),
         "errors": sum(len(r["problems"]) for r in results),
@@ -175,9 +187,10 @@ def summary(results: list, memory: list, sessions: int, seconds: float) -> dict:
         "step_p50_ms": round(statistics.median(samples), 1) if samples else None,
         "step_p95_ms": round(_percentile(samples, 0.95), 1) if samples else None,
         "step_max_ms": round(max(samples), 1) if samples else None,
-        "rss_first_third_mb": round(statistics.median(rss[:third]), 1) if rss else None,
-        "rss_last_third_mb": round(statistics.median(rss[-third:]), 1) if rss else None,
+        "rss_start_mb": rss[0] if rss else None,
         "rss_max_mb": max(rss) if rss else None,
+        "rss_end_mb": rss[-1] if rss else None,
+        "rss_median_per_minute_mb": [round(statistics.median(v), 1) for _, v in sorted(minutes.items())],
         "memory_mb": memory,
         "problems": [p for r in results for p in r["problems"]][:50],
     }
