@@ -119,6 +119,21 @@ def straggler_iterations(model, cfg: Config, scheduler: str) -> int:
     return int(min(STRAGGLER_ITERATIONS, max(3, STRAGGLER_TASK_BUDGET // max(per_iteration, 1))))
 
 
+#: The most work one straggler request may ask of the per-worker engine, in GPUs x layers x
+#: iterations (about 3 s on one core; resnet50 on 2,048 GPUs); raise it here.
+MAX_STRAGGLER_WORK = 25_000_000
+
+
+def check_straggler_work(gpus: int, layers: int) -> None:
+    """Refuse, before any work, a straggler view bigger than `MAX_STRAGGLER_WORK`."""
+    work = gpus * layers * STRAGGLER_ITERATIONS
+    if work > MAX_STRAGGLER_WORK:
+        raise sim.SimInputError(
+            f"the straggler view is limited to {MAX_STRAGGLER_WORK:,} GPU-layer-iterations per request; "
+            f"{gpus:,} GPUs x {layers:,} layers x {STRAGGLER_ITERATIONS} iterations = {work:,}: use fewer GPUs, "
+            "or run python -m sim run --stragglers ... from the command line")
+
+
 @st.cache_data(**_CACHE)
 def stragglers(cfg: Config, scheduler: str, spec, seed: int, shown_iterations: int = 3):
     """`sim.workers.simulate_workers` for the sidebar's configuration: its metrics, the
@@ -126,6 +141,7 @@ def stragglers(cfg: Config, scheduler: str, spec, seed: int, shown_iterations: i
     the slow workers."""
     from sim.workers import simulate_workers
 
+    check_straggler_work(cfg.gpus, model_of(cfg).num_layers)
     model = resolve_model(model_of(cfg), cfg.cluster(), cfg.batch_size, cfg.precision, False,
                           cfg.calibrate_iteration_s)
     res = simulate_workers(model, cfg.cluster(), scheduler, batch_size=cfg.batch_size, straggler=spec,

@@ -27,9 +27,12 @@ from dataclasses import dataclass
 
 import sim
 import sim.catalog
+import sim.model
+from sim.checks import check_choice, check_float, check_int
 from sim.schedulers.names import MGWFBP, OPTIMAL, SYNCEASGD, WFBP
 
 __all__ = [
+    "BOUNDS",
     "DEFAULTS",
     "PAGE_DEFAULTS",
     "SESSION_DEFAULTS",
@@ -44,9 +47,11 @@ __all__ = [
     "method_options",
     "init_state",
     "model_options",
+    "number",
     "network_options",
     "scheduler_options",
     "stragglers_from_state",
+    "text",
 ]
 
 #: The model option that means "use the uploaded layer CSV".
@@ -231,26 +236,56 @@ class Config:
         return f"compute estimated (roofline) for {self.gpu}"
 
 
+#: Bounds of the numeric keys (as the sidebar's widgets set them); a URL or session outside them is refused.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "batch": (1, 65536), "gpus": (1, 65536), "per_node": (1, 64), "alpha_us": (0.0, 1e7), "beta_ns": (0.0, 1e6),
+    "calib_s": (1e-6, 1e4), "strag_cv_sb": (0.0, 1.0), "strag_slow_sb": (0, 65536), "strag_factor_sb": (1.0, 10.0),
+    "strag_seed_sb": (0, 2**31 - 1),
+}
+
+
+def number(session: Mapping, key: str, kind=int):
+    """``session[key]`` (or its default) as a checked number within `BOUNDS`; a `sim.SimInputError` naming the key."""
+    value = session.get(key, DEFAULTS[key])
+    if isinstance(value, str):
+        try:
+            value = kind(value.strip())
+        except ValueError:
+            raise sim.SimInputError(f"{key} = {value[:40]!r} is not {'a whole number' if kind is int else 'a number'}") from None
+    low, high = BOUNDS[key]
+    check = check_int if kind is int else check_float
+    return check(key, value, low, high)
+
+
+def text(session: Mapping, key: str, default: str | None = None) -> str:
+    """``session[key]`` as a short string, or a `sim.SimInputError` naming the key."""
+    value = session.get(key, DEFAULTS[key] if default is None else default)
+    if not isinstance(value, str) or len(value) > 200:
+        raise sim.SimInputError(f"{key} must be a name of at most 200 characters, got {str(value)[:40]!r}")
+    return value
+
+
 def config_from_state(session: Mapping) -> Config:
-    """The `Config` described by the session's sidebar keys."""
+    """The `Config` described by the session's sidebar keys (from the widgets or the URL);
+    a bad value is a `sim.SimInputError` naming its key."""
     override = bool(session.get("ab", False))
     calibrate = bool(session.get("calib", False))
     uploaded = session.get("model") == UPLOAD
     return Config(
-        model=str(session.get("model", DEFAULTS["model"])),
+        model=text(session, "model"),
         csv_text=session.get("csv_text") if uploaded else None,
         csv_name=session.get("csv_name") if uploaded else None,
-        batch_size=int(session.get("batch", DEFAULTS["batch"])),
-        precision=str(session.get("precision", DEFAULTS["precision"])),
-        gpu=str(session.get("gpu", DEFAULTS["gpu"])),
-        gpus=int(session.get("gpus", DEFAULTS["gpus"])),
-        gpus_per_node=int(session.get("per_node", DEFAULTS["per_node"])),
-        network=str(session.get("net", DEFAULTS["net"])),
-        intra=str(session.get("intra", DEFAULTS["intra"])),
-        collective=str(session.get("coll", DEFAULTS["coll"])),
-        alpha_s=float(session.get("alpha_us", DEFAULTS["alpha_us"])) * 1e-6 if override else None,
-        beta_s_per_byte=float(session.get("beta_ns", DEFAULTS["beta_ns"])) * 1e-9 if override else None,
-        calibrate_iteration_s=float(session.get("calib_s", DEFAULTS["calib_s"])) if calibrate else None,
+        batch_size=number(session, "batch"),
+        precision=check_choice("precision", text(session, "precision"), list(sim.model.BYTES_PER_PARAM)),
+        gpu=text(session, "gpu"),
+        gpus=number(session, "gpus"),
+        gpus_per_node=number(session, "per_node"),
+        network=text(session, "net"),
+        intra=text(session, "intra"),
+        collective=text(session, "coll"),
+        alpha_s=number(session, "alpha_us", float) * 1e-6 if override else None,
+        beta_s_per_byte=number(session, "beta_ns", float) * 1e-9 if override else None,
+        calibrate_iteration_s=number(session, "calib_s", float) if calibrate else None,
     )
 
 
@@ -262,11 +297,11 @@ def stragglers_from_state(session: Mapping):
         return None
     from sim.workers import StragglerSpec
 
-    dist = str(session.get("strag_dist_sb", DEFAULTS["strag_dist_sb"]))
-    gpus = int(session.get("gpus", DEFAULTS["gpus"]))
-    slow = int(session.get("strag_slow_sb", DEFAULTS["strag_slow_sb"]))
+    dist = text(session, "strag_dist_sb")
+    gpus = number(session, "gpus")
+    slow = number(session, "strag_slow_sb")
     if slow > gpus:
         raise sim.SimInputError(f"slow workers = {slow} is more than the {gpus} GPUs")
-    spec = StragglerSpec(dist=dist, cv=0.0 if dist == "constant" else float(session.get("strag_cv_sb", 0.1)),
-                         stragglers=slow, factor=float(session.get("strag_factor_sb", 1.5)))
-    return spec, int(session.get("strag_seed_sb", 0))
+    spec = StragglerSpec(dist=dist, cv=0.0 if dist == "constant" else number(session, "strag_cv_sb", float),
+                         stragglers=slow, factor=number(session, "strag_factor_sb", float))
+    return spec, number(session, "strag_seed_sb")

@@ -214,7 +214,12 @@ def config_or_stop() -> Config:
     """The sidebar's configuration, checked: on bad input, an error box and stop."""
     ensure_frame()
     init_state(st.session_state)
-    cfg = config_from_state(st.session_state)
+    try:
+        cfg = config_from_state(st.session_state)
+    except sim.SimInputError as exc:
+        st.error(f"Bad setting in the sidebar or the link: {exc}")
+        st.stop()
+        raise  # unreachable: st.stop() raises
     try:
         cfg.cluster()
         cached.model_of(cfg)

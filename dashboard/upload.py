@@ -13,6 +13,7 @@ from pathlib import PurePath
 import pandas as pd
 
 import sim
+from sim.model import check_csv_shape
 
 __all__ = ["MAX_UPLOAD_BYTES", "MAX_UPLOAD_MB", "model_from_csv_text", "read_layer_csv"]
 
@@ -68,6 +69,7 @@ def model_from_csv_text(text: str, filename: str) -> sim.Model:
     >>> model_from_csv_text("# update_ms: 2.5\\nname,params,fwd_ms,bwd_ms\\nfc,10,1,2\\n", "m.csv").update_s
     0.0025
     """
+    check_csv_shape(text, filename)
     try:
         frame = pd.read_csv(io.StringIO(text), comment="#", skipinitialspace=True)
     except pd.errors.EmptyDataError:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from sim.checks import check_float
 from sim.cluster import Cluster
 from sim.core.cost import NO_COMM, CommCost, PSCost
 from sim.core.metrics import METRIC_KEYS, rates
@@ -241,6 +242,8 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
     extended = method is not None or architecture != "allreduce" or options is not None
     scheduler, architecture, opts = resolve_method(method, scheduler, architecture, options)
     check_run_args(batch_size, iterations, precision)
+    if single_gpu_iteration_s is not None:
+        check_float("single_gpu_iteration_s", single_gpu_iteration_s, 0, low_open=True)
     model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s)
     plan, plan_cost, cost = plan_run(model, cluster, scheduler, architecture, opts, precision, bucket_mb)
     timing = time_plan(model, plan, [cost], precision=precision, iterations=iterations, prefetch=prefetch,
@@ -294,7 +297,7 @@ def sweep(
     The rows are the same whichever way it ran. ``progress(done, total)`` is
     called as configurations finish.
     """
-    from sim.parallel import run_grid
+    from sim.parallel import check_grid_size, run_grid
 
     if not gpus or not schedulers:
         raise SimInputError("sweep needs at least one GPU count and one scheduler")
@@ -303,6 +306,7 @@ def sweep(
     if bucket_mbs is not None and not bucket_mbs:
         raise SimInputError("bucket_mbs, when given, needs at least one bucket size")
     check_run_args(batch_size, 1, precision)
+    check_grid_size(len(networks or [0]) * len(gpus) * len(schedulers) * len(bucket_mbs or [0]))
     model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s)
     base = dataclasses.asdict(cluster)
     configs = []

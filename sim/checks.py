@@ -28,12 +28,10 @@ def check_int(name: str, value, low: int | None = None, high: int | None = None)
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise SimInputError(f"{name} must be a whole number, got {value!r}")
     value = int(value)
-    if (low is not None and value < low) or (high is not None and value > high):
-        if high is None:
-            raise SimInputError(f"{name} must be a whole number >= {low}, got {value}")
-        if low is None:
-            raise SimInputError(f"{name} must be a whole number <= {high}, got {value}")
-        raise SimInputError(f"{name} must be a whole number from {low} to {high}, got {value}")
+    if low is not None and value < low:
+        raise SimInputError(f"{name} must be a whole number >= {low}, got {value}")
+    if high is not None and value > high:
+        raise SimInputError(f"{name} must be a whole number <= {high}, got {value}")
     return value
 
 

@@ -13,6 +13,7 @@ precision decides the width: fp32 = 4 bytes, fp16 = 2 bytes.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import functools
 import io
@@ -30,8 +31,11 @@ __all__ = [
     "BYTES_PER_PARAM",
     "REQUIRED_COLUMNS",
     "Model",
+    "MAX_LAYERS",
+    "MAX_PARAMS",
     "bytes_per_param",
     "check_batch_size",
+    "check_csv_shape",
     "load_model",
     "model_from_frame",
     "zoo_model",
@@ -40,7 +44,13 @@ __all__ = [
 
 REQUIRED_COLUMNS = ("name", "params", "fwd_ms", "bwd_ms")
 BYTES_PER_PARAM = {"fp32": 4, "fp16": 2}
+#: Layers per model; raise it here (each layer costs tasks, memory and time in every run).
 MAX_LAYERS = 100_000
+#: Parameters per model: 1e15 (a thousand times the largest published models), so that the gradient's
+#: bytes (params x 4) stay far inside int64; raise it here.
+MAX_PARAMS = 10**15
+#: Characters of a model name or path (a path on Linux is at most 4,096 bytes).
+MAX_SOURCE_CHARS = 4096
 
 
 def bytes_per_param(precision: str) -> int:
@@ -118,6 +128,9 @@ class Model:
                 raise SimInputError(f"model {self.name!r}: {attr} has {len(arr)} entries for {n} layers")
             if not np.all(np.isfinite(arr)) or np.any(arr < 0):
                 raise SimInputError(f"model {self.name!r}: {attr} must be finite and >= 0")
+        if self.params is not None and float(np.sum(self.params, dtype=float)) > MAX_PARAMS:
+            raise SimInputError(f"model {self.name!r} has {float(np.sum(self.params, dtype=float)):.3g} parameters; "
+                                f"at most {MAX_PARAMS:.0e} are allowed (sim.model.MAX_PARAMS)")
         if len(set(self.layer_names)) != n:
             raise SimInputError(f"model {self.name!r}: layer names must be unique")
         for attr in ("io_s", "h2d_s", "update_s"):
@@ -191,6 +204,9 @@ def _numeric_column(frame: pd.DataFrame, column: str, where: str, *, integer: bo
             raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} is negative")
         if integer and float(val) != int(val):
             raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} is not a whole number")
+        if integer and val > MAX_PARAMS:
+            raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} exceeds the limit of {MAX_PARAMS:.0e} "
+                                f"(sim.model.MAX_PARAMS)")
     return values.to_numpy(dtype=np.int64 if integer else float)
 
 
@@ -249,7 +265,30 @@ def model_from_frame(
     )
 
 
+def check_csv_shape(text: str, where: str) -> None:
+    """Refuse duplicate column names and a row with more fields than the header
+    (pandas would silently shift it), naming the column or line."""
+    lines = [(i, line.split("#", 1)[0]) for i, line in enumerate(text.splitlines(), 1)]
+    lines = [(i, line) for i, line in lines if line.strip()]
+    if not lines:
+        return
+    header_line, *rows = csv.reader([line for _, line in lines], skipinitialspace=True)
+    header = [c.strip() for c in header_line]
+    for j, column in enumerate(header):
+        if column in header[:j]:
+            raise SimInputError(f"{where}: duplicate column {column!r} (columns {header.index(column) + 1} and {j + 1})")
+    for (lineno, _), row in zip(lines[1:], rows, strict=True):
+        if len(row) > len(header):
+            raise SimInputError(f"{where} line {lineno}: {len(row)} fields but the header has {len(header)} "
+                                f"({', '.join(header)})")
+
+
 def _read_csv(text_or_path: str | Path, where: str) -> pd.DataFrame:
+    try:
+        text = text_or_path.read_text(encoding="utf-8") if isinstance(text_or_path, Path) else text_or_path
+        check_csv_shape(text, where)
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise SimInputError(f"{where}: not a readable CSV ({str(exc).splitlines()[0] if str(exc) else exc!r})") from None
     try:
         if isinstance(text_or_path, Path):
             return pd.read_csv(text_or_path, comment="#", skipinitialspace=True)
@@ -285,8 +324,17 @@ def load_model(
         For a missing file, an unknown name or a malformed table, naming the
         row and column at fault.
     """
+    if not isinstance(source, (str, Path)) or not str(source).strip():
+        raise SimInputError(f"model must be a zoo name or a path to a layer CSV, got {source!r}")
+    if len(str(source)) > MAX_SOURCE_CHARS:
+        raise SimInputError(f"model name or path of {len(str(source))} characters; at most {MAX_SOURCE_CHARS} "
+                            f"(sim.model.MAX_SOURCE_CHARS): {str(source)[:40]!r}...")
     path = Path(source)
-    if path.suffix.lower() == ".csv" or path.exists():
+    try:
+        is_file_like = path.suffix.lower() == ".csv" or path.exists()
+    except (OSError, ValueError) as exc:
+        raise SimInputError(f"model path {str(source)[:80]!r}: {getattr(exc, 'strerror', None) or exc}") from None
+    if is_file_like:
         if not path.is_file():
             raise SimInputError(f"model file {str(path)!r} does not exist")
         frame = _read_csv(path, path.name)
@@ -318,7 +366,7 @@ def zoo_model(name: str, *, io_ms: float = 0.0, h2d_ms: float = 0.0, update_ms: 
 
     if name not in ARCHITECTURES:
         raise SimInputError(
-            f"unknown model {name!r}; valid: {', '.join(ARCHITECTURES)}, or a path to a layer CSV"
+            f"unknown model {name if len(name) <= 80 else name[:60] + '...'!r}; valid: {', '.join(ARCHITECTURES)}, or a path to a layer CSV"
         )
     table = _zoo_table(name, tuple(sorted(arch_kwargs.items())))
     return Model(

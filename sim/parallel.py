@@ -48,7 +48,8 @@ from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
 from sim.schedulers.names import OPTIMAL, WFBP
 from sim.schedulers.registry import knob_reads
 
-__all__ = ["GRID_KEYS", "SERIAL_WORK_LIMIT", "default_jobs", "run_grid"]
+__all__ = ["GRID_KEYS", "MAX_CONFIGS", "MAX_JOBS_PER_CORE", "SERIAL_WORK_LIMIT", "check_grid_size", "default_jobs",
+           "max_jobs", "run_grid"]
 
 _CLUSTER_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Cluster)}
 _RUN_DEFAULTS = {
@@ -80,6 +81,24 @@ def _timing_cost(cost: CommCost) -> CommCost:
     """``cost`` without its label when only alpha and beta time it, so that
     equal costs from different collectives are one evaluation."""
     return CommCost(cost.alpha_s, cost.beta_s_per_byte) if type(cost) is CommCost else cost
+
+
+#: Worker processes at most per core: more only compete for the same cores (raise it here).
+MAX_JOBS_PER_CORE = 4
+#: Configurations in one grid at most (raise it here; each is a full simulation).
+MAX_CONFIGS = 200_000
+
+
+def max_jobs() -> int:
+    """The most worker processes a grid may ask for: `MAX_JOBS_PER_CORE` per core."""
+    return MAX_JOBS_PER_CORE * default_jobs()
+
+
+def check_grid_size(count: int) -> None:
+    """Refuse a grid of more than `MAX_CONFIGS` configurations before any work."""
+    if count > MAX_CONFIGS:
+        raise SimInputError(f"the sweep has {count:,} configurations; at most {MAX_CONFIGS:,} are allowed "
+                            "(sim.parallel.MAX_CONFIGS): split it")
 
 
 def default_jobs() -> int:
@@ -324,8 +343,9 @@ def run_grid(
         For a bad configuration, naming its position.
     """
     if jobs is not None:
-        check_int("jobs", jobs, 1)
+        check_int("jobs", jobs, 1, max_jobs())
     configs = list(configs)
+    check_grid_size(len(configs))
     grid = Grid(configs)
     if not grid.units:
         return pd.DataFrame(columns=list(METRIC_KEYS))

@@ -77,14 +77,16 @@ class TuneResult:
 
 def _value(knob: str, name: str, value):
     """A value to try, as the knob's type: whole numbers for int knobs, 0 or 1 for a switch."""
-    kind = REGISTRY_KNOBS[name].kind
+    spec = REGISTRY_KNOBS[name]
+    kind = spec.kind
     if value is None or (kind is bool and isinstance(value, bool)):  # a default: None (servers) or a switch
         return value
     if kind in (int, bool):
-        if isinstance(value, bool) or float(value) != int(value) or (kind is bool and value not in (0, 1)):
+        if (isinstance(value, bool) or not math.isfinite(float(value)) or float(value) != int(value)
+                or (kind is bool and value not in (0, 1))):
             raise SimInputError(f"{knob} values must be {'0 or 1' if kind is bool else 'whole numbers'}, got {value!r}")
-        return kind(int(value))
-    return value
+        value = kind(int(value))
+    return spec.check(value)
 
 
 def tune_setup(knob: str, *, scheduler: str | None = None, method: str | None = None,
@@ -138,6 +140,7 @@ def tune(model, cluster, knob: str, values, *, batch_size: int, scheduler: str |
 
     def run(value):
         if name == "bucket_mb":
+            value = _value(knob, name, value)
             return simulate(model, cluster, sched, batch_size=batch_size, precision=precision, bucket_mb=value,
                             architecture=arch, options=opts)
         return simulate(model, cluster, sched, batch_size=batch_size, precision=precision, bucket_mb=bucket_mb,

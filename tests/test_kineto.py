@@ -338,8 +338,8 @@ def test_import_trace_subcommand_writes_a_csv_that_run_accepts(tmp_path):
         assert step["overlap_pct"] == pytest.approx(100 * step["comm_hidden_s"] / step["comm_s"], rel=1e-12)
     assert report["overlap_pct"] == pytest.approx(float(np.median([s["overlap_pct"] for s in report["steps"]])))
     out = io.StringIO()
-    assert main(["run", "--model", str(csv), "--gpus", "2", "--gpus-per-node", "2", "--gpu", "a100",
-                 "--intra", "nvlink3", "--batch-size", "32", "--format", "json"], out, io.StringIO()) == 0
+    assert main(["run", "--model", str(csv), "--gpus", "2", "--gpus-per-node", "2",
+                 "--batch-size", "32", "--format", "json"], out, io.StringIO()) == 0
     assert json.loads(out.getvalue())["num_messages"] >= 1
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")

@@ -103,3 +103,21 @@ def test_ten_sessions_at_once():
     problems = [p for r in results for p in r["problems"]]
     assert not problems, problems
     assert len(samples) == SESSIONS * len(CHANGES)
+
+
+def test_soak_short():
+    """`bench/soak.py` briefly: sessions changing pages, opening heavy URLs and uploading CSVs
+    at once: no exception and no timeout anywhere; the heavy URLs refused with the app's own
+    line. The server's memory is recorded in ``artifacts/soak-short.json``, not asserted: a
+    minute is mostly the caches' warm-up (the five-minute run's numbers are in the README)."""
+    import sys
+
+    sys.path.insert(0, str(ARTIFACTS.parent / "bench"))
+    from soak import soak
+
+    report = soak(int(os.environ.get("SOAK_SESSIONS", "6")), float(os.environ.get("SOAK_SECONDS", "60")))
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "soak-short.json").write_text(json.dumps(report, indent=2))
+    assert report["errors"] == 0, report["problems"]
+    assert report["steps"] >= report["sessions"] * 3
+    assert report["refusals"] >= 1  # the heavy URLs are refused with the app's own line

@@ -90,11 +90,19 @@ def _frame(rows: list[tuple[int, float]], fmt: str, ranks: int | None) -> pd.Dat
     return df
 
 
+#: Bounds of a measured point, far outside any real all-reduce (raise them here): 1 PiB, 1 ns to one day.
+MAX_MESSAGE_BYTES = 2**50
+MIN_TIME_S = 1e-9
+MAX_TIME_S = 86_400.0
+
+
 def _check_point(line_no: int, nbytes: int, time_s: float) -> None:
-    if nbytes < 0:
-        raise SimInputError(f"line {line_no}: message size must be >= 0 bytes, got {nbytes}")
-    if not (math.isfinite(time_s) and time_s > 0):
-        raise SimInputError(f"line {line_no}: time must be a finite number > 0, got {time_s}")
+    if not 0 <= nbytes <= MAX_MESSAGE_BYTES:
+        raise SimInputError(f"line {line_no}: message size must be from 0 to {MAX_MESSAGE_BYTES} bytes "
+                            f"(sim.calib.fit.MAX_MESSAGE_BYTES), got {nbytes:.3g}")
+    if not (math.isfinite(time_s) and MIN_TIME_S <= time_s <= MAX_TIME_S):
+        raise SimInputError(f"line {line_no}: time must be a finite number > 0, from {MIN_TIME_S:g} to {MAX_TIME_S:g} s, "
+                            f"got {time_s:g}")
 
 
 def parse_osu_allreduce(text: str) -> pd.DataFrame:
@@ -278,10 +286,11 @@ def _fit_points(bytes, time_s, min_bytes) -> tuple[np.ndarray, np.ndarray]:
         raise SimInputError("bytes and time_s must be numbers") from None
     if b.shape != t.shape:
         raise SimInputError(f"bytes and time_s differ in length ({b.size} vs {t.size})")
-    if not np.all(np.isfinite(b)) or np.any(b < 0):
-        raise SimInputError("bytes must be finite and >= 0")
-    if not np.all(np.isfinite(t)) or np.any(t <= 0):
-        raise SimInputError("time_s must be finite and > 0")
+    if not np.all(np.isfinite(b)) or np.any(b < 0) or np.any(b > MAX_MESSAGE_BYTES):
+        raise SimInputError(f"bytes must be finite and >= 0, at most {MAX_MESSAGE_BYTES} "
+                            "(sim.calib.fit.MAX_MESSAGE_BYTES)")
+    if not np.all(np.isfinite(t)) or np.any(t < MIN_TIME_S) or np.any(t > MAX_TIME_S):
+        raise SimInputError(f"time_s must be finite and > 0, from {MIN_TIME_S:g} to {MAX_TIME_S:g} s")
     if min_bytes is not None:
         check_float("min_bytes", min_bytes, 0)
         keep = b >= min_bytes

@@ -20,11 +20,13 @@ Blobs are listed from the input (blob 0 is conv1's weight) to the output.
 
 from __future__ import annotations
 
+import math
 import re
 
 import pandas as pd
 
 from sim.errors import SimInputError
+from sim.model import MAX_PARAMS
 
 __all__ = ["IMPORTERS", "FORWARD_OVER_BACKWARD", "parse_bcaffe_blobs", "bcaffe_layers"]
 
@@ -52,8 +54,13 @@ def parse_bcaffe_blobs(text: str, where: str = "log") -> list[pd.DataFrame]:
             values = [float(p) for p in parts]
         except ValueError:
             raise SimInputError(f"{where} line {line_no}: the list holds a non-number") from None
+        if not all(math.isfinite(v) for v in values):
+            raise SimInputError(f"{where} line {line_no}: the list holds a non-finite number (nan or inf)")
         if any(v < 0 for v in values) or values[1] != int(values[1]):
             raise SimInputError(f"{where} line {line_no}: negative value or fractional parameter count")
+        if values[1] > MAX_PARAMS:
+            raise SimInputError(f"{where} line {line_no}: {values[1]:.3g} parameters exceed the limit of "
+                                f"{MAX_PARAMS:.0e} (sim.model.MAX_PARAMS)")
         blob = int(values[0])
         if blob == 0 or not dumps:
             dumps.append([])

@@ -11,6 +11,8 @@ makes no sense) prints one line ``error: ...`` to stderr and exits with 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 
 from sim.cli import (
@@ -60,4 +62,18 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
     except SimInputError as exc:
         err.write(f"error: {exc}\n")
         return EXIT_BAD_INPUT
+    except BrokenPipeError:  # the reader left (``... | head``): stop quietly
+        quiet_stdout(out)
+        return 0
+    try:
+        out.flush()
+    except BrokenPipeError:
+        quiet_stdout(out)
     return 0
+
+
+def quiet_stdout(out) -> None:
+    """Point stdout at /dev/null so that the interpreter's last flush to a closed pipe says nothing."""
+    if out is sys.stdout:
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

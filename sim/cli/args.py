@@ -8,11 +8,12 @@ import math
 
 import numpy as np
 
+from sim.checks import MAX_SEED
 from sim.errors import SimInputError
 from sim.schedulers.knobs import Knob
 
 __all__ = ["float_list", "int_list", "knob_type", "name_list", "nonneg_float", "nonneg_int", "positive_float", "read_text",
-           "positive_int", "strict_json", "table", "write_json"]
+           "positive_int", "seed", "strict_json", "table", "write_json"]
 
 
 def int_at_least(text: str, minimum: int) -> int:
@@ -22,6 +23,14 @@ def int_at_least(text: str, minimum: int) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < minimum:
         raise argparse.ArgumentTypeError(f"{text!r} must be >= {minimum}")
+    return value
+
+
+def seed(text: str) -> int:
+    """A random seed: a whole number from 0 to `sim.checks.MAX_SEED`."""
+    value = int_at_least(text, 0)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text!r} must be <= {MAX_SEED}")
     return value
 
 

@@ -19,7 +19,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--weighting", choices=["relative", "absolute"], default="relative")
     parser.add_argument("--save", metavar="NAME", default=None, help="save as a network preset that --network accepts")
     parser.add_argument("--line-rate-gbps", type=positive_float, default=None, help="the link's nominal rate (with --save)")
-    parser.add_argument("--scope", choices=["inter", "intra"], default="inter", help="link scope of the saved preset")
+    parser.add_argument("--scope", choices=["inter", "intra"], default=None,
+                        help="link scope of the saved preset (default inter)")
     parser.add_argument("--overwrite-builtin", action="store_true",
                         help="with --save: let the preset replace the built-in one of the same name")
     parser.add_argument("--format", choices=["json", "table"], default="table")
@@ -40,7 +41,7 @@ def run(args, out) -> None:
     if args.save:
         result.update(save_preset(args, fit, ranks, path.name))
     else:
-        given = [flag for flag, value in (("--line-rate-gbps", args.line_rate_gbps), ("--scope", args.scope != "inter"),
+        given = [flag for flag, value in (("--line-rate-gbps", args.line_rate_gbps), ("--scope", args.scope),
                                           ("--overwrite-builtin", args.overwrite_builtin)) if value]
         if given:
             raise SimInputError(f"{', '.join(given)} only apply with --save NAME")
@@ -60,7 +61,7 @@ def save_preset(args, fit, ranks, file_name: str) -> dict:
         raise SimInputError("--save needs --line-rate-gbps, the link's nominal rate")
     if not ranks:
         raise SimInputError("--save needs --gpus: the log does not say how many ranks ran")
-    row = fit_to_network(fit, args.save, int(ranks), scope=args.scope, line_rate_gbps=args.line_rate_gbps,
+    row = fit_to_network(fit, args.save, int(ranks), scope=args.scope or "inter", line_rate_gbps=args.line_rate_gbps,
                          source=f"fit of {file_name} by python -m sim fit-network")
     try:
         target = save_network(row, overwrite_builtin=args.overwrite_builtin)

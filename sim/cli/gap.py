@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sim.cli.args import positive_int, table, write_json
+from sim.cli.args import positive_int, seed, table, write_json
 
 NAME = "gap"
 HELP = "how far mgwfbp falls short of optimal on seeded random models"
@@ -10,7 +10,7 @@ HELP = "how far mgwfbp falls short of optimal on seeded random models"
 
 def add_arguments(parser) -> None:
     parser.add_argument("--trials", type=positive_int, default=1000, help="random models to draw")
-    parser.add_argument("--seed", type=int, default=0, help="random seed")
+    parser.add_argument("--seed", type=seed, default=0, help="random seed")
     parser.add_argument("--gpus", type=positive_int, default=16, help="workers P")
     parser.add_argument("--format", choices=["json", "table", "csv"], default="table")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from sim.cli.args import nonneg_float, nonneg_int, positive_float, positive_int
+from sim.cli.args import nonneg_float, positive_float, positive_int, seed
 from sim.cli.workload import bucket_mb, cluster, model, options
 from sim.errors import SimInputError
 from sim.runs import with_worker_metrics
@@ -27,11 +27,15 @@ def add_straggler_flags(p: argparse.ArgumentParser) -> None:
                    help="how many times slower they compute (default 2 with --stragglers)")
     g.add_argument("--straggler-jitter-cv", type=nonneg_float, default=None,
                    help="coefficient of variation of a lognormal factor on every message's time")
-    g.add_argument("--seed", type=nonneg_int, default=None, help="seed of every random draw (default 0)")
+    g.add_argument("--seed", type=seed, default=None, help="seed of every random draw (default 0)")
 
 
 def straggler_given(args) -> bool:
-    return any(getattr(args, n, None) is not None for n in FLAGS)
+    given = [n for n in FLAGS if getattr(args, n, None) is not None]
+    if given == ["seed"]:
+        raise SimInputError("--seed does nothing without a straggler flag (--straggler-dist, --stragglers, "
+                            "--straggler-jitter-cv): nothing else is random")
+    return bool(given)
 
 
 def _check_cv(dist: str, cv: float | None) -> None:

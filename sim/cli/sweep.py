@@ -8,10 +8,12 @@ import time
 import pandas as pd
 
 from sim.api import sweep
+from sim.checks import check_int
 from sim.cli.args import positive_int, write_json
 from sim.cli.stragglers import add_straggler_flags, straggler_given, with_stragglers
 from sim.cli.workload import add_workload_flags, bucket_mb, checked_runs, cluster, model, options
 from sim.errors import SimInputError
+from sim.parallel import max_jobs
 from sim.runs import DEFAULT_SWEEP_SCHEDULERS, simulate_runs
 from sim.schedulers.registry import PS_ARCHITECTURE
 
@@ -64,9 +66,15 @@ def dask_client(address: str):
 def run(args, out) -> None:
     runs = checked_runs(args, default=DEFAULT_SWEEP_SCHEDULERS)
     args.scheduler = [r.scheduler for r in runs]
+    if args.jobs is not None:
+        check_int("--jobs", args.jobs, 1, max_jobs())
     if args.method or args.architecture == PS_ARCHITECTURE or options(args):
         if straggler_given(args):
             raise SimInputError("straggler flags do not combine with --method, --architecture or scheduler options")
+        for flag in ("jobs", "dask_address"):
+            if getattr(args, flag) is not None:
+                raise SimInputError(f"--{flag.replace('_', '-')} does nothing with --method, --architecture or "
+                                    "scheduler options (those sweeps run in this process)")
         frame = simulate_runs(model(args), lambda p: cluster(args, p), args.gpus, runs, batch_size=args.batch_size,
                               precision=args.precision, prefetch=args.prefetch, bucket_mb=bucket_mb(args),
                               calibrate_iteration_s=args.calibrate_iteration_s, options=options(args))

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from sim.cli.args import float_list, write_json
-from sim.cli.workload import add_workload_flags, bucket_mb, cluster, given_knobs, model, options
+from sim.cli.workload import (
+    add_workload_flags,
+    bucket_mb,
+    check_cluster_flags,
+    check_not_blank,
+    cluster,
+    given_knobs,
+    model,
+    options,
+)
 from sim.errors import SimInputError
 from sim.schedulers.knobs import KNOBS
 from sim.schedulers.registry import check_knobs_apply
@@ -24,12 +33,12 @@ def add_arguments(parser) -> None:
 def run(args, out) -> None:
     from sim.tune import tune, tune_setup
 
+    check_not_blank(args)
     if args.scheduler and args.method:
         raise SimInputError("--method sets the scheduler: give --method or --scheduler, not both")
-    if (args.alpha is None) != (args.beta is None):
-        raise SimInputError("--alpha and --beta go together: give both or neither")
     scheduler, architecture, _ = tune_setup(args.knob, scheduler=args.scheduler, method=args.method,
                                             architecture=args.architecture, options=options(args))
+    check_cluster_flags(args, [architecture])
     check_knobs_apply(given_knobs(args), [(scheduler, architecture)], label=lambda k: KNOBS[k].flag)
     res = tune(model(args), cluster(args, args.gpus), args.knob, args.values, batch_size=args.batch_size,
                scheduler=args.scheduler, method=args.method, architecture=args.architecture,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sim.cli.args import table, write_json
 from sim.errors import SimInputError
 
@@ -19,6 +21,8 @@ def add_arguments(parser) -> None:
 def run(args, out) -> None:
     from sim.validation import coarse_versus_fine, load_cases, run_validation, summarize
 
+    if args.reference is not None and not Path(args.reference).is_dir():
+        raise SimInputError(f"--reference: {args.reference!r} is not a folder")
     cases = load_cases()
     if args.source is not None:
         if args.source not in set(cases["source"]):

@@ -7,6 +7,7 @@ a knob given for runs that do not read it is an error naming who does.
 from __future__ import annotations
 
 import argparse
+from dataclasses import fields
 
 from sim.api import ARCHITECTURES, simulate
 from sim.cli.args import int_list, knob_type, name_list, nonneg_float, positive_float, positive_int
@@ -22,13 +23,10 @@ from sim.runs import (
     resolve_runs,
 )
 from sim.schedulers.knobs import DEFAULT_BUCKET_MB, KNOBS
-from sim.schedulers.registry import check_knobs_apply, knob_users, scheduler_names
+from sim.schedulers.registry import PS_ARCHITECTURE, check_knobs_apply, knob_users, scheduler_names
 
-__all__ = ["add_knob_flags", "add_workload_flags", "bucket_mb", "checked_runs", "cluster", "model", "options",
+__all__ = ["add_knob_flags", "add_workload_flags", "bucket_mb", "check_cluster_flags", "check_not_blank", "checked_runs", "cluster", "model", "options",
            "run_one"]
-
-#: The knobs that are `SchedulerOptions` fields (``bucket_mb`` is an argument of its own).
-
 
 def add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
     p.add_argument("--model", required=True, help="zoo name or path to a layer CSV (name,params,fwd_ms,bwd_ms)")
@@ -46,14 +44,15 @@ def add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
         p.add_argument("--method", default=None,
                        help="a survey method (architecture + scheduler + settings), e.g. BSP-PS; see list methods")
     p.add_argument("--gpus-per-node", type=positive_int, default=1, help="GPUs per node (sharing one NIC)")
-    p.add_argument("--gpu", default="v100-sxm2", help="GPU type, for the estimated compute times of zoo models")
+    p.add_argument("--gpu", default=None, help="GPU type, for the estimated compute times of zoo models "
+                                                "(default v100-sxm2)")
     p.add_argument("--calibrate-iteration-s", type=positive_float, default=None,
                    help="measured one-GPU iteration time at this batch size; compute times are scaled to match")
     p.add_argument("--seq-len", type=positive_int, default=None, help="sequence length of a transformer zoo model")
     p.add_argument("--image-size", type=positive_int, default=None, help="input image side of a CNN zoo model")
-    p.add_argument("--network", default="10gbe", help="inter-node network preset")
-    p.add_argument("--intra", default="pcie3", help="intra-node link preset")
-    p.add_argument("--collective", default="ring", help=f"one of {', '.join(COLLECTIVES)}")
+    p.add_argument("--network", default=None, help=f"inter-node network preset (default {DEFAULTS['network']})")
+    p.add_argument("--intra", default=None, help=f"intra-node link preset (default {DEFAULTS['intra']})")
+    p.add_argument("--collective", default=None, help=f"one of {', '.join(COLLECTIVES)} (default ring)")
     p.add_argument("--batch-size", type=positive_int, default=32, help="samples per GPU per iteration")
     p.add_argument("--precision", choices=list(BYTES_PER_PARAM), default="fp32", help="gradient precision")
     p.add_argument("--alpha", type=nonneg_float, default=None, help="all-reduce start-up time, seconds")
@@ -94,8 +93,17 @@ def bucket_mb(args) -> float:
     return args.bucket_mb or DEFAULT_BUCKET_MB
 
 
+def check_not_blank(args) -> None:
+    """An empty ``--scheduler ''`` or ``--method ''`` is a mistake, not the default."""
+    for flag in ("scheduler", "method"):
+        value = getattr(args, flag, None)
+        if isinstance(value, str) and not value.strip():
+            raise SimInputError(f"--{flag}: empty name; leave the flag out for the default")
+
+
 def checked_runs(args, *, default=None) -> list[Run]:
     """The runs the flags ask for; every flag is checked against them."""
+    check_not_blank(args)
     methods = args.method if isinstance(args.method, list) else ([args.method] if args.method else [])
     given = args.scheduler if isinstance(args.scheduler, list) else ([args.scheduler] if args.scheduler else [])
     if methods and given:
@@ -110,23 +118,53 @@ def checked_runs(args, *, default=None) -> list[Run]:
     except SimInputError as exc:
         raise SimInputError(f"{flag}: {exc}") from None
     check_knobs_apply(given_knobs(args), [(r.scheduler, r.architecture) for r in runs], label=lambda k: KNOBS[k].flag)
-    if (args.alpha is None) != (args.beta is None):
-        raise SimInputError("--alpha and --beta go together: give both or neither")
+    check_cluster_flags(args, [r.architecture for r in runs])
     return runs
 
 
+def check_cluster_flags(args, architectures) -> None:
+    """--alpha/--beta replace the links and the collective; a parameter server has no collective."""
+    if (args.alpha is None) != (args.beta is None):
+        raise SimInputError("--alpha and --beta go together: give both or neither")
+    for flag in ("network", "intra", "collective"):
+        if args.alpha is not None and getattr(args, flag) is not None:
+            raise SimInputError(f"--{flag} does nothing with --alpha/--beta (they replace the links and the "
+                                "collective): give one or the other")
+    if args.collective is not None and architectures and all(a == PS_ARCHITECTURE for a in architectures):
+        raise SimInputError("--collective does nothing with a parameter server (push and pull, no all-reduce)")
+    gpus = args.gpus if isinstance(args.gpus, list) else [args.gpus]
+    if args.intra is not None and args.gpus_per_node == 1:
+        raise SimInputError("--intra does nothing with one GPU per node (no intra-node link): give --gpus-per-node")
+    if args.network is not None and max(gpus) <= args.gpus_per_node:
+        raise SimInputError(f"--network does nothing when every GPU is in one node (--gpus {max(gpus)}, "
+                            f"--gpus-per-node {args.gpus_per_node}): no inter-node link is used")
+    if args.collective is not None and max(gpus) == 1:
+        raise SimInputError("--collective does nothing with one GPU (nothing is all-reduced): give --gpus")
+
+
+#: The cluster flags' defaults (None on the command line, so that a flag given for nothing is seen).
+DEFAULTS = {f.name: f.default for f in fields(Cluster) if f.name in ("network", "intra", "collective", "gpu")}
+
+
 def cluster(args, gpus: int) -> Cluster:
-    return Cluster(
-        gpus=gpus, gpus_per_node=args.gpus_per_node, network=args.network, intra=args.intra,
-        collective=args.collective, alpha_s=args.alpha, beta_s_per_byte=args.beta, gpu=args.gpu,
-    )
+    given = {k: getattr(args, k) for k in DEFAULTS if getattr(args, k, None) is not None}
+    return Cluster(gpus=gpus, gpus_per_node=args.gpus_per_node, alpha_s=args.alpha, beta_s_per_byte=args.beta,
+                   **{**DEFAULTS, **given})
 
 
 def model(args):
     arch = {k: v for k, v in (("seq_len", args.seq_len), ("image_size", args.image_size)) if v is not None}
     if arch and args.model not in zoo_names():
         raise SimInputError("--seq-len and --image-size apply only to zoo models")
-    return load_model(args.model, io_ms=args.io_ms, h2d_ms=args.h2d_ms, update_ms=args.update_ms, **arch)
+    loaded = load_model(args.model, io_ms=args.io_ms, h2d_ms=args.h2d_ms, update_ms=args.update_ms, **arch)
+    if args.gpu is not None and loaded.is_timed:
+        raise SimInputError("--gpu does nothing for a layer CSV: its compute times are given, not estimated")
+    if loaded.comm_s is not None:
+        given = [f"--{k}" for k in ("network", "intra", "collective", "alpha") if getattr(args, k, None) is not None]
+        if given:
+            raise SimInputError(f"{', '.join(given)} does nothing for a CSV with measured comm_ms: its all-reduce "
+                                "times are measured, not modelled")
+    return loaded
 
 
 def run_one(args):

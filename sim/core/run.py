@@ -11,6 +11,7 @@ many costs at once; ``engine="general"`` forces the task graph.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,7 +25,13 @@ from sim.core.plan import Plan
 from sim.core.timeline import graph_timeline
 from sim.errors import SimInputError
 
-__all__ = ["ENGINES", "Timing", "single_gpu_iteration_s", "time_plan"]
+__all__ = ["ENGINES", "MAX_TASKS", "MAX_TASKS_ENV", "Timing", "check_task_budget", "estimated_tasks",
+           "single_gpu_iteration_s", "time_plan"]
+
+#: Tasks one run's graph may hold (about 15 s and 1 GB at the limit on one core); raise it with the
+#: environment variable `MAX_TASKS_ENV` or here.
+MAX_TASKS_ENV = "SSGD_MAX_TASKS"
+MAX_TASKS = int(os.environ.get(MAX_TASKS_ENV, "1000000"))
 
 #: ``auto``: the fast path where it applies, else the task graph; ``general``: always the task graph.
 ENGINES = ("auto", "general")
@@ -60,6 +67,7 @@ def time_plan(model, plan: Plan, costs, *, precision: str = "fp32", iterations: 
     phases = {key: np.empty(len(costs)) for key in PHASE_KEYS}
     kept = []
     for row, cost in enumerate(costs):
+        check_task_budget(model, plan, cost, precision, n_run)
         graph = lower(model, plan, cost, precision=precision, iterations=n_run, prefetch=prefetch)
         start, end = core_engine.run(graph)
         t_iter[row], figures = graph_figures(graph, start, end, plan.per_layer_update)
@@ -68,6 +76,29 @@ def time_plan(model, plan: Plan, costs, *, precision: str = "fp32", iterations: 
         if keep_timeline:
             kept.append((graph, start, end))
     return Timing(t_iter, phases, _Timelines(None, kept, iterations), False)
+
+
+def estimated_tasks(model, plan: Plan, precision: str, iterations: int, workers: int = 1) -> int:
+    """About how many tasks `sim.core.lower.lower` would create, from sizes alone
+    (an upper estimate: each message part counted twice, for push and pull or
+    reduce-scatter and all-gather)."""
+    layer_bytes = model.gradient_bytes(precision)
+    parts = 0
+    for members in plan.groups:
+        nbytes = int(sum(int(layer_bytes[i]) for i in members))
+        parts += max(1, -(-nbytes // plan.partition_bytes)) if plan.partition_bytes > 0 else 1
+    return int(iterations) * (int(workers) * (3 * model.num_layers + 4) + 2 * parts)
+
+
+def check_task_budget(model, plan: Plan, cost, precision: str, iterations: int, workers: int = 1) -> None:
+    """Refuse, before any work, a run whose task graph would exceed `MAX_TASKS`."""
+    tasks = estimated_tasks(model, plan, precision, iterations, workers)
+    if tasks > MAX_TASKS:
+        raise SimInputError(
+            f"this run would build about {tasks:,} tasks ({iterations} iterations of {model.num_layers:,} layers"
+            f"{f', {workers} workers' if workers > 1 else ''}{', partitions of ' + format(plan.partition_bytes, ',') + ' bytes' if plan.partition_bytes else ''}); "
+            f"the limit is {MAX_TASKS:,} (${MAX_TASKS_ENV} or sim.core.run.MAX_TASKS): use larger partitions, "
+            "fewer layers, workers or iterations, or raise the limit")
 
 
 class _Timelines:
@@ -113,6 +144,7 @@ def time_workers(model, plan: Plan, cost, times: WorkerTimes, *, precision: str 
         update_s = (run.update_end_s - run.update_start_s).T
         return (run.update_end_s.T.copy(), run.bwd_end_s[:, :, -1].T.copy(), update_s,
                 functools.partial(run.timeline, None))
+    check_task_budget(model, plan, cost, precision, iterations, times.workers)
     graph = lower(model, plan, cost, precision=precision, iterations=iterations, prefetch=prefetch, times=times)
     start, end = core_engine.run(graph)
     shape = (iterations, times.workers)

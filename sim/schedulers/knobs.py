@@ -19,6 +19,12 @@ from sim.schedulers.names import BYTESCHEDULER, DDP, HOROVOD
 __all__ = ["DEFAULT_BUCKET_MB", "KNOBS", "Knob"]
 
 DEFAULT_BUCKET_MB = 25.0
+#: Upper bounds of the knobs, far above any real setting; they keep sizes and counts inside int64 and
+#: floats exact (raise them here): 1 PiB in MiB, one hour in ms, 2**53 bytes, 2**20 servers or partitions.
+MAX_MB = float(2**30)
+MAX_CYCLE_MS = 3_600_000.0
+MAX_BYTES = 2**53
+MAX_COUNT = 2**20
 
 
 @dataclass(frozen=True)
@@ -69,23 +75,23 @@ class Knob:
 
 
 KNOBS: dict[str, Knob] = {k.name: k for k in (
-    Knob("bucket_mb", float, "MiB", DEFAULT_BUCKET_MB, 0, None,
+    Knob("bucket_mb", float, "MiB", DEFAULT_BUCKET_MB, 0, MAX_MB,
          "bucket size in MiB (PyTorch DDP's bucket_cap_mb)", low_open=True, tune_scheduler=DDP,
          grid=(1, 2, 5, 10, 25, 50, 100, 200)),
     Knob("fusion_threshold_mb", float, "MiB", 64.0, 0, None,
          "Horovod fusion threshold in MiB (HOROVOD_FUSION_THRESHOLD; 0 disables fusion)", allow_inf=True,
          tune_scheduler=HOROVOD, grid=(1, 4, 16, 32, 64, 128, 256)),
-    Knob("cycle_time_ms", float, "ms", 1.0, 0, None, "Horovod cycle time in ms (HOROVOD_CYCLE_TIME; 0: no wait)",
+    Knob("cycle_time_ms", float, "ms", 1.0, 0, MAX_CYCLE_MS, "Horovod cycle time in ms (HOROVOD_CYCLE_TIME; 0: no wait)",
          tune_scheduler=HOROVOD, grid=(0, 0.5, 1, 2, 5, 10)),
-    Knob("first_bucket_mb", float, "MiB", 1.0, 0, None,
+    Knob("first_bucket_mb", float, "MiB", 1.0, 0, MAX_MB,
          "PyTorch DDP's first bucket cap in MiB (_DEFAULT_FIRST_BUCKET_BYTES)", low_open=True, tune_scheduler=DDP,
          grid=(0.25, 0.5, 1, 2, 5, 10, 25)),
-    Knob("partition_bytes", int, "bytes", 4_096_000, 1, None,
+    Knob("partition_bytes", int, "bytes", 4_096_000, 1, MAX_BYTES,
          "partition size in bytes (ByteScheduler; BytePS's 4,096,000)", ps=True, tune_scheduler=BYTESCHEDULER,
          grid=(1_000_000, 2_000_000, 4_096_000, 8_000_000, 16_000_000, 64_000_000)),
-    Knob("credit", int, "", 4, 1, None, "partitions in flight at once (ByteScheduler's credit)",
+    Knob("credit", int, "", 4, 1, MAX_COUNT, "partitions in flight at once (ByteScheduler's credit)",
          tune_scheduler=BYTESCHEDULER, grid=(1, 2, 4, 8, 16)),
-    Knob("servers", int, "", None, 1, None, "parameter servers S (default: as many as worker machines)", ps=True),
+    Knob("servers", int, "", None, 1, MAX_COUNT, "parameter servers S (default: as many as worker machines)", ps=True),
     Knob("colocated", bool, "", False, None, None,
          "parameter servers on the worker machines instead of separate hosts", ps=True),
     Knob("ps_link_efficiency", float, "", 1.0, 0, 1,

@@ -1,0 +1,215 @@
+"""The bad-input corpus (`tests/bad_input_cases.py`): every case refused with one line naming
+the field, row, flag or limit; never a traceback, never a silent default; before the work starts.
+
+Then the issue's bugs one by one, as regression tests that run the real entry points.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import sim
+import sim.calib.fit
+import sim.catalog
+import sim.fit
+import sim.importers
+import sim.tune
+import sim.workers
+from dashboard import state
+from dashboard.upload import model_from_csv_text, read_layer_csv
+from sim.cli import main
+from tests.bad_input_cases import API_CASES, CLI_CASES, DASHBOARD_CASES, FILES, UPLOAD_CASES
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "tests" / "data" / "tiny.csv"
+#: Every refusal comes before the work: well under this many seconds each.
+REFUSAL_S = 10.0
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("bad_input")
+    for name, text in FILES.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def own_presets(tmp_path, monkeypatch):
+    """Saving a preset writes to a file of this test's own."""
+    monkeypatch.setenv(sim.catalog.USER_NETWORKS_ENV, str(tmp_path / "networks.csv"))
+
+
+def cli(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(argv, out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_the_corpus_is_large_and_covers_every_subcommand():
+    from sim.cli import COMMANDS
+
+    assert len(CLI_CASES) + len(API_CASES) + len(DASHBOARD_CASES) + len(UPLOAD_CASES) >= 150
+    first_words = {line.split()[0] for line, _ in CLI_CASES if line.split()}
+    assert {c.NAME for c in COMMANDS} <= first_words
+    assert len({line for line, _ in CLI_CASES}) == len(CLI_CASES), "a command line is listed twice"
+
+
+@pytest.mark.parametrize(("line", "expected"), CLI_CASES, ids=[c[0][:70] for c in CLI_CASES])
+def test_cli_refuses(files, line, expected):
+    argv = shlex.split(line.replace("{d}", str(files)))
+    start = time.perf_counter()
+    code, out, err = cli(argv)
+    elapsed_s = time.perf_counter() - start
+    assert code == 2, f"exit {code}; stdout {out[:200]!r}"
+    assert err.startswith("error: ") and err.endswith("\n") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    assert expected in err, err
+    assert elapsed_s < REFUSAL_S, f"refused only after {elapsed_s:.1f} s"
+
+
+@pytest.mark.parametrize(("case", "source", "expected"), API_CASES, ids=[c[0] for c in API_CASES])
+def test_api_refuses(files, case, source, expected):
+    names = {"sim": sim, "np": np, "pd": pd, "Cluster": sim.Cluster, "load_model": sim.load_model,
+             "simulate": sim.simulate, "sweep": sim.sweep, "tiny": sim.load_model(TINY), "d": str(files)}
+    start = time.perf_counter()
+    with pytest.raises(sim.SimInputError) as info:
+        eval(source, names)  # noqa: S307 - the corpus is our own source text
+    assert expected in str(info.value)
+    assert "\n" not in str(info.value)
+    assert time.perf_counter() - start < REFUSAL_S
+
+
+@pytest.mark.parametrize(("case", "session", "expected"), DASHBOARD_CASES, ids=[c[0] for c in DASHBOARD_CASES])
+def test_dashboard_url_refused(case, session, expected):
+    with pytest.raises(sim.SimInputError) as info:
+        state.config_from_state(session)
+        state.stragglers_from_state(session)
+    assert expected in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(("case", "filename", "data", "expected"), UPLOAD_CASES, ids=[c[0] for c in UPLOAD_CASES])
+def test_upload_refused(case, filename, data, expected):
+    with pytest.raises(sim.SimInputError) as info:
+        model_from_csv_text(read_layer_csv(filename, data), filename)
+    assert expected in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+# --- the issue's bugs, one by one --------------------------------------------------------------------------
+
+
+def test_a_row_with_more_fields_than_the_header_is_not_shifted(files):
+    with pytest.raises(sim.SimInputError, match="extra_fields.csv line 2: 5 fields but the header has 4"):
+        sim.load_model(files / "extra_fields.csv")
+    assert sim.load_model(files / "ok.csv").params.tolist() == [100, 200]
+
+
+def test_duplicate_columns_are_refused(files):
+    with pytest.raises(sim.SimInputError, match="duplicate column 'params' \\(columns 2 and 3\\)"):
+        sim.load_model(files / "dup_column.csv")
+
+
+def test_parameters_that_would_overflow_int64_are_refused(files):
+    with pytest.raises(sim.SimInputError, match="row 2, column 'params'.*limit of 1e\\+15"):
+        sim.load_model(files / "huge_params.csv")
+    # at the limit the gradient's bytes stay exact and positive
+    model = sim.Model("m", ("a",), np.array([sim.model.MAX_PARAMS]), np.array([1e-3]), np.array([1e-3]))
+    res = sim.simulate(model, sim.Cluster(gpus=4), batch_size=1)
+    assert res.metrics["comm_s"] > 0 and math.isfinite(res.metrics["comm_s"])
+
+
+@pytest.mark.parametrize("value", [-1, 0, float("nan"), float("inf")])
+def test_single_gpu_iteration_must_be_a_positive_finite_time(value):
+    with pytest.raises(sim.SimInputError, match="single_gpu_iteration_s"):
+        sim.simulate(sim.load_model(TINY), sim.Cluster(gpus=4), batch_size=8, single_gpu_iteration_s=value)
+
+
+def test_a_closed_pipe_ends_quietly():
+    proc = subprocess.run(f"{sys.executable} -m sim gap --trials 3000 --format csv | head -1", shell=True,
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.startswith("layers,")
+    assert proc.stderr == ""
+
+
+def test_validate_with_a_missing_reference_folder_exits_2(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "sim", "validate", "--reference", str(tmp_path / "none")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: --reference:") and proc.stderr.count("\n") == 1
+
+
+def test_partition_bytes_one_is_refused_at_once():
+    start = time.perf_counter()
+    code, _, err = cli(["run", "--model", "resnet50", "--gpus", "4", "--scheduler", "bytescheduler",
+                        "--partition-bytes", "1"])
+    assert code == 2 and "SSGD_MAX_TASKS" in err
+    assert time.perf_counter() - start < 2.0
+
+
+def test_the_task_estimate_bounds_the_real_graph():
+    """The budget's estimate is an upper bound of the tasks the lowering creates."""
+    from sim.core import lower as core_lower
+    from sim.core.metrics import iterations_to_run
+    from sim.core.run import estimated_tasks
+
+    model = sim.api.resolve_model(sim.load_model("resnet50"), sim.Cluster(gpus=4), 8, "fp32")
+    res = sim.simulate(model, sim.Cluster(gpus=4), "bytescheduler", batch_size=8,
+                       options={"partition_bytes": 100_000}, engine="general")
+    cost = sim.Cluster(gpus=4).comm_cost(model)
+    n_run = iterations_to_run(res.plan, 1)
+    graph = core_lower.lower(model, res.plan, cost, iterations=n_run)
+    estimate = estimated_tasks(model, res.plan, "fp32", n_run)
+    assert len(graph.kind) <= estimate <= 3 * len(graph.kind)
+
+
+def test_flags_given_for_nothing_are_errors_and_the_same_flags_work_where_they_apply(files):
+    assert cli(["run", "--model", "resnet50", "--gpu", "a100", "--format", "json"])[0] == 0
+    assert cli(["run", "--model", "resnet50", "--gpus", "4", "--alpha", "1e-5", "--beta", "1e-9"])[0] == 0
+    assert cli(["run", "--model", "resnet50", "--gpus", "4", "--collective", "binary_tree"])[0] == 0
+    assert cli(["run", "--model", "resnet50", "--gpus", "4", "--stragglers", "1", "--seed", "3"])[0] == 0
+    assert cli(["algorithms", "--model", "resnet50", "--gpus", "4", "--steps", "4", "--algorithms", "EASGD",
+                "--tau", "2"])[0] == 0
+
+
+def test_json_output_is_strict(files):
+    code, out, _ = cli(["run", "--model", str(files / "ok.csv"), "--format", "json"])
+    assert code == 0
+
+    def refuse(token):
+        raise ValueError(f"non-strict JSON token {token}")
+
+    metrics = json.loads(out, parse_constant=refuse)
+    assert metrics["iteration_time_s"] > 0
+
+
+def test_the_dashboard_straggler_view_is_bounded():
+    from dashboard.cached import MAX_STRAGGLER_WORK, check_straggler_work
+
+    check_straggler_work(16, 56)
+    with pytest.raises(sim.SimInputError, match="straggler view is limited to 25,000,000"):
+        check_straggler_work(4096, 161)
+    assert MAX_STRAGGLER_WORK == 25_000_000
+
+
+def test_the_server_config_matches_the_apps_bounds():
+    import tomllib
+
+    from dashboard.upload import MAX_UPLOAD_MB
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    assert config["server"]["maxUploadSize"] == MAX_UPLOAD_MB
+    assert config["server"]["address"] == "localhost"
+    assert config["client"]["showErrorDetails"] in ("none", False)
