@@ -428,7 +428,7 @@ def save_network(row: Mapping[str, object] | Network, *, overwrite_builtin: bool
     if overrides and not overwrite_builtin:
         raise SimInputError(
             f"network name {net.name!r} is a built-in preset; choose another name "
-            "(or pass overwrite_builtin=True to replace it with yours)"
+            "(or replace it with yours: --overwrite-builtin on the command line, overwrite_builtin=True in the API)"
         )
     target = Path(path).expanduser() if path is not None else user_networks_path()
     alpha_us = float(row["alpha_us"]) if isinstance(row, Mapping) else net.alpha_us  # as given, no round trip
