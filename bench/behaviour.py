@@ -80,8 +80,10 @@ METHOD_NETWORKS = ["10gbe", "ib-fdr-56", "100gbe"]
 PS_MODELS = ["alexnet", "resnet50", "bert_base"]
 WORKER_NETWORKS = ["10gbe", "ib-fdr-56"]
 TRACE_GPUS = [1, 2, 4, 8, 16]
-BCAFFE_DIR = Path("/work/shared/reference/bcaffe_k80_10gbe")
-REFERENCE_DIR = Path("/work/shared/reference")
+#: The reference logs bundled with the repo (data/reference, with their sources), found from this
+#: script's own place, so that a snapshot of any checkout reads the same files.
+REFERENCE_DIR = Path(__file__).resolve().parent.parent / "data" / "reference"
+BCAFFE_DIR = REFERENCE_DIR / "bcaffe_k80_10gbe"
 #: A small layer table with measured all-reduce times (made up, fixed here so
 #: that the snapshot does not depend on test fixtures).
 BUILTIN_TRACE_CSV = """name,params,fwd_ms,bwd_ms,comm_ms

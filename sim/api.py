@@ -19,6 +19,7 @@ import pandas as pd
 
 from sim.checks import check_float
 from sim.cluster import Cluster
+from sim.core import run as core_run
 from sim.core.cost import NO_COMM, CommCost, PSCost
 from sim.core.metrics import METRIC_KEYS, rates
 from sim.core.plan import NO_GRADIENTS, Plan, gradient_layers
@@ -251,7 +252,8 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
     t_iter = float(timing.iteration_time_s[0])
     phases = {key: float(value[0]) for key, value in timing.phases.items()}
     if single_gpu_iteration_s is None:
-        single_gpu_iteration_s = t_iter if cluster.gpus == 1 else single_gpu_iteration_s_of_engine(
+        # (the argument shadows the function of the same name: reach it through its module)
+        single_gpu_iteration_s = t_iter if cluster.gpus == 1 else core_run.single_gpu_iteration_s(
             model, precision, prefetch, engine)
     names = model.layer_names
     groups = [[names[i] for i in members] for members in plan.groups]
@@ -261,10 +263,6 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
         metrics.update(method=method, architecture=architecture,
                        settings=settings_of(scheduler, architecture, opts, bucket_mb))
     return SimResult(t_iter, metrics, functools.partial(timing.timeline, 0, iterations), groups, plan, model, cluster)
-
-
-def single_gpu_iteration_s_of_engine(model: Model, precision: str, prefetch: bool, engine: str) -> float:
-    return single_gpu_iteration_s(model, precision, prefetch, engine)
 
 
 def sweep(

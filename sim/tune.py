@@ -45,8 +45,8 @@ class _Tunable(Mapping):
         out = {}
         for k in REGISTRY_KNOBS.values():
             users = [u for u in knob_users(k.name) if not u.startswith("architecture")]
-            owner = k.tune_scheduler or (users[0] if users and k.tune_scheduler is None and k.name not in
-                                         _BUILTIN_KNOBS else DEFAULT_SCHEDULER)
+            declared = users and k.name not in _BUILTIN_KNOBS  # by a scheduler module: tuned on it
+            owner = k.tune_scheduler or (users[0] if declared else DEFAULT_SCHEDULER)
             out[knob_label(k.name)] = (k.name, owner)
         return out
 

@@ -183,3 +183,14 @@ def assert_no_exception(page) -> None:
     boxes = page.locator(EXCEPTION)
     if boxes.count():
         raise AssertionError(f"Streamlit exception on {page.url}: {boxes.first.inner_text()[:500]}")
+
+
+def open_first_validation_case(page) -> None:
+    """On the Validation page, click the first case's row and wait until it has opened."""
+    grid = page.locator('[data-testid="stDataFrame"]').nth(1)
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + 15, box["y"] + 35 + 17)  # the first case's row marker
+    page.get_by_text("Opened validation case ddl-resnet50-BSP-A2A-4gpu").wait_for()
+    wait_idle(page)
+    assert_no_exception(page)

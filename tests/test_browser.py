@@ -28,6 +28,7 @@ from browser_util import (
     chart_signature,
     choose,
     launch,
+    open_first_validation_case,
     set_number,
     skip_reason,
     streamlit_server,
@@ -244,12 +245,6 @@ def test_control_to_chart_latency(page, server):
 
 def test_a_validation_case_opens_in_the_timeline_with_one_click(page, server):
     open_page(page, server, "validation")
-    grid = page.locator('[data-testid="stDataFrame"]').nth(1)
-    grid.scroll_into_view_if_needed()
-    box = grid.bounding_box()
-    page.mouse.click(box["x"] + 15, box["y"] + 35 + 17)  # the first case's row marker
-    page.get_by_text("Opened validation case ddl-resnet50-BSP-A2A-4gpu").wait_for()
-    wait_idle(page)
-    assert_no_exception(page)
+    open_first_validation_case(page)
     assert page.get_by_role("heading", name="Timeline of an iteration").count() == 1
     assert page.locator(".js-plotly-plot").count() >= 1

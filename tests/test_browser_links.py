@@ -12,6 +12,7 @@ from browser_util import (
     assert_no_exception,
     chart_title,
     choose,
+    open_first_validation_case,
     skip_reason,
     wait_idle,
 )
@@ -75,13 +76,7 @@ def test_a_bad_value_is_named(page, server):
 def test_a_validation_case_opens_at_a_timeline_link(page, server):
     page.goto(f"{server}/validation")
     wait_idle(page)
-    grid = page.locator('[data-testid="stDataFrame"]').nth(1)
-    grid.scroll_into_view_if_needed()
-    box = grid.bounding_box()
-    page.mouse.click(box["x"] + 15, box["y"] + 35 + 17)  # the first case's row marker
-    page.get_by_text("Opened validation case ddl-resnet50-BSP-A2A-4gpu").wait_for()
-    wait_idle(page)
-    assert_no_exception(page)
+    open_first_validation_case(page)
     page.wait_for_function("() => location.pathname === '/timeline'")
     search = page.evaluate("() => location.search")
     assert "method=BSP-A2A" in search and "calib=true" in search
