@@ -27,6 +27,7 @@ from sim.core.run import single_gpu_iteration_s, time_plan
 from sim.core.timeline import COMPUTE_KINDS, interval_overlap_s
 from sim.core.workload import calibrate, check_run_args, resolve_model
 from sim.errors import SimInputError
+from sim.frameworks import resolve_framework
 from sim.model import Model
 from sim.schedulers import DEFAULT_BUCKET_MB, SchedulerOptions, make_plan
 from sim.schedulers.names import WFBP
@@ -195,14 +196,15 @@ def comm_costs(model: Model, cluster: Cluster, precision: str, scheduler: str, a
     credit bounding the servers busy at once.
     """
     if architecture != "ps":
-        cost = cluster.comm_cost(model, precision)
+        cost = cluster.framework_cost(cluster.comm_cost(model, precision), scheduler)
         return cost, cost
     spec = get_spec(scheduler)
     if spec.allreduce_only:
         raise SimInputError(f"scheduler {scheduler!r} decouples an all-reduce; it needs architecture 'allreduce'")
     in_flight = getattr(options, spec.ps_in_flight_knob) if spec.ps_in_flight_knob else None
-    timing = cluster.ps_cost(servers=options.servers, colocated=options.colocated, in_flight=in_flight, model=model,
-                             link_efficiency=options.ps_link_efficiency)
+    timing = cluster.framework_cost(
+        cluster.ps_cost(servers=options.servers, colocated=options.colocated, in_flight=in_flight, model=model,
+                        link_efficiency=options.ps_link_efficiency), scheduler, architecture)
     planning = CommCost(timing.push_alpha_s + timing.pull_alpha_s,
                         timing.push_beta_s_per_byte + timing.pull_beta_s_per_byte, timing.label)
     return planning, timing
@@ -259,6 +261,8 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
     groups = [[names[i] for i in members] for members in plan.groups]
     metrics = run_metrics(model, cluster, scheduler, batch_size, precision, plan_cost, t_iter, phases,
                           single_gpu_iteration_s, groups)
+    if cluster.alpha_s is None:  # the framework whose per-message costs the run includes (sim.frameworks)
+        metrics["framework"] = resolve_framework(cluster.framework, scheduler, architecture).name
     if extended:
         metrics.update(method=method, architecture=architecture,
                        settings=settings_of(scheduler, architecture, opts, bucket_mb))

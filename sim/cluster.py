@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from sim.catalog import get_gpu, get_network
-from sim.checks import check_int
+from sim.checks import check_float, check_int
 from sim.comm import (
     COLLECTIVES,
     NO_COMM,
@@ -19,10 +19,13 @@ from sim.comm import (
     ps_cost,
 )
 from sim.errors import SimInputError
+from sim.frameworks import AUTO, MAX_LAUNCH_US, get_framework, resolve_framework, with_framework
 
 __all__ = ["MAX_GPUS", "Cluster"]
 
 MAX_GPUS = 1 << 20
+#: A link rate beyond this is absurd (1 Pb/s).
+MAX_LINK_GBPS = 1e6
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,18 @@ class Cluster:
     gpu : str
         GPU type (see ``python -m sim list gpus``); it sets the estimated
         compute times of zoo models. CSV models carry their own times.
+    framework : str
+        The training framework whose per-message costs (launch, copies) add
+        to every message (`sim.frameworks`, ``data/frameworks.csv``):
+        ``auto`` takes the scheduler's reference framework, ``none`` adds
+        nothing. Not applied with ``alpha_s``/``beta_s_per_byte`` given or
+        measured per-layer times, which already hold them.
+    launch_us : float, optional
+        Overrides the framework's launch cost per message, in microseconds.
+    network_gbps, intra_gbps : float, optional
+        Override the effective rate of the ``network`` or ``intra`` preset
+        (what-if: "my 100 GbE reaches only 20 Gb/s"), in Gb/s; the preset's
+        latency stays.
     """
 
     gpus: int = 1
@@ -62,6 +77,10 @@ class Cluster:
     beta_s_per_byte: float | None = None
     gamma_s_per_byte: float = 0.0
     gpu: str = "v100-sxm2"
+    framework: str = "auto"
+    launch_us: float | None = None
+    network_gbps: float | None = None
+    intra_gbps: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("gpus", "gpus_per_node"):
@@ -86,6 +105,13 @@ class Cluster:
         get_network(self.network)
         get_network(self.intra)
         get_gpu(self.gpu)
+        if self.framework != AUTO:
+            get_framework(self.framework)
+        if self.launch_us is not None:
+            check_float("launch_us", self.launch_us, 0, MAX_LAUNCH_US)
+        for name in ("network_gbps", "intra_gbps"):
+            if getattr(self, name) is not None:
+                check_float(name, getattr(self, name), 0, MAX_LINK_GBPS, low_open=True)
 
     @property
     def nodes(self) -> int:
@@ -95,6 +121,15 @@ class Cluster:
     def gpus_in_node(self) -> int:
         """GPUs actually used in each node."""
         return min(self.gpus, self.gpus_per_node)
+
+    def framework_cost(self, cost, scheduler: str, architecture: str = "allreduce"):
+        """``cost`` with the per-message costs of this cluster's framework for
+        ``scheduler`` (`sim.frameworks.with_framework`); a fixed
+        ``alpha_s``/``beta_s_per_byte`` is left as given."""
+        if self.alpha_s is not None:
+            return cost
+        fw = resolve_framework(self.framework, scheduler, architecture, self.launch_us)
+        return with_framework(cost, fw, gpu=self.gpu)
 
     def with_gpus(self, gpus: int) -> Cluster:
         return dataclasses.replace(self, gpus=gpus)
@@ -113,16 +148,16 @@ class Cluster:
             return measured_cost(model.comm_s, model.gradient_bytes(precision))
         if self.alpha_s is not None:
             return CommCost(self.alpha_s, self.beta_s_per_byte, "user alpha-beta")
-        intra = get_network(self.intra)
-        inter = get_network(self.network)
-        return allreduce_cost(
-            self.collective,
-            self.nodes,
-            self.gpus_in_node,
-            Link(intra.alpha_s, intra.beta_s_per_byte),
-            Link(inter.alpha_s, inter.beta_s_per_byte),
-            self.gamma_s_per_byte,
-        )
+        intra, inter = self.links()
+        return allreduce_cost(self.collective, self.nodes, self.gpus_in_node, intra, inter, self.gamma_s_per_byte)
+
+    def links(self) -> tuple[Link, Link]:
+        """The intra-node and the inter-node link: the presets, with ``intra_gbps``/``network_gbps`` applied."""
+        def link(name: str, gbps: float | None) -> Link:
+            net = get_network(name)
+            return Link(net.alpha_s, net.beta_s_per_byte if gbps is None else 8.0 / (gbps * 1e9))
+
+        return link(self.intra, self.intra_gbps), link(self.network, self.network_gbps)
 
     def ps_cost(self, *, servers: int | None = None, colocated: bool = False,
                 in_flight: int | None = None, model=None, link_efficiency: float = 1.0) -> PSCost:
@@ -139,8 +174,6 @@ class Cluster:
             raise SimInputError("the parameter-server architecture cannot use a model's measured all-reduce times")
         if self.gpus == 1:
             return PSCost(0.0, 0.0, 0.0, 0.0, colocated, "P = 1: no communication")
-        intra = get_network(self.intra)
-        inter = get_network(self.network)
-        return ps_cost(self.nodes, self.gpus_in_node, Link(intra.alpha_s, intra.beta_s_per_byte),
-                       Link(inter.alpha_s, inter.beta_s_per_byte), self.gamma_s_per_byte, servers=servers,
+        intra, inter = self.links()
+        return ps_cost(self.nodes, self.gpus_in_node, intra, inter, self.gamma_s_per_byte, servers=servers,
                        colocated=colocated, in_flight=in_flight, link_efficiency=link_efficiency)

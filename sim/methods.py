@@ -30,13 +30,12 @@ BYTEPS_PARTITION_BYTES = 4_096_000
 BYTESCHEDULER_PARTITION_BYTES = 16_000_000
 BYTESCHEDULER_CREDIT = 4
 #: Share of the network's effective rate that BytePS 0.2 push and pull reach
-#: over TCP on the survey's 10GbE cluster. **Fitted** to the survey's
-#: measurements (`sim.validation.fit_ps_link_efficiency`): on the PS methods'
-#: 8- and 32-GPU rows (18 cases, median abs. error 2.5 %), checked on the
-#: 16-GPU rows (9 cases: 4.4 %, against 41 % with the full rate). It stands for
+#: over TCP on the survey's 10GbE cluster. **Fitted** (`python -m sim fit-validation`,
+#: `sim.calib.fit_validation`) on the parameter-server rows of the calibration
+#: split (8 and 32 GPUs, 18 cases); the 16-GPU rows are held out. It stands for
 #: what the alpha-beta link does not see: ps-lite's copies through host memory
-#: and TCP's per-connection limits. `tests/test_validation.py` refits it.
-BYTEPS_TCP_LINK_EFFICIENCY = 0.58
+#: and TCP's per-connection limits. `tests/test_frameworks.py` refits it.
+BYTEPS_TCP_LINK_EFFICIENCY = 0.62
 
 
 @dataclass(frozen=True)

@@ -188,6 +188,7 @@ class Grid:
         workload = self.workloads[wid]
         if cluster.gpus > 1 and workload.model.comm_s is not None:  # trace-driven: the model's measured times
             cost = cluster.comm_cost(workload.model, workload.precision)
+        cost = cluster.framework_cost(cost, scheduler)
         if cluster.gpus > 1:  # make_plan hands bucket_mb to the bucket scheduler only
             ukey = (wid, scheduler, bucket_mb if knob_reads("bucket_mb", scheduler, "allreduce") else None, cost)
         else:  # one GPU sends nothing: no plan

@@ -307,6 +307,14 @@ CLI_CASES: list[tuple[str, str]] = [
     ("validate --reference {d}/ok.csv", "is not a folder"),
     ("validate --source nosuch", "--source: unknown source 'nosuch'"),
     ("validate --format xml", "--format"),
+    ("validate --split half", "--split"),
+    ("fit-validation --format xml", "--format"),
+    ("run --model resnet50 --gpus 8 --framework nosuch", "unknown framework 'nosuch'"),
+    ("run --model resnet50 --gpus 8 --launch-us -5", "--launch-us"),
+    ("run --model resnet50 --gpus 8 --launch-us 1e12", "launch_us must be <="),
+    ("run --model resnet50 --gpus 8 --network-gbps 0", "--network-gbps"),
+    ("run --model resnet50 --gpus 8 --intra-gbps nan", "--intra-gbps"),
+    ("run --model resnet50 --gpus 8 --alpha 1e-3 --beta 1e-9 --framework nccl", "--framework does nothing with --alpha"),
     ("list models --format xml", "--format"),
 ]
 

@@ -90,7 +90,9 @@ class TestAgainstTheFineModel:
 
 def test_compare_frame_and_fit():
     model = sim.load_model("resnet50")
-    df = compare_coarse_fine(model, sim.Cluster(network="10gbe"), gpus=[1, 4, 16],
+    # framework "none": with a framework's cost per message, WFBP's many messages can take longer
+    # than the coarse model's one (what merging saves), so the bound below is the pure alpha-beta model's
+    df = compare_coarse_fine(model, sim.Cluster(network="10gbe", framework="none"), gpus=[1, 4, 16],
                              schedulers=["wfbp", "synceasgd"], batch_size=32, overlap=0.5)
     assert list(df[["gpus", "scheduler"]].itertuples(index=False, name=None)) == [
         (1, "wfbp"), (1, "synceasgd"), (4, "wfbp"), (4, "synceasgd"), (16, "wfbp"), (16, "synceasgd")

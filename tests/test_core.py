@@ -180,5 +180,5 @@ def test_the_old_networkx_path_gives_the_same_timeline():
     cluster = sim.Cluster(gpus=8)
     for scheduler in ("mgwfbp", "bytescheduler"):
         res = sim.simulate(sim.load_model("resnet50"), cluster, scheduler, batch_size=8, iterations=8)
-        g = build_dag(res.model, res.plan, cluster.comm_cost(), iterations=8)
+        g = build_dag(res.model, res.plan, cluster.framework_cost(cluster.comm_cost(), scheduler), iterations=8)
         pd.testing.assert_frame_equal(timeline_frame(g, run_dag(g)), res.timeline, check_exact=True)

@@ -48,24 +48,42 @@ MISSES_TARGET = pytest.mark.xfail(
 )
 
 
-HELD_OUT_BERT = ("BERT all-reduces run 1.5-3x slower per byte than the link presets predict, inside a PCIe node "
-                 "and across nodes alike, while ResNet-50 matches (median 1.5 % on 100Gb IB); unexplained, not fitted")
-MISSES_100GIB = pytest.mark.xfail(strict=True, reason=f"known miss (median 24.9 %): {HELD_OUT_BERT}")
-MISSES_100GBE = pytest.mark.xfail(
-    strict=True, reason="known miss (median 60 %): the 100gbe preset is derived from 10GbE's ratio, not measured, and "
-    "NCCL over 100 Gb/s TCP reaches far less; and " + HELD_OUT_BERT)
-MISSES_ALL = pytest.mark.xfail(strict=True, reason="known miss (median 12.5 %): the held-out 100 Gb/s rows above")
-
-
 @pytest.mark.parametrize(
     "source",
-    [pytest.param("all", marks=MISSES_ALL), "ddl-benchmarks", "b-caffe",
-     pytest.param("b-caffe-trace", marks=MISSES_TARGET),
-     pytest.param("ddl-benchmarks-100gib", marks=MISSES_100GIB), pytest.param("ddl-benchmarks-100gbe", marks=MISSES_100GBE)],
+    ["all", "ddl-benchmarks", "b-caffe", pytest.param("b-caffe-trace", marks=MISSES_TARGET),
+     "ddl-benchmarks-100gib", "ddl-benchmarks-100gbe"],
 )
 def test_median_error_per_source_within_target(results, source):
+    """On the held-out cases (summarize reports those): nothing fitted has seen them."""
     summary = summarize(results).set_index("source")
     assert summary.loc[source, "median_abs_error_pct"] <= MEDIAN_TOLERANCE_PCT
+
+
+#: Issue 13's targets for the open set, held out from fitting: median <= 8 %, worst <= 40 %.
+HELD_OUT_MEDIAN_TARGET_PCT, HELD_OUT_WORST_TARGET_PCT = 8.0, 40.0
+
+
+def test_held_out_median_meets_the_target(results):
+    held = results.loc[results.split == "held-out"]
+    assert len(held) >= 100
+    assert held.error_pct.abs().median() <= HELD_OUT_MEDIAN_TARGET_PCT
+
+
+@pytest.mark.xfail(strict=True, reason="known miss: ResNet-50 under ByteScheduler-A2A inside one node (51 % too "
+                   "fast; its per-partition launch is fitted at 8 GPUs) and BERT-base WFBP-A2A at 32 GPUs on 100 Gb "
+                   "IB (41 %); see README, Validation")
+def test_held_out_worst_meets_the_target(results):
+    held = results.loc[results.split == "held-out"]
+    assert held.error_pct.abs().max() <= HELD_OUT_WORST_TARGET_PCT
+
+
+@pytest.mark.parametrize("by", ["source", "method"])
+def test_no_group_errs_all_one_way(results, by):
+    """No source or method whose held-out errors all have one sign (a bias the model should explain)."""
+    summary = summarize(results, by).set_index("source").drop(index="all")
+    one_way = summary.loc[(summary.too_fast == 0) | (summary.too_slow == 0)]
+    known = {"b-caffe-trace"} if by == "source" else set()
+    assert set(one_way.index) == known, one_way[["cases", "too_fast", "too_slow"]]
 
 
 #: Pairs the simulator orders against the measurements, each with the reason.
@@ -113,8 +131,6 @@ def test_fine_grained_model_beats_the_coarse_one(results):
     assert 0.0 <= cmp["coarse_rho_fitted_on_train"] <= 1.0
 
 
-@pytest.mark.xfail(strict=True, reason="a tie once the held-out 100 Gb/s rows join (fine 12.46 %, plain coarse "
-                   "12.35 %): both miss BERT's all-reduce cost alike; on the other 108 cases fine 6.8 %, coarse 9.4 %")
 def test_fine_grained_model_beats_the_plain_coarse_one(results):
     from sim.validation import coarse_versus_fine
 
@@ -122,14 +138,14 @@ def test_fine_grained_model_beats_the_plain_coarse_one(results):
     assert cmp["fine_median_abs_error_pct"] < cmp["coarse_median_abs_error_pct"]
 
 
-def test_byteps_link_efficiency_is_the_held_out_fit():
-    """The PS presets' ps_link_efficiency (sim.methods.BYTEPS_TCP_LINK_EFFICIENCY) is fitted on the
-    survey's 8- and 32-GPU PS rows and checked on the 16-GPU rows; refit on its neighbours."""
+def test_byteps_link_efficiency_holds_on_the_held_out_rows():
+    """The PS presets' ps_link_efficiency (sim.methods.BYTEPS_TCP_LINK_EFFICIENCY, fitted on the
+    calibration split by sim.calib.fit_validation, refitted in tests/test_frameworks.py) predicts
+    the held-out 16-GPU PS rows within the target, and the full link rate does not."""
     from sim.methods import BYTEPS_TCP_LINK_EFFICIENCY as eff
     from sim.validation import fit_ps_link_efficiency
 
-    fit = fit_ps_link_efficiency(grid=[round(eff - 0.02, 2), eff, round(eff + 0.02, 2)])
-    assert fit["ps_link_efficiency"] == eff
+    fit = fit_ps_link_efficiency(grid=[eff])
     assert fit["test_median_abs_error_pct"] <= MEDIAN_TOLERANCE_PCT < fit["test_median_abs_error_pct_at_1"]
 
 

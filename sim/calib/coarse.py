@@ -39,6 +39,7 @@ from sim.api import resolve_model, simulate
 from sim.cluster import Cluster
 from sim.errors import SimInputError
 from sim.model import Model, bytes_per_param, check_batch_size
+from sim.schedulers.names import SYNCEASGD
 
 __all__ = ["COARSE_PHASES", "coarse_iteration", "compare_coarse_fine", "fit_overlap"]
 
@@ -79,7 +80,9 @@ def coarse_iteration(model: Model, cluster: Cluster, *, batch_size: int, precisi
     timed = resolve_model(model, cluster, batch_size, precision, False, calibrate_iteration_s)
     nbytes = int(timed.total_params) * width
     whole = tuple(range(timed.num_layers)) if timed.num_layers > 1 else (0, 0)  # one merged message
-    comm = cluster.comm_cost(timed, precision).message_time_s(whole, nbytes) if cluster.gpus > 1 and nbytes > 0 else 0.0
+    # one all-reduce of every gradient, with the per-message costs the fine model's SyncEASGD run has
+    cost = cluster.framework_cost(cluster.comm_cost(timed, precision), SYNCEASGD)
+    comm = cost.message_time_s(whole, nbytes) if cluster.gpus > 1 and nbytes > 0 else 0.0
     phases = {
         "io_s": float(timed.io_s),
         "h2d_s": float(timed.h2d_s),

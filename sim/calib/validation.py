@@ -37,6 +37,7 @@ from sim.calib.importers import bcaffe_layers
 from sim.catalog import DATA_DIR
 from sim.cluster import Cluster
 from sim.errors import SimInputError
+from sim.frameworks import resolve_framework
 from sim.methods import METHODS
 from sim.model import Model, load_model, model_from_frame
 from sim.schedulers.names import WFBP
@@ -60,6 +61,11 @@ CASE_COLUMNS = (
     "network", "intra", "collective", "method", "scheduler", "precision", "calib_gpus", "calib_samples_per_s",
     "measured_samples_per_s", "measured_std", "note",
 )
+#: Optional case columns and their defaults: the framework the case ran on (`sim.frameworks`) and the
+#: case's part in fitting (`SPLITS`): parameters are fitted on ``calibration`` cases only
+#: (`sim.calib.fit_validation`), and the error is reported on the ``held-out`` rest.
+OPTIONAL_COLUMNS = {"framework": "auto", "split": "held-out"}
+SPLITS = ("calibration", "held-out")
 
 
 def load_cases(path: Path | str = CASES_PATH) -> pd.DataFrame:
@@ -73,6 +79,12 @@ def load_cases(path: Path | str = CASES_PATH) -> pd.DataFrame:
             raise SimInputError(f"{Path(path).name} row {i}: every case needs a source and a citation")
     if table["case"].duplicated().any():
         raise SimInputError(f"{Path(path).name}: duplicate case names")
+    for column, default in OPTIONAL_COLUMNS.items():
+        if column not in table.columns:
+            table[column] = default
+    bad = table.loc[~table["split"].isin(SPLITS), "case"]
+    if len(bad):
+        raise SimInputError(f"{Path(path).name}: case {bad.iloc[0]}: split must be one of {', '.join(SPLITS)}")
     return table
 
 
@@ -135,9 +147,14 @@ def _calibrated(row, model: Model, cluster: Cluster) -> Model:
     return dataclasses.replace(best, comm_s=model.comm_s)
 
 
-def _cluster(row) -> Cluster:
+def _cluster(row, links: dict | None = None) -> Cluster:
+    """The case's cluster; ``links`` maps a network preset to an effective rate
+    in Gb/s that replaces the preset's (used when fitting link rates)."""
+    links = links or {}
     return Cluster(gpus=int(row.gpus), gpus_per_node=int(row.gpus_per_node), network=row.network,
-                   intra=row.intra, collective=row.collective, gpu=row.gpu)
+                   intra=row.intra, collective=row.collective, gpu=row.gpu,
+                   framework=getattr(row, "framework", "auto") or "auto",
+                   network_gbps=links.get(row.network), intra_gbps=links.get(row.intra))
 
 
 def case_model(case: str, reference_dir: Path | str | None = None) -> tuple[pd.Series, Model]:
@@ -153,7 +170,8 @@ def case_model(case: str, reference_dir: Path | str | None = None) -> tuple[pd.S
 
 
 def run_validation(cases: pd.DataFrame | None = None, reference_dir: Path | str | None = None,
-                   overrides: dict | None = None, method_options: dict | None = None) -> pd.DataFrame:
+                   overrides: dict | None = None, method_options: dict | None = None,
+                   links: dict | None = None, launch_us: dict | None = None) -> pd.DataFrame:
     """Simulate every case; one row each with measured, simulated and signed error.
 
     ``overrides`` replaces case columns for every case (e.g. ``{"collective":
@@ -161,6 +179,8 @@ def run_validation(cases: pd.DataFrame | None = None, reference_dir: Path | str 
     Cases whose inputs are missing carry ``status = "skipped: ..."``.
     ``method_options`` are laid over the options of every method preset a case
     runs (e.g. ``{"ps_link_efficiency": 0.5}``), to fit or study one setting.
+    ``links`` ({preset: effective Gb/s}) and ``launch_us`` ({framework: us
+    per message}) replace those presets' values, for fitting them.
     """
     cases = load_cases() if cases is None else cases
     reference_dir = Path(reference_dir) if reference_dir is not None else DEFAULT_REFERENCE_DIR
@@ -170,10 +190,17 @@ def run_validation(cases: pd.DataFrame | None = None, reference_dir: Path | str 
     rows = []
     for row in cases.itertuples(index=False):
         out = {"case": row.case, "source": row.source, "method": row.method, "scheduler": row.scheduler,
-               "model": row.model, "gpus": int(row.gpus), "batch_size": int(row.batch_size), "measured": float(row.measured_samples_per_s),
+               "model": row.model, "gpus": int(row.gpus), "batch_size": int(row.batch_size),
+               "network": row.network, "split": row.split, "measured": float(row.measured_samples_per_s),
                "simulated": np.nan, "error_pct": np.nan, "status": "ok", "citation": row.citation}
         try:
-            cluster = _cluster(row)
+            cluster = _cluster(row, links)
+            if launch_us:
+                preset = METHODS.get(row.method)
+                fw = resolve_framework(cluster.framework, preset.scheduler if preset else row.scheduler,
+                                       preset.architecture if preset else "allreduce")
+                if fw.name in launch_us:
+                    cluster = dataclasses.replace(cluster, launch_us=float(launch_us[fw.name]))
             key = (row.model, row.model_kwargs, row.batch_size, row.precision, row.gpu, row.calib_gpus,
                    row.calib_samples_per_s, row.intra, row.collective, int(row.gpus_per_node))
             if key not in calibrated:
@@ -194,18 +221,30 @@ def run_validation(cases: pd.DataFrame | None = None, reference_dir: Path | str 
     return pd.DataFrame(rows)
 
 
-def summarize(results: pd.DataFrame) -> pd.DataFrame:
-    """Median and worst absolute error, overall and per source."""
+def _errors(name: str, grp: pd.DataFrame) -> dict:
+    err = grp["error_pct"]
+    return {"source": name, "cases": len(grp), "median_abs_error_pct": float(err.abs().median()),
+            "worst_abs_error_pct": float(err.abs().max()),
+            "worst_case": grp.loc[err.abs().idxmax(), "case"] if len(grp) else "",
+            "bias_pct": float(err.median()), "too_fast": int((err > 0).sum()), "too_slow": int((err < 0).sum())}
+
+
+def summarize(results: pd.DataFrame, by: str = "source") -> pd.DataFrame:
+    """Median and worst absolute error and the bias (median signed error; a
+    positive error predicts too fast), overall and per ``by`` (``source``,
+    ``method``, ``network`` or ``split``; the first column keeps the name
+    ``source``). Only held-out cases when ``split`` is not the grouping and
+    some cases are held out; see `summarize_split` for both parts."""
     done = results.loc[results["status"] == "ok"]
-    parts = [("all", done)] + [(source, grp) for source, grp in done.groupby("source", sort=True)]
-    return pd.DataFrame(
-        [
-            {"source": name, "cases": len(grp), "median_abs_error_pct": float(grp["error_pct"].abs().median()),
-             "worst_abs_error_pct": float(grp["error_pct"].abs().max()),
-             "worst_case": grp.loc[grp["error_pct"].abs().idxmax(), "case"] if len(grp) else ""}
-            for name, grp in parts
-        ]
-    )
+    if by != "split" and "split" in done.columns and (done["split"] == "held-out").any():
+        done = done.loc[done["split"] == "held-out"]
+    parts = [("all", done)] + [(str(key), grp) for key, grp in done.groupby(by, sort=True)]
+    return pd.DataFrame([_errors(name, grp) for name, grp in parts])
+
+
+def summarize_split(results: pd.DataFrame) -> pd.DataFrame:
+    """`summarize` of the calibration and the held-out cases apart, and of all."""
+    return summarize(results, by="split")
 
 
 def _coarse_throughput(results: pd.DataFrame, rho: float) -> np.ndarray:

@@ -18,6 +18,7 @@ import sys
 from sim.cli import (
     algorithms,
     fit_network,
+    fit_validation,
     gap,
     import_bcaffe,
     import_trace,
@@ -35,7 +36,7 @@ __all__ = ["COMMANDS", "EXIT_BAD_INPUT", "build_parser", "main"]
 EXIT_BAD_INPUT = 2
 
 #: The subcommands, in the order ``--help`` lists them.
-COMMANDS = (run, sweep, algorithms, trace, fit_network, import_bcaffe, import_trace, validate, gap, listing, tune)
+COMMANDS = (run, sweep, algorithms, trace, fit_network, import_bcaffe, import_trace, validate, fit_validation, gap, listing, tune)
 
 
 class Parser(argparse.ArgumentParser):

@@ -9,13 +9,17 @@ from sim.errors import SimInputError
 
 NAME = "validate"
 HELP = "simulate every published measurement in data/validation and report the error"
-COLUMNS = ["case", "source", "measured", "simulated", "error_pct", "status"]
+COLUMNS = ["case", "source", "method", "network", "split", "measured", "simulated", "error_pct", "status"]
+GROUPS = ("source", "method", "network")
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--format", choices=["json", "table", "csv"], default="table")
     parser.add_argument("--reference", default=None, help="folder of the reference traces (default data/reference, bundled)")
     parser.add_argument("--source", default=None, help="only the cases of this source")
+    parser.add_argument("--split", choices=["all", "calibration", "held-out"], default="all",
+                        help="only the cases of this part of the fit (summaries always report the held-out cases "
+                             "and each part apart)")
 
 
 def run(args, out) -> None:
@@ -28,17 +32,26 @@ def run(args, out) -> None:
         if args.source not in set(cases["source"]):
             raise SimInputError(f"--source: unknown source {args.source!r}; valid: {', '.join(sorted(set(cases['source'])))}")
         cases = cases.loc[cases["source"] == args.source]
+    if args.split != "all":
+        cases = cases.loc[cases["split"] == args.split]
     results = run_validation(cases, reference_dir=args.reference)
-    summary = summarize(results)
+    summaries = {by: summarize(results, by) for by in (*GROUPS, "split")}
     coarse = coarse_versus_fine(results) if (results["status"] == "ok").sum() >= 2 else {}
     if args.format == "json":
-        payload = {"cases": results[COLUMNS + ["citation"]].to_dict("records"), "summary": summary.to_dict("records"),
+        payload = {"cases": results[COLUMNS + ["citation"]].to_dict("records"),
+                   "summary": summaries["source"].to_dict("records"),
+                   "summary_by": {by: s.rename(columns={"source": by}).to_dict("records") for by, s in summaries.items()},
                    "coarse_vs_fine": coarse}
         write_json(payload, out, default=lambda v: None)
     elif args.format == "csv":
         results[COLUMNS + ["citation"]].to_csv(out, index=False)
     else:
-        out.write(results[COLUMNS].to_string(index=False, float_format=lambda v: f"{v:.2f}") + "\n\n")
-        out.write(summary.to_string(index=False, float_format=lambda v: f"{v:.2f}") + "\n")
+        fmt = {"float_format": lambda v: f"{v:.2f}", "index": False}
+        out.write(results[COLUMNS].to_string(**fmt) + "\n")
+        out.write("\nerror_pct = (simulated - measured) / measured x 100: positive = predicted too fast; "
+                  "bias_pct = median signed error.\n")
+        for by, summary in summaries.items():
+            held = "" if by == "split" else " (held-out cases)"
+            out.write(f"\nby {by}{held}:\n" + summary.rename(columns={"source": by}).to_string(**fmt) + "\n")
         if coarse:
             out.write("\ncoarse-grained predictor (Li et al. 2022) beside this DAG model:\n" + table(coarse) + "\n")

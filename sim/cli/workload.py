@@ -14,6 +14,7 @@ from sim.cli.args import int_list, knob_type, name_list, nonneg_float, positive_
 from sim.cluster import Cluster
 from sim.comm import COLLECTIVES
 from sim.errors import SimInputError
+from sim.frameworks import framework_names
 from sim.model import BYTES_PER_PARAM, load_model, zoo_names
 from sim.runs import (
     DEFAULT_ARCHITECTURE,
@@ -53,6 +54,15 @@ def add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
     p.add_argument("--network", default=None, help=f"inter-node network preset (default {DEFAULTS['network']})")
     p.add_argument("--intra", default=None, help=f"intra-node link preset (default {DEFAULTS['intra']})")
     p.add_argument("--collective", default=None, help=f"one of {', '.join(COLLECTIVES)} (default ring)")
+    p.add_argument("--framework", default=None,
+                   help=f"per-message costs of the training framework: one of {', '.join(framework_names())} "
+                        "(default auto: the scheduler's reference framework; none: the links alone)")
+    p.add_argument("--launch-us", type=nonneg_float, default=None,
+                   help="override the framework's launch cost per message, microseconds")
+    p.add_argument("--network-gbps", type=positive_float, default=None,
+                   help="override the network preset's effective rate, Gb/s")
+    p.add_argument("--intra-gbps", type=positive_float, default=None,
+                   help="override the intra-node preset's effective rate, Gb/s")
     p.add_argument("--batch-size", type=positive_int, default=32, help="samples per GPU per iteration")
     p.add_argument("--precision", choices=list(BYTES_PER_PARAM), default="fp32", help="gradient precision")
     p.add_argument("--alpha", type=nonneg_float, default=None, help="all-reduce start-up time, seconds")
@@ -126,10 +136,10 @@ def check_cluster_flags(args, architectures) -> None:
     """--alpha/--beta replace the links and the collective; a parameter server has no collective."""
     if (args.alpha is None) != (args.beta is None):
         raise SimInputError("--alpha and --beta go together: give both or neither")
-    for flag in ("network", "intra", "collective"):
-        if args.alpha is not None and getattr(args, flag) is not None:
-            raise SimInputError(f"--{flag} does nothing with --alpha/--beta (they replace the links and the "
-                                "collective): give one or the other")
+    for flag in ("network", "intra", "collective", "framework", "launch_us", "network_gbps", "intra_gbps"):
+        if args.alpha is not None and getattr(args, flag, None) is not None:
+            raise SimInputError(f"--{flag.replace('_', '-')} does nothing with --alpha/--beta (they replace the "
+                                "links, the collective and the framework): give one or the other")
     if args.collective is not None and architectures and all(a == PS_ARCHITECTURE for a in architectures):
         raise SimInputError("--collective does nothing with a parameter server (push and pull, no all-reduce)")
     gpus = args.gpus if isinstance(args.gpus, list) else [args.gpus]
@@ -143,7 +153,9 @@ def check_cluster_flags(args, architectures) -> None:
 
 
 #: The cluster flags' defaults (None on the command line, so that a flag given for nothing is seen).
-DEFAULTS = {f.name: f.default for f in fields(Cluster) if f.name in ("network", "intra", "collective", "gpu")}
+DEFAULTS = {f.name: f.default for f in fields(Cluster)
+            if f.name in ("network", "intra", "collective", "gpu", "framework", "launch_us", "network_gbps",
+                          "intra_gbps")}
 
 
 def cluster(args, gpus: int) -> Cluster:
