@@ -6,7 +6,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from sim.catalog import get_gpu, get_network
+from sim.catalog import compute_slowdown, get_gpu, get_network
 from sim.checks import check_float, check_int
 from sim.comm import (
     COLLECTIVES,
@@ -24,6 +24,8 @@ from sim.frameworks import AUTO, MAX_LAUNCH_US, get_framework, resolve_framework
 __all__ = ["MAX_GPUS", "Cluster"]
 
 MAX_GPUS = 1 << 20
+#: Compute slowed more than this many times over by overlapped communication is absurd.
+MAX_COMPUTE_SLOWDOWN = 10.0
 #: A link rate beyond this is absurd (1 Pb/s).
 MAX_LINK_GBPS = 1e6
 
@@ -62,6 +64,13 @@ class Cluster:
         measured per-layer times, which already hold them.
     launch_us : float, optional
         Overrides the framework's launch cost per message, in microseconds.
+    interference : bool
+        Let compute overlapped by communication slow down
+        (`sim.core.interference`), by the ``compute_slowdown`` of the link the
+        messages cross (``data/interference.csv``: the network across nodes,
+        the intra-node link inside one).
+    compute_slowdown : float, optional
+        Overrides that coefficient (0 turns interference off).
     network_gbps, intra_gbps : float, optional
         Override the effective rate of the ``network`` or ``intra`` preset
         (what-if: "my 100 GbE reaches only 20 Gb/s"), in Gb/s; the preset's
@@ -81,6 +90,8 @@ class Cluster:
     launch_us: float | None = None
     network_gbps: float | None = None
     intra_gbps: float | None = None
+    interference: bool = True
+    compute_slowdown: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("gpus", "gpus_per_node"):
@@ -109,6 +120,10 @@ class Cluster:
             get_framework(self.framework)
         if self.launch_us is not None:
             check_float("launch_us", self.launch_us, 0, MAX_LAUNCH_US)
+        if not isinstance(self.interference, bool):
+            raise SimInputError(f"interference must be True or False, got {self.interference!r}")
+        if self.compute_slowdown is not None:
+            check_float("compute_slowdown", self.compute_slowdown, 0, MAX_COMPUTE_SLOWDOWN)
         for name in ("network_gbps", "intra_gbps"):
             if getattr(self, name) is not None:
                 check_float(name, getattr(self, name), 0, MAX_LINK_GBPS, low_open=True)
@@ -123,13 +138,28 @@ class Cluster:
         return min(self.gpus, self.gpus_per_node)
 
     def framework_cost(self, cost, scheduler: str, architecture: str = "allreduce"):
-        """``cost`` with the per-message costs of this cluster's framework for
-        ``scheduler`` (`sim.frameworks.with_framework`); a fixed
-        ``alpha_s``/``beta_s_per_byte`` is left as given."""
-        if self.alpha_s is not None:
-            return cost
-        fw = resolve_framework(self.framework, scheduler, architecture, self.launch_us)
-        return with_framework(cost, fw, gpu=self.gpu)
+        """``cost`` as a run times it: with the per-message costs of this
+        cluster's framework for ``scheduler`` (`sim.frameworks.with_framework`)
+        and the interference of its link (`compute_slowdown_of_link`). A fixed
+        ``alpha_s``/``beta_s_per_byte`` gets no framework costs and interference
+        only from an explicit ``compute_slowdown``."""
+        if self.alpha_s is None:
+            fw = resolve_framework(self.framework, scheduler, architecture, self.launch_us)
+            cost = with_framework(cost, fw, gpu=self.gpu)
+        kappa = self.compute_slowdown_of_link()
+        if kappa > 0 and not getattr(cost, "is_free", False):
+            cost = dataclasses.replace(cost, compute_slowdown=kappa)
+        return cost
+
+    def compute_slowdown_of_link(self) -> float:
+        """Interference coefficient of the link the messages cross (0 when switched off)."""
+        if not self.interference:
+            return 0.0
+        if self.compute_slowdown is not None:
+            return float(self.compute_slowdown)
+        if self.alpha_s is not None:  # a fixed alpha-beta names no link
+            return 0.0
+        return compute_slowdown(self.network if self.gpus > self.gpus_per_node else self.intra)
 
     def with_gpus(self, gpus: int) -> Cluster:
         return dataclasses.replace(self, gpus=gpus)

@@ -313,6 +313,8 @@ CLI_CASES: list[tuple[str, str]] = [
     ("run --model resnet50 --gpus 8 --launch-us -5", "--launch-us"),
     ("run --model resnet50 --gpus 8 --launch-us 1e12", "launch_us must be <="),
     ("run --model resnet50 --gpus 8 --network-gbps 0", "--network-gbps"),
+    ("run --model resnet50 --gpus 8 --compute-slowdown -0.1", "--compute-slowdown"),
+    ("run --model resnet50 --gpus 8 --compute-slowdown 50", "compute_slowdown must be <="),
     ("run --model resnet50 --gpus 8 --intra-gbps nan", "--intra-gbps"),
     ("run --model resnet50 --gpus 8 --alpha 1e-3 --beta 1e-9 --framework nccl", "--framework does nothing with --alpha"),
     ("list models --format xml", "--format"),

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from sim.calib.validation import load_cases, run_validation, summarize
-from sim.catalog import get_network
+from sim.catalog import compute_slowdown, get_network
 from sim.frameworks import get_framework
 from sim.methods import METHODS
 from sim.schedulers.names import BYTESCHEDULER, HOROVOD
@@ -55,6 +55,9 @@ class FittedParameter:
     def selects(self, cases: pd.DataFrame) -> pd.Series:
         calib = cases["split"] == "calibration"
         one_node = cases["gpus"].astype(int) <= cases["gpus_per_node"].astype(int)
+        if self.kind == "slowdown":
+            crossed = cases["network"].where(~one_node, cases["intra"])
+            return calib & (cases["method"] == "MG-WFBP") & (crossed == self.name)
         if self.kind == "ps":
             return calib & cases["method"].map(lambda m: m in METHODS and METHODS[m].architecture == "ps")
         if self.kind == "link" and self.name == "pcie3":
@@ -71,6 +74,8 @@ FITTED = (
     FittedParameter("launch", HOROVOD, 0.0, 20_000.0, "WFBP-A2A calibration rows (8 GPUs)"),
     FittedParameter("launch", BYTESCHEDULER, 0.0, 20_000.0, "ByteScheduler-A2A calibration rows (8 GPUs)"),
     FittedParameter("ps", "ps_link_efficiency", 0.05, 1.0, "parameter-server calibration rows (8 and 32 GPUs)"),
+    *(FittedParameter("slowdown", link, 0.0, 1.0, f"MG-WFBP calibration rows over {link} ({gpus} GPUs)")
+      for link, gpus in (("pcie3", 4), ("10gbe", 8), ("100gbe", 8), ("ib-edr-100", 8))),
 )
 
 
@@ -81,6 +86,8 @@ def stored_values() -> dict[tuple[str, str], float]:
     def value(p: FittedParameter) -> float:
         if p.kind == "ps":
             return BYTEPS_TCP_LINK_EFFICIENCY
+        if p.kind == "slowdown":
+            return compute_slowdown(p.name)
         return get_network(p.name).effective_gbps if p.kind == "link" else get_framework(p.name).launch_us
 
     return {(p.kind, p.name): value(p) for p in FITTED}
@@ -95,7 +102,8 @@ def _loss(cases: pd.DataFrame, values: dict) -> float:
 def _kwargs(values: dict) -> dict:
     ps = {n: v for (k, n), v in values.items() if k == "ps"}
     return {"links": {n: v for (k, n), v in values.items() if k == "link"},
-            "launch_us": {n: v for (k, n), v in values.items() if k == "launch"}, "method_options": ps or None}
+            "launch_us": {n: v for (k, n), v in values.items() if k == "launch"}, "method_options": ps or None,
+            "slowdowns": {n: v for (k, n), v in values.items() if k == "slowdown"}}
 
 
 def _golden(f, low: float, high: float, tol: float) -> float:
@@ -126,7 +134,7 @@ def fit_validation(cases: pd.DataFrame | None = None, rounds: int = 2) -> dict:
             subset = cases.loc[p.selects(cases)]
             if subset.empty:
                 continue
-            tol, digits = {"link": (0.05, 1), "launch": (5.0, 0), "ps": (0.005, 2)}[p.kind]
+            tol, digits = {"link": (0.05, 1), "launch": (5.0, 0), "ps": (0.005, 2), "slowdown": (0.005, 2)}[p.kind]
 
             def loss(x, p=p, subset=subset):
                 return _loss(subset, {**values, (p.kind, p.name): x})
@@ -137,7 +145,7 @@ def fit_validation(cases: pd.DataFrame | None = None, rounds: int = 2) -> dict:
     for p in FITTED:
         subset = cases.loc[p.selects(cases)]
         out = run_validation(subset, **_kwargs(values)) if len(subset) else pd.DataFrame({"error_pct": []})
-        unit = {"link": "effective_gbps", "launch": "launch_us", "ps": ""}[p.kind]
+        unit = {"link": "effective_gbps", "launch": "launch_us", "ps": "", "slowdown": "compute_slowdown"}[p.kind]
         rows.append({"parameter": f"{p.name} {unit}".strip(),
                      "fitted": values[(p.kind, p.name)], "stored": stored[(p.kind, p.name)],
                      "cases": len(subset), "rule": p.rule,

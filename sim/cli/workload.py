@@ -59,6 +59,12 @@ def add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
                         "(default auto: the scheduler's reference framework; none: the links alone)")
     p.add_argument("--launch-us", type=nonneg_float, default=None,
                    help="override the framework's launch cost per message, microseconds")
+    p.add_argument("--no-interference", dest="interference", action="store_const", const=False, default=None,
+                   help="compute does not slow while communication overlaps it (default: it slows by the link's "
+                        "compute_slowdown, data/interference.csv)")
+    p.add_argument("--compute-slowdown", type=nonneg_float, default=None,
+                   help="override the link's interference coefficient: overlapped compute runs 1 + this x the "
+                        "overlapped fraction times as long")
     p.add_argument("--network-gbps", type=positive_float, default=None,
                    help="override the network preset's effective rate, Gb/s")
     p.add_argument("--intra-gbps", type=positive_float, default=None,
@@ -155,7 +161,7 @@ def check_cluster_flags(args, architectures) -> None:
 #: The cluster flags' defaults (None on the command line, so that a flag given for nothing is seen).
 DEFAULTS = {f.name: f.default for f in fields(Cluster)
             if f.name in ("network", "intra", "collective", "gpu", "framework", "launch_us", "network_gbps",
-                          "intra_gbps")}
+                          "intra_gbps", "interference", "compute_slowdown")}
 
 
 def cluster(args, gpus: int) -> Cluster:

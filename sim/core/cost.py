@@ -37,9 +37,12 @@ class CommCost:
     alpha_s: float
     beta_s_per_byte: float
     label: str = ""
+    #: Interference (`sim.core.interference`): compute overlapped by communication runs
+    #: ``1 + compute_slowdown x (overlapped fraction)`` times as long; 0 turns it off.
+    compute_slowdown: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("alpha_s", "beta_s_per_byte"):
+        for name in ("alpha_s", "beta_s_per_byte", "compute_slowdown"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise SimInputError(f"{name} must be a finite number >= 0, got {value}")
@@ -112,7 +115,8 @@ def measured_cost(layer_comm_s, layer_bytes) -> MeasuredCommCost:
         alpha, beta = 0.0, float(comm[sends].sum() / nbytes[sends].sum())
     else:
         alpha, beta = 0.0, 0.0
-    return MeasuredCommCost(alpha, beta, "measured per layer, alpha-beta fit for merged messages", tuple(comm.tolist()))
+    return MeasuredCommCost(alpha, beta, "measured per layer, alpha-beta fit for merged messages",
+                            layer_s=tuple(comm.tolist()))
 
 
 NO_COMM = CommCost(0.0, 0.0, "P = 1: no communication")
@@ -136,9 +140,11 @@ class PSCost:
     pull_beta_s_per_byte: float
     shared_lane: bool = False
     label: str = "ps"
+    compute_slowdown: float = 0.0  # as `CommCost.compute_slowdown`
 
     def __post_init__(self) -> None:
-        for name in ("push_alpha_s", "push_beta_s_per_byte", "pull_alpha_s", "pull_beta_s_per_byte"):
+        for name in ("push_alpha_s", "push_beta_s_per_byte", "pull_alpha_s", "pull_beta_s_per_byte",
+                     "compute_slowdown"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise SimInputError(f"{name} must be a finite number >= 0, got {value}")

@@ -10,6 +10,7 @@ many costs at once; ``engine="general"`` forces the task graph.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Callable
@@ -19,6 +20,7 @@ import numpy as np
 
 from sim.core import engine as core_engine
 from sim.core import fast
+from sim.core.interference import PASSES, fast_overlap_fractions, stretched_model
 from sim.core.lower import WorkerTimes, lower
 from sim.core.metrics import PHASE_KEYS, graph_figures, iterations_to_run
 from sim.core.plan import Plan
@@ -26,7 +28,7 @@ from sim.core.timeline import graph_timeline
 from sim.errors import SimInputError
 
 __all__ = ["ENGINES", "MAX_TASKS", "MAX_TASKS_ENV", "Timing", "check_task_budget", "estimated_tasks",
-           "single_gpu_iteration_s", "time_plan"]
+           "interference_model", "single_gpu_iteration_s", "time_plan"]
 
 #: Tasks one run's graph may hold (about 15 s and 1 GB at the limit on one core); raise it with the
 #: environment variable `MAX_TASKS_ENV` or here.
@@ -59,6 +61,73 @@ def time_plan(model, plan: Plan, costs, *, precision: str = "fp32", iterations: 
     if engine not in ENGINES:
         raise SimInputError(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}")
     costs = list(costs)
+    if plan.groups and any(_slowdown(c) > 0 for c in costs):
+        return _time_with_interference(model, plan, costs, precision=precision, iterations=iterations,
+                                       prefetch=prefetch, engine=engine, keep_timeline=keep_timeline)
+    timing = _time_plan(model, plan, costs, precision=precision, iterations=iterations, prefetch=prefetch,
+                        engine=engine, keep_timeline=keep_timeline)
+    timing.phases["interference_s"] = np.zeros(len(costs))
+    return timing
+
+
+def _slowdown(cost) -> float:
+    return float(getattr(cost, "compute_slowdown", 0.0))
+
+
+def _without_slowdown(cost):
+    return dataclasses.replace(cost, compute_slowdown=0.0) if _slowdown(cost) > 0 else cost
+
+
+def interference_model(model, plan: Plan, cost, *, precision: str = "fp32", prefetch: bool = False,
+                       engine: str = "auto"):
+    """``model`` with its compute stretched by the communication it overlaps under
+    ``plan`` and ``cost`` (`sim.core.interference`, a fixed point of `PASSES` rounds);
+    ``model`` itself when the cost has no ``compute_slowdown``."""
+    kappa = _slowdown(cost)
+    if kappa <= 0 or not plan.groups:
+        return model
+    cost = _without_slowdown(cost)
+    n_run = iterations_to_run(plan, 2)
+    ref = n_run - 2
+    stretched = model
+    for _ in range(PASSES):
+        timing = _time_plan(stretched, plan, [cost], precision=precision, iterations=n_run, prefetch=prefetch,
+                            engine=engine, keep_timeline=True)
+        run = getattr(timing.timeline, "run", None)
+        if run is not None:  # the fast path's arrays give the same intervals without a timeline table
+            stretched = stretched_model(model, None, ref, kappa, fractions=fast_overlap_fractions(run, ref))
+        else:
+            stretched = stretched_model(model, timing.timeline(0, n_run), ref, kappa)
+    return stretched
+
+
+def _time_with_interference(model, plan: Plan, costs, **kw) -> Timing:
+    """`time_plan` cost by cost, each on the model its interference stretches."""
+    rows = []
+    for cost in costs:
+        stretched = interference_model(model, plan, cost, precision=kw["precision"], prefetch=kw["prefetch"],
+                                       engine=kw["engine"])
+        timing = _time_plan(stretched, plan, [_without_slowdown(cost)], **kw)
+        added = float(np.sum(stretched.fwd_s) + np.sum(stretched.bwd_s) - np.sum(model.fwd_s) - np.sum(model.bwd_s))
+        rows.append((timing, added))
+    phases = {key: np.array([float(t.phases[key][0]) for t, _ in rows]) for key in rows[0][0].phases}
+    phases["interference_s"] = np.array([added for _, added in rows])
+    return Timing(np.array([float(t.iteration_time_s[0]) for t, _ in rows]), phases,
+                  _RowTimelines([t.timeline for t, _ in rows]), all(t.fast for t, _ in rows))
+
+
+class _RowTimelines:
+    """Row r's timeline from the r-th one-row timing (picklable)."""
+
+    def __init__(self, timelines):
+        self.timelines = timelines
+
+    def __call__(self, row: int = 0, shown: int | None = None):
+        return self.timelines[row](0, shown)
+
+
+def _time_plan(model, plan: Plan, costs, *, precision: str, iterations: int, prefetch: bool, engine: str,
+               keep_timeline: bool) -> Timing:
     n_run = iterations_to_run(plan, iterations)
     if engine == "auto" and all(fast.supports(plan, c, model.num_layers) for c in costs):
         run = fast.evaluate(model, plan, costs, precision=precision, iterations=n_run, prefetch=prefetch)
@@ -138,6 +207,9 @@ def time_workers(model, plan: Plan, cost, times: WorkerTimes, *, precision: str 
     for all workers' gradients. With identical workers every worker's tasks
     take the aggregate run's times, to the bit.
     """
+    if _slowdown(cost) > 0:  # every worker's compute stretched as in the aggregate run (`interference_model`)
+        model = interference_model(model, plan, cost, precision=precision, prefetch=prefetch, engine=engine)
+        cost = _without_slowdown(cost)
     if engine == "auto" and fast.supports(plan, cost, model.num_layers):
         run = fast.evaluate(model, plan, [cost], precision=precision, iterations=iterations, prefetch=prefetch,
                             times=times)

@@ -1,0 +1,81 @@
+"""Interference (sim.core.interference): compute overlapped by communication slows down."""
+
+import csv
+import math
+
+import pandas as pd
+import pytest
+
+import sim
+from sim.catalog import DATA_DIR, compute_slowdown, networks
+from sim.errors import SimInputError
+from sim.model import model_from_frame
+
+
+def two_layers(bwd_a_ms: float) -> sim.Model:
+    """Layer a (input side) and b; 1 ms forward each; b's backward 2 ms."""
+    return model_from_frame(pd.DataFrame({"name": ["a", "b"], "params": [1000, 1000], "fwd_ms": [1.0, 1.0],
+                                          "bwd_ms": [bwd_a_ms, 2.0]}), "two")
+
+
+def run(model, kappa, alpha_s):
+    cluster = sim.Cluster(gpus=2, alpha_s=alpha_s, beta_s_per_byte=0.0, compute_slowdown=kappa)
+    return sim.simulate(model, cluster, "wfbp", batch_size=1, iterations=2)
+
+
+def test_fully_overlapped_backward_stretches_by_kappa_by_hand():
+    """b's message (5 ms) starts at 4 ms and covers all of a's backward (2 ms), so a's
+    backward takes 2 x 1.5 = 3 ms; the iteration stays communication-bound: forward 2 +
+    b's backward 2 + b's message 5 + a's message 5 = 14 ms, as without interference."""
+    res = run(two_layers(2.0), 0.5, 5e-3)
+    assert res.iteration_time_s == pytest.approx(14e-3, rel=1e-12)
+    assert res.metrics["interference_s"] == pytest.approx(1e-3, rel=1e-9)
+    tl = res.timeline
+    bar = tl.loc[(tl.kind == "backward") & (tl.layer == "a") & (tl.iteration == 0)].iloc[0]
+    assert bar.duration_s == pytest.approx(3e-3, rel=1e-9)  # the stretched bar
+
+
+def test_partly_overlapped_backward_reaches_the_fixed_point():
+    """b's message (1 ms) overlaps the first 1 ms of a's backward (4 ms): the stretched time x
+    solves x = 4 (1 + 0.5 x 1/x) ms, i.e. x = 2 + sqrt(6) ms; three rounds reach it within 0.1 %."""
+    res = run(two_layers(4.0), 0.5, 1e-3)
+    tl = res.timeline
+    bar = tl.loc[(tl.kind == "backward") & (tl.layer == "a") & (tl.iteration == 0)].iloc[0]
+    assert bar.duration_s == pytest.approx((2 + math.sqrt(6)) * 1e-3, rel=1e-3)
+    plain = run(two_layers(4.0), 0.0, 1e-3)
+    assert res.iteration_time_s > plain.iteration_time_s
+    assert plain.metrics["interference_s"] == 0
+
+
+def test_switch_and_override():
+    model = sim.load_model("resnet50")
+    on = sim.simulate(model, sim.Cluster(gpus=8, gpus_per_node=4, network="ib-edr-100"), "wfbp", batch_size=32)
+    off = sim.simulate(model, sim.Cluster(gpus=8, gpus_per_node=4, network="ib-edr-100", interference=False),
+                       "wfbp", batch_size=32)
+    zero = sim.simulate(model, sim.Cluster(gpus=8, gpus_per_node=4, network="ib-edr-100", compute_slowdown=0.0),
+                        "wfbp", batch_size=32)
+    assert on.metrics["interference_s"] > 0 and off.metrics["interference_s"] == 0
+    assert off.iteration_time_s == zero.iteration_time_s <= on.iteration_time_s
+    with pytest.raises(SimInputError, match="compute_slowdown"):
+        sim.Cluster(gpus=2, compute_slowdown=-1.0)
+    with pytest.raises(SimInputError, match="interference"):
+        sim.Cluster(gpus=2, interference="yes")
+
+
+def test_engines_agree_with_interference():
+    model = sim.load_model("resnet50")
+    cluster = sim.Cluster(gpus=16, gpus_per_node=4, network="ib-edr-100")
+    for scheduler in ("wfbp", "mgwfbp", "ddp"):
+        a = sim.simulate(model, cluster, scheduler, batch_size=32)
+        b = sim.simulate_dag(model, cluster, scheduler, batch_size=32)
+        assert a.iteration_time_s == pytest.approx(b.iteration_time_s, rel=1e-9)
+        assert a.metrics["interference_s"] == pytest.approx(b.metrics["interference_s"], rel=1e-9, abs=1e-15)
+
+
+def test_every_link_preset_has_a_sourced_coefficient():
+    with open(DATA_DIR / "interference.csv", encoding="utf-8") as fh:
+        rows = {r["network"]: r for r in csv.DictReader(fh)}
+    assert set(rows) == set(networks())  # the built-in presets (tests run without user presets)
+    for name, row in rows.items():
+        assert ("FITTED" in row["source"]) or ("DERIVED" in row["source"]), name
+        assert compute_slowdown(name) == float(row["compute_slowdown"]) >= 0
