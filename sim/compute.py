@@ -93,8 +93,28 @@ def layer_times_s(
     return fwd, fwd * back
 
 
-def update_time_s(total_params: int, *, gpu: str, precision: str = "fp32") -> float:
-    """SGD-with-momentum update: 5 words per parameter through memory."""
+#: Bytes an optimizer step reads and writes per parameter, all in fp32 (the
+#: element-wise kernels are memory-bound): SGD reads the weight and the
+#: gradient and writes the weight (3 words); momentum adds its buffer, read and
+#: written (5); Adam/AdamW two moments (7; Kingma and Ba, ICLR 2015); LAMB
+#: Adam's traffic plus a second pass over weight and update for the layer-wise
+#: trust ratio (9; You et al., ICLR 2020, Algorithm 2).
+OPTIMIZER_WORDS_PER_PARAM = {"sgd": 3, "momentum": UPDATE_WORDS_PER_PARAM, "adam": 7, "adamw": 7, "lamb": 9}
+DEFAULT_OPTIMIZER = "momentum"
+#: Mixed precision keeps fp32 master weights (Micikevicius et al., "Mixed Precision
+#: Training", ICLR 2018): the fp16 gradient is read and cast up (2 + 4 bytes) and the
+#: updated master weight is cast down to the fp16 copy (4 + 2 bytes), beside the fp32 step.
+MIXED_PRECISION_EXTRA_BYTES_PER_PARAM = 12
+
+
+def update_time_s(total_params: int, *, gpu: str, precision: str = "fp32", optimizer: str = DEFAULT_OPTIMIZER) -> float:
+    """One optimizer step over ``total_params`` parameters, from the bytes it
+    moves (`OPTIMIZER_WORDS_PER_PARAM` fp32 words, plus the master-weight
+    copies of mixed precision) at the GPU's streaming memory bandwidth."""
+    if optimizer not in OPTIMIZER_WORDS_PER_PARAM:
+        raise SimInputError(f"unknown optimizer {optimizer!r}; valid: {', '.join(OPTIMIZER_WORDS_PER_PARAM)}")
     spec = get_gpu(gpu)
-    width = WIDTH_BYTES.get(precision, 4)
-    return total_params * UPDATE_WORDS_PER_PARAM * width / (spec.mem_bw_bytes_per_s * MEM_EFFICIENCY)
+    per_param = OPTIMIZER_WORDS_PER_PARAM[optimizer] * 4
+    if precision == "fp16":
+        per_param += MIXED_PRECISION_EXTRA_BYTES_PER_PARAM
+    return total_params * per_param / (spec.mem_bw_bytes_per_s * MEM_EFFICIENCY)

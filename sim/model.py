@@ -178,7 +178,7 @@ class Model:
             self, fwd_s=self.fwd_s * factor, bwd_s=self.bwd_s * factor, update_s=self.update_s * factor
         )
 
-    def timed(self, *, gpu: str, batch_size: int, precision: str = "fp32") -> Model:
+    def timed(self, *, gpu: str, batch_size: int, precision: str = "fp32", optimizer: str | None = None) -> Model:
         """This model with compute times: its own, or estimated by `sim.compute`
         for ``gpu``, ``batch_size`` and ``precision`` (plus the update time)."""
         if self.is_timed:
@@ -189,7 +189,8 @@ class Model:
             self.layer_types, self.fwd_flops, self.params, self.out_elems,
             gpu=gpu, batch_size=batch_size, precision=precision,
         )
-        update = self.update_s + update_time_s(self.total_params, gpu=gpu, precision=precision)
+        update = self.update_s + update_time_s(self.total_params, gpu=gpu, precision=precision,
+                                               **({"optimizer": optimizer} if optimizer else {}))
         extra = {**self.extra, "times": f"estimated for {gpu}, batch {batch_size}, {precision} (roofline)"}
         return dataclasses.replace(self, fwd_s=fwd, bwd_s=bwd, update_s=update, extra=extra)
 
