@@ -74,5 +74,5 @@ def test_optimal_is_no_slower_than_other_schedulers_in_trace_mode(rows):
     model = sim.model_from_frame(frame, "t")
     cluster = sim.Cluster(gpus=8)
     best = sim.simulate(model, cluster, "optimal", batch_size=1).iteration_time_s
-    for name in sorted(set(sim.SCHEDULERS) - {"bytescheduler", "dear"}):  # these overlap the next forward
+    for name in sorted(set(sim.SCHEDULERS) - {"bytescheduler", "dear", "zero3"}):  # these overlap the next forward
         assert best <= sim.simulate(model, cluster, name, batch_size=1).iteration_time_s * (1 + 1e-12)
