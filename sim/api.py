@@ -102,8 +102,7 @@ def single_gpu_iteration_s_of(model: Model, precision: str = "fp32", prefetch: b
 
 
 def simulate(
-    model: Model,
-    cluster: Cluster,
+    model: Model, cluster: Cluster,
     scheduler: str = WFBP,
     *,
     batch_size: int,
@@ -116,8 +115,7 @@ def simulate(
     method: str | None = None,
     architecture: str = "allreduce",
     options: SchedulerOptions | dict | None = None,
-    engine: str = "auto",
-    compression: str | Compression | None = None,
+    engine: str = "auto", compression: str | Compression | None = None,
 ) -> SimResult:
     """Time training iterations of ``model`` on ``cluster`` under ``scheduler``.
 
@@ -153,13 +151,10 @@ def simulate(
         The schedulers' and the parameter server's knobs (`sim.schedulers.knobs.KNOBS`);
         with it, a method or ``ps``, ``metrics`` adds ``method``,
         ``architecture`` and ``settings``.
-
     engine : {"auto", "general"}
         The fast path where it applies, or always the task graph (`simulate_dag`).
-    compression : str, optional
-        Gradient compression of an all-reduce scheduler (`sim.compression`):
-        ``"fp16"``, ``"bf16"``, ``"topk:RATIO"`` or ``"powersgd:RANK"``;
-        ``metrics`` then adds ``compression``.
+    compression : {"fp16", "bf16", "topk:RATIO", "powersgd:RANK"}, optional
+        Gradient compression (`sim.compression`); ``metrics`` adds ``compression``.
 
     Returns ``SimResult``.
     """
