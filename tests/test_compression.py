@@ -162,3 +162,17 @@ def test_cli_run_sweep_and_trace_take_the_flag(tmp_path):
     code, out, err = run_cli("run", "--model", "tests/data/tiny.csv", "--gpus", "4", "--scheduler", ZERO1,
                              "--compression", "fp16")
     assert code == 2 and err.startswith("error: compression applies to all-reduce schedulers; zero1 splits")
+
+
+def test_the_compare_page_adds_a_compressed_row_per_all_reduce_scheduler():
+    from test_app import csv_app, no_exception, open_page
+
+    at = open_page(csv_app(), "compare")
+    at.multiselect(key="compare").set_value([WFBP, DEAR]).run()
+    at.selectbox(key="compare_compression").set_value("fp16").run()
+    no_exception(at)
+    assert list(at.dataframe[0].value["scheduler"]) == [WFBP, DEAR, f"{WFBP} + fp16"]  # DeAR has no all-reduce
+    assert at.selectbox(key="compare_open").options == [WFBP, DEAR]
+    at.multiselect(key="compare").set_value([DEAR]).run()
+    no_exception(at)
+    assert at.info and "nothing to compress" in at.info[0].value
