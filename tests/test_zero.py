@@ -208,3 +208,26 @@ def test_the_zero_memory_formulas(shard, formula, published_gb):
 def test_each_zero_spec_declares_its_shard_level():
     assert [get_spec(n).shard for n in (ZERO1, ZERO2, ZERO3)] == [SHARD_OPTIMIZER, SHARD_GRADIENTS, SHARD_PARAMETERS]
     assert [plan_of(n).shard for n in (ZERO1, ZERO2, ZERO3)] == [SHARD_OPTIMIZER, SHARD_GRADIENTS, SHARD_PARAMETERS]
+
+
+def test_tune_tries_the_reduce_bucket():
+    """A knob a scheduler module declares (kept in SchedulerOptions.extra) is tuned like the others."""
+    from sim.tune import tune
+
+    res = tune(three_layers(), sim.Cluster(gpus=4, alpha_s=1 * MS, beta_s_per_byte=1e-7), "reduce-bucket-mb",
+               [0.008, 25], batch_size=1)
+    assert res.frame["scheduler"].tolist() == [ZERO1, ZERO1]
+    # 0.008 MiB: two buckets, 15.3 ms (worked out above); 25 MiB: one bucket of 24,000 B (1.7 ms a step):
+    # reduce-scatter 9 -> 10.7, update -> 13.7, all-gather -> 15.4 ms
+    assert res.frame["iteration_time_s"].tolist() == pytest.approx([15.3 * MS, 15.4 * MS], rel=1e-12)
+    assert res.best["value"] == 0.008
+
+
+def test_the_task_estimate_bounds_the_sharded_graphs():
+    from sim.core.run import estimated_tasks
+
+    model = three_layers()
+    for name in (ZERO1, ZERO3):
+        plan = plan_of(name, SMALL_BUCKETS if name == ZERO1 else None)
+        graph = lower(model, plan, COST, iterations=3)
+        assert len(graph.kind) <= estimated_tasks(model, plan, "fp32", 3)
