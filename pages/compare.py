@@ -3,7 +3,9 @@
 import pandas as pd
 import streamlit as st
 
+import sim
 from dashboard import cached, figures, snapshots_view, state, stragglers_view, tables, ui
+from sim.compression import refusal
 from sim.schedulers.knobs import KNOBS
 from sim.schedulers.names import MGWFBP, OPTIMAL
 from sim.tune import KNOBS as TUNABLE
@@ -24,11 +26,38 @@ if not chosen and not methods:
     st.info("Pick at least one scheduler or method.")
     st.stop()
 chosen = figures.scheduler_order(chosen)
+#: Offered on the page; any other is one flag away: python -m sim run --compression KIND
+COMPRESSIONS = ("none", "fp16", "bf16", "topk:0.01", "topk:0.001", "powersgd:1", "powersgd:4")
+compression = st.selectbox(
+    "Compare with gradient compression", COMPRESSIONS, key="compare_compression",
+    help="Adds a row per chosen all-reduce scheduler with its gradients compressed (sim.compression): fp16/bf16 "
+         "halve the bytes; top-k all-gathers k values and indices per layer (SparCML, Shi et al. 2019); PowerSGD "
+         "all-reduces two rank-r factors (Vogels et al., NeurIPS 2019); each with its (de)compression kernels.")
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def compressed(cfg, scheduler: str, kind: str) -> sim.SimResult:
+    """`sim.simulate` of one scheduler with its gradients compressed."""
+    return sim.simulate(cached.model_of(cfg), cfg.cluster(), scheduler, batch_size=cfg.batch_size,
+                        precision=cfg.precision, calibrate_iteration_s=cfg.calibrate_iteration_s,
+                        single_gpu_iteration_s=cached.single_gpu_s(cfg), compression=kind)
+
+
 results = {s: ui.guarded(cached.simulate, cfg, s) for s in chosen}
+with_compression = {}
+if compression != "none":
+    for s in chosen:
+        if refusal(s) is None:
+            res = ui.guarded(compressed, cfg, s, compression)
+            res.metrics["scheduler"] = f"{s} + {compression}"
+            with_compression[f"{s} + {compression}"] = res
+    if not with_compression:
+        st.info("None of the chosen schedulers all-reduces its gradients: nothing to compress.")
 for name in methods:
     res = ui.guarded(cached.simulate_method, cfg, name)
     res.metrics["scheduler"] = name  # label the row by the method (a copy: cached results are copied per call)
     results[name] = res
+results.update(with_compression)
 mg = ui.guarded(cached.simulate, cfg, MGWFBP)
 opt = ui.guarded(cached.simulate, cfg, OPTIMAL)
 
@@ -71,7 +100,7 @@ st.dataframe(table, hide_index=True, key="metrics_table", column_config=ui.metri
 ui.download_metrics(table, f"compare-{cfg.model_label}-{cfg.gpus}gpus", "dl_compare")
 
 c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
-row = c1.selectbox("Open a row in the Timeline", list(results), key="compare_open",
+row = c1.selectbox("Open a row in the Timeline", [r for r in results if r not in with_compression], key="compare_open",
                    help="The Timeline then shows that scheduler (or method) with this sidebar, at its own link.")
 c2.button("Open in Timeline", key="compare_open_button", icon=":material/open_in_new:", on_click=ui.request_timeline,
           args=({"method": row} if row in methods else {"scheduler": row, "method": ""},))

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from sim.catalog import get_gpu
 from sim.checks import check_float
 from sim.cluster import Cluster
+from sim.compression import Compression, compressed_cost, parse_compression, refusal
 from sim.core import run as core_run
 from sim.core.cost import NO_COMM, CommCost, PSCost
 from sim.core.metrics import METRIC_KEYS, rates
@@ -28,7 +30,7 @@ from sim.core.timeline import COMPUTE_KINDS, interval_overlap_s
 from sim.core.workload import calibrate, check_run_args, resolve_model
 from sim.errors import SimInputError
 from sim.frameworks import resolve_framework
-from sim.model import Model
+from sim.model import Model, bytes_per_param
 from sim.schedulers import DEFAULT_BUCKET_MB, SchedulerOptions, make_plan
 from sim.schedulers.names import WFBP
 from sim.schedulers.registry import get_spec, settings_of
@@ -101,8 +103,7 @@ def single_gpu_iteration_s_of(model: Model, precision: str = "fp32", prefetch: b
 
 
 def simulate(
-    model: Model,
-    cluster: Cluster,
+    model: Model, cluster: Cluster,
     scheduler: str = WFBP,
     *,
     batch_size: int,
@@ -115,7 +116,7 @@ def simulate(
     method: str | None = None,
     architecture: str = "allreduce",
     options: SchedulerOptions | dict | None = None,
-    engine: str = "auto",
+    engine: str = "auto", compression: str | Compression | None = None,
 ) -> SimResult:
     """Time training iterations of ``model`` on ``cluster`` under ``scheduler``.
 
@@ -151,15 +152,16 @@ def simulate(
         The schedulers' and the parameter server's knobs (`sim.schedulers.knobs.KNOBS`);
         with it, a method or ``ps``, ``metrics`` adds ``method``,
         ``architecture`` and ``settings``.
-
     engine : {"auto", "general"}
         The fast path where it applies, or always the task graph (`simulate_dag`).
+    compression : {"fp16", "bf16", "topk:RATIO", "powersgd:RANK"}, optional
+        Gradient compression (`sim.compression`); ``metrics`` adds ``compression``.
 
     Returns ``SimResult``.
     """
     return _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
                      single_gpu_iteration_s, calibrate_iteration_s, engine=engine, method=method,
-                     architecture=architecture, options=options)
+                     architecture=architecture, options=options, compression=compression)
 
 
 def simulate_dag(model: Model, cluster: Cluster, scheduler: str = WFBP, **kwargs) -> SimResult:
@@ -210,12 +212,30 @@ def comm_costs(model: Model, cluster: Cluster, precision: str, scheduler: str, a
     return planning, timing
 
 
+def compress(model: Model, cluster: Cluster, scheduler: str, architecture: str, cost: CommCost, precision: str,
+             compression: Compression) -> CommCost:
+    """``cost`` with ``compression`` (`sim.compression`); refused where there is no all-reduce to compress."""
+    reason = refusal(scheduler, architecture)
+    if reason:
+        raise SimInputError(reason)
+    if cluster.gpus == 1:
+        return cost
+    gpu = get_gpu(cluster.gpu)
+    return compressed_cost(cost, compression, model.params, elem_bytes=bytes_per_param(precision), gpus=cluster.gpus,
+                           mem_bw_bytes_per_s=gpu.mem_bw_bytes_per_s, peak_flops=gpu.peak_flops("fp32"))
+
+
 def plan_run(model: Model, cluster: Cluster, scheduler: str, architecture: str, opts: SchedulerOptions,
-             precision: str, bucket_mb: float) -> tuple[Plan, CommCost, CommCost | PSCost]:
-    """The scheduler's plan of a resolved run, with the cost it planned with and the one it is timed with."""
+             precision: str, bucket_mb: float, compression: Compression | None = None,
+             ) -> tuple[Plan, CommCost, CommCost | PSCost]:
+    """The scheduler's plan of a resolved run, with the cost it planned with and the one it is timed with
+    (with ``compression``, the planning cost is reported uncompressed and both are compressed)."""
     plan_cost, cost = comm_costs(model, cluster, precision, scheduler, architecture, opts)
+    planning = plan_cost
+    if compression is not None:
+        planning = cost = compress(model, cluster, scheduler, architecture, cost, precision, compression)
     if cluster.gpus > 1:
-        plan = make_plan(scheduler, gradient_layers(model, precision), plan_cost, bucket_mb=bucket_mb, options=opts)
+        plan = make_plan(scheduler, gradient_layers(model, precision), planning, bucket_mb=bucket_mb, options=opts)
         if architecture == "ps" and not plan.partition_bytes:  # BytePS partitions every message
             plan = dataclasses.replace(plan, partition_bytes=int(opts.partition_bytes))
     else:  # one GPU sends nothing: only check the scheduler and its arguments
@@ -241,14 +261,15 @@ def run_metrics(model: Model, cluster: Cluster, scheduler: str, batch_size: int,
 
 def _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
               single_gpu_iteration_s, calibrate_iteration_s, *, engine, method=None, architecture="allreduce",
-              options=None):
+              options=None, compression=None):
     extended = method is not None or architecture != "allreduce" or options is not None
+    compression = parse_compression(compression)
     scheduler, architecture, opts = resolve_method(method, scheduler, architecture, options)
     check_run_args(batch_size, iterations, precision)
     if single_gpu_iteration_s is not None:
         check_float("single_gpu_iteration_s", single_gpu_iteration_s, 0, low_open=True)
     model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s)
-    plan, plan_cost, cost = plan_run(model, cluster, scheduler, architecture, opts, precision, bucket_mb)
+    plan, plan_cost, cost = plan_run(model, cluster, scheduler, architecture, opts, precision, bucket_mb, compression)
     timing = time_plan(model, plan, [cost], precision=precision, iterations=iterations, prefetch=prefetch,
                        engine=engine)
     t_iter = float(timing.iteration_time_s[0])
@@ -266,6 +287,8 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
     if extended:
         metrics.update(method=method, architecture=architecture,
                        settings=settings_of(scheduler, architecture, opts, bucket_mb))
+    if compression is not None:
+        metrics["compression"] = str(compression)
     return SimResult(t_iter, metrics, functools.partial(timing.timeline, 0, iterations), groups, plan, model, cluster)
 
 

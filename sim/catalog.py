@@ -32,7 +32,6 @@ from sim.errors import SimInputError
 
 __all__ = [
     "DATA_DIR",
-    "compute_slowdown",
     "GPU",
     "PRECISIONS",
     "Network",
@@ -489,27 +488,6 @@ def _builtin_gpus() -> dict[str, GPU]:
 def gpus() -> dict[str, GPU]:
     """All GPUs in ``data/gpus.csv``, by name."""
     return dict(_builtin_gpus())
-
-
-@functools.lru_cache(maxsize=1)
-def _interference() -> dict[str, float]:
-    out = {}
-    with open(DATA_DIR / "interference.csv", newline="", encoding="utf-8") as fh:
-        for line, row in enumerate(csv.DictReader(fh), start=2):
-            try:
-                value = float(row["compute_slowdown"])
-            except (TypeError, ValueError):
-                raise SimInputError(f"interference.csv line {line}: compute_slowdown must be a number") from None
-            if not (math.isfinite(value) and value >= 0):
-                raise SimInputError(f"interference.csv line {line}: compute_slowdown must be >= 0, got {value}")
-            out[row["network"]] = value
-    return out
-
-
-def compute_slowdown(network: str) -> float:
-    """Interference coefficient of a link preset (``data/interference.csv``; 0 for a link it does not list,
-    such as a user preset)."""
-    return _interference().get(network, 0.0)
 
 
 def get_gpu(name: str) -> GPU:

@@ -6,7 +6,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from sim.catalog import compute_slowdown, get_gpu, get_network
+from sim.catalog import get_gpu, get_network
 from sim.checks import check_float, check_int
 from sim.comm import (
     COLLECTIVES,
@@ -20,6 +20,7 @@ from sim.comm import (
 )
 from sim.errors import SimInputError
 from sim.frameworks import AUTO, MAX_LAUNCH_US, get_framework, resolve_framework, with_framework
+from sim.interference import compute_slowdown
 
 __all__ = ["MAX_GPUS", "Cluster"]
 

@@ -75,6 +75,13 @@ class TuneResult:
     best: dict
 
 
+def _with_option(opts, name: str, value):
+    """``opts`` with knob ``name`` set: a field, or a knob a scheduler module declared (kept in ``extra``)."""
+    if name in {f.name for f in dataclasses.fields(opts)}:
+        return dataclasses.replace(opts, **{name: value})
+    return dataclasses.replace(opts, extra=tuple(sorted({**dict(opts.extra), name: value}.items())))
+
+
 def _value(knob: str, name: str, value):
     """A value to try, as the knob's type: whole numbers for int knobs, 0 or 1 for a switch."""
     spec = REGISTRY_KNOBS[name]
@@ -144,7 +151,7 @@ def tune(model, cluster, knob: str, values, *, batch_size: int, scheduler: str |
             return simulate(model, cluster, sched, batch_size=batch_size, precision=precision, bucket_mb=value,
                             architecture=arch, options=opts)
         return simulate(model, cluster, sched, batch_size=batch_size, precision=precision, bucket_mb=bucket_mb,
-                        architecture=arch, options=dataclasses.replace(opts, **{name: _value(knob, name, value)}))
+                        architecture=arch, options=_with_option(opts, name, _value(knob, name, value)))
 
     default = bucket_mb if name == "bucket_mb" else getattr(opts, name)
     if name == "bucket_mb" and not math.isfinite(float(default)):

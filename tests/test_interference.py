@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 
 import sim
-from sim.catalog import DATA_DIR, compute_slowdown, networks
+from sim.catalog import DATA_DIR, networks
 from sim.errors import SimInputError
+from sim.interference import compute_slowdown
 from sim.model import model_from_frame
 
 

@@ -41,10 +41,11 @@ def iteration_s(model, cluster, scheduler):
 @SETTINGS
 @given(models(), clusters)
 def test_optimal_is_no_slower_than_any_scheduler(model, cluster):
-    """Among schedulers that group layers into messages and update once; ByteScheduler
-    and DeAR overlap the next forward, which no grouping can, and may be faster."""
+    """Among schedulers that group layers into messages and update once; ByteScheduler,
+    DeAR and ZeRO-3 (its parameter all-gathers) overlap the next forward, which no
+    grouping can, and may be faster."""
     best = iteration_s(model, cluster, "optimal")
-    for name in sorted(set(sim.SCHEDULERS) - {"bytescheduler", "dear"}):
+    for name in sorted(set(sim.SCHEDULERS) - {"bytescheduler", "dear", "zero3"}):
         assert best <= iteration_s(model, cluster, name) * (1 + 1e-12) + 1e-15, name
 
 

@@ -72,7 +72,9 @@ def test_optimal_is_no_slower_than_other_schedulers_in_trace_mode(rows):
                           "fwd_ms": [r[1] for r in rows], "bwd_ms": [r[1] for r in rows],
                           "comm_ms": [r[2] for r in rows]})
     model = sim.model_from_frame(frame, "t")
-    cluster = sim.Cluster(gpus=8)
+    # optimal is the best grouping of the schedule as planned; with interference (compute slowed
+    # where communication overlaps it) a grouping that overlaps less can come out ahead
+    cluster = sim.Cluster(gpus=8, interference=False)
     best = sim.simulate(model, cluster, "optimal", batch_size=1).iteration_time_s
-    for name in sorted(set(sim.SCHEDULERS) - {"bytescheduler", "dear"}):  # these overlap the next forward
+    for name in sorted(set(sim.SCHEDULERS) - {"bytescheduler", "dear", "zero3"}):  # these overlap the next forward
         assert best <= sim.simulate(model, cluster, name, batch_size=1).iteration_time_s * (1 + 1e-12)

@@ -33,8 +33,9 @@ import numpy as np
 import pandas as pd
 
 from sim.calib.validation import load_cases, run_validation, summarize
-from sim.catalog import compute_slowdown, get_network
+from sim.catalog import get_network
 from sim.frameworks import get_framework
+from sim.interference import compute_slowdown
 from sim.methods import METHODS
 from sim.schedulers.names import BYTESCHEDULER, HOROVOD
 

@@ -11,7 +11,17 @@ from sim.api import sweep
 from sim.checks import check_int
 from sim.cli.args import positive_int, write_json
 from sim.cli.stragglers import add_straggler_flags, straggler_given, with_stragglers
-from sim.cli.workload import add_workload_flags, bucket_mb, checked_runs, cluster, model, options
+from sim.cli.workload import (
+    add_compression_flag,
+    add_workload_flags,
+    bucket_mb,
+    checked_runs,
+    cluster,
+    compression_of,
+    model,
+    options,
+    refuse_compression_with_stragglers,
+)
 from sim.errors import SimInputError
 from sim.parallel import max_jobs
 from sim.runs import DEFAULT_SWEEP_SCHEDULERS, simulate_runs
@@ -23,6 +33,7 @@ HELP = "simulate every (gpus, scheduler) pair"
 
 def add_arguments(parser) -> None:
     add_workload_flags(parser, many=True)
+    add_compression_flag(parser)
     parser.add_argument("--format", choices=["json", "csv", "table"], default="table")
     parser.add_argument("--jobs", type=positive_int, default=None,
                         help="worker processes on this machine (default: one per core for a big sweep, none for a small one)")
@@ -68,16 +79,18 @@ def run(args, out) -> None:
     args.scheduler = [r.scheduler for r in runs]
     if args.jobs is not None:
         check_int("--jobs", args.jobs, 1, max_jobs())
-    if args.method or args.architecture == PS_ARCHITECTURE or options(args):
+    compression = compression_of(args)
+    refuse_compression_with_stragglers(args, straggler_given(args))
+    if args.method or args.architecture == PS_ARCHITECTURE or options(args) or compression:
         if straggler_given(args):
             raise SimInputError("straggler flags do not combine with --method, --architecture or scheduler options")
         for flag in ("jobs", "dask_address"):
             if getattr(args, flag) is not None:
-                raise SimInputError(f"--{flag.replace('_', '-')} does nothing with --method, --architecture or "
-                                    "scheduler options (those sweeps run in this process)")
+                raise SimInputError(f"--{flag.replace('_', '-')} does nothing with --method, --architecture, "
+                                    "--compression or scheduler options (those sweeps run in this process)")
         frame = simulate_runs(model(args), lambda p: cluster(args, p), args.gpus, runs, batch_size=args.batch_size,
                               precision=args.precision, prefetch=args.prefetch, bucket_mb=bucket_mb(args),
-                              calibrate_iteration_s=args.calibrate_iteration_s, options=options(args))
+                              calibrate_iteration_s=args.calibrate_iteration_s, options=options(args), **compression)
         write_sweep(args, frame, out)
         return
     if args.jobs is not None and args.dask_address is not None:

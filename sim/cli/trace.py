@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from sim.cli.workload import add_workload_flags, run_one
+from sim.cli.workload import add_compression_flag, add_workload_flags, run_one
 from sim.errors import SimInputError
 from sim.trace import chrome_trace
 
@@ -14,6 +14,7 @@ HELP = "write the timeline as Chrome Trace Event JSON"
 
 def add_arguments(parser) -> None:
     add_workload_flags(parser, many=False)
+    add_compression_flag(parser)
     parser.add_argument("-o", "--output", required=True, help="output file (.json)")
 
 

@@ -13,6 +13,7 @@ from sim.api import ARCHITECTURES, simulate
 from sim.cli.args import int_list, knob_type, name_list, nonneg_float, positive_float, positive_int
 from sim.cluster import Cluster
 from sim.comm import COLLECTIVES
+from sim.compression import parse_compression
 from sim.errors import SimInputError
 from sim.frameworks import framework_names
 from sim.model import BYTES_PER_PARAM, load_model, zoo_names
@@ -26,7 +27,7 @@ from sim.runs import (
 from sim.schedulers.knobs import DEFAULT_BUCKET_MB, KNOBS
 from sim.schedulers.registry import PS_ARCHITECTURE, check_knobs_apply, knob_users, scheduler_names
 
-__all__ = ["add_knob_flags", "add_workload_flags", "bucket_mb", "check_cluster_flags", "check_not_blank", "checked_runs", "cluster", "model", "options",
+__all__ = ["add_compression_flag", "add_knob_flags", "add_workload_flags", "bucket_mb", "check_cluster_flags", "check_not_blank", "checked_runs", "cluster", "model", "options",
            "run_one"]
 
 def add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
@@ -81,6 +82,27 @@ def add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
     p.add_argument("--io-ms", type=nonneg_float, default=0.0, help="data read time per iteration, ms")
     p.add_argument("--h2d-ms", type=nonneg_float, default=0.0, help="host-to-device copy time per iteration, ms")
     p.add_argument("--update-ms", type=nonneg_float, default=0.0, help="parameter update time per iteration, ms")
+
+
+def add_compression_flag(p: argparse.ArgumentParser) -> None:
+    """``--compression`` (run, sweep, trace): gradient compression of an all-reduce scheduler."""
+    p.add_argument("--compression", default=None, metavar="KIND",
+                   help="gradient compression of an all-reduce scheduler: fp16, bf16, topk:RATIO (0 < RATIO <= 1) "
+                        "or powersgd:RANK (see sim.compression)")
+
+
+def compression_of(args) -> dict:
+    """``{"compression": ...}`` when the flag is given (checked here, so that its error names the flag)."""
+    text = getattr(args, "compression", None)
+    if text is None:
+        return {}
+    return {"compression": parse_compression(text, "--compression")}
+
+
+def refuse_compression_with_stragglers(args, straggling: bool) -> None:
+    if straggling and getattr(args, "compression", None) is not None:
+        raise SimInputError("--compression does not combine with the straggler flags (the per-worker engine "
+                            "does not compress)")
 
 
 def add_knob_flags(p: argparse.ArgumentParser) -> None:
@@ -196,4 +218,5 @@ def run_one(args):
         model(args), cluster(args, args.gpus), scheduler, batch_size=args.batch_size,
         precision=args.precision, iterations=args.iterations, prefetch=args.prefetch,
         bucket_mb=bucket_mb(args), calibrate_iteration_s=args.calibrate_iteration_s, **extended,
+        **compression_of(args),
     )

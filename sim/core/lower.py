@@ -13,6 +13,8 @@ worker's ``compute`` lane. Per message of the plan, shared by all workers:
 * with ``partition_bytes``, one task per part of the message;
 * with ``decoupled`` (DeAR), a reduce-scatter after backward and an
   all-gather before the next forward of the message's layers;
+* with ``shard`` (ZeRO, FSDP), a reduce-scatter as the gradients are ready
+  and the all-gathers of sharded parameters (`sim.core.shard`);
 * with a parameter-server cost, a ``push`` then a ``pull`` per part, on the
   ``push`` and ``pull`` lanes (one ``comm`` lane when they share a link).
 
@@ -37,7 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.core.cost import PSCost
-from sim.core.plan import Plan
+from sim.core.plan import SHARD_NONE, Plan
+from sim.core.shard import REDUCE_SCATTER, ShardedSteps, shard_key
 
 __all__ = ["COMPUTE_LANES", "LANES", "TaskGraph", "WorkerTimes", "lower", "needs_general_engine", "parts_of"]
 
@@ -177,7 +180,7 @@ def _messages(model, plan: Plan, precision: str) -> _Messages:
     return _Messages(groups, nbytes, labels, parts, plan.lag_s or (0.0,) * len(groups))
 
 
-class _Lowering:
+class _Lowering(ShardedSteps):
     """Builds the graph iteration by iteration (see the module docstring)."""
 
     def __init__(self, model, plan: Plan, cost, precision: str, prefetch: bool, times: WorkerTimes):
@@ -191,6 +194,7 @@ class _Lowering:
         shared = not isinstance(cost, PSCost) or cost.shared_lane
         self.push_lane, self.pull_lane = ("comm", "comm") if shared else ("push", "pull")
         self.carry = None  # per worker: (layer -> tasks its next forward waits for, end of the step)
+        self.forwards: dict = {}  # per worker: its h2d task and forward tasks of the iteration being built
 
     def run(self, iterations: int) -> TaskGraph:
         for k in range(iterations):
@@ -201,6 +205,8 @@ class _Lowering:
     def iteration(self, k: int) -> None:
         W = self.times.workers
         chains = [self.compute_chain(k, w) for w in range(W)]
+        if self.gathers_parameters():
+            self.gather_parameters(k, chains)
         single = None
         if not self.plan.per_layer_update:
             single = [self.g.add(k, w, "compute", "update", self.update_s(w)) for w in range(W)]
@@ -213,6 +219,8 @@ class _Lowering:
                     for t in tasks:
                         self.g.edge(t, single[w])
             self.carry = [({0: [single[w]]}, single[w], chains[w][-1]) for w in range(W)]
+            if self.gathers_after_update():
+                self.carry = self.gather_updated(k, single, chains)
         else:
             self.carry = self.layer_updates(k, ends, chains)
 
@@ -243,6 +251,7 @@ class _Lowering:
         for i in range(n - 1, 0, -1):
             g.edge(bwd[i], bwd[i - 1])
         self.link_previous(k, w, io, fwd)
+        self.forwards[w] = (h2d, fwd)
         return bwd + [bwd[0] if n else h2d]
 
     def link_previous(self, k: int, w: int, io: int, fwd: list[int]) -> None:
@@ -261,6 +270,8 @@ class _Lowering:
         and a pull sharing one lane take turns part by part; DeAR's
         reduce-scatters of an iteration go before its all-gathers."""
         groups = self.msgs.groups
+        if self.plan.shard != SHARD_NONE:
+            return shard_key(k, REDUCE_SCATTER, gi, j)
         if self.plan.decoupled:
             return (k, phase, min(groups[gi]) if phase else gi, j)
         order = min(groups[gi]) if self.plan.priority == "input_first" else gi
@@ -287,8 +298,9 @@ class _Lowering:
                              gi, b, self.channel_key(k, 1, gi, j), f"pull:{m.labels[gi]}{suffix}")
                 g.edge(first, last)
             else:
-                step = "reduce-scatter" if self.plan.decoupled else "allreduce"
-                name = f"reduce-scatter:{m.labels[gi]}" if self.plan.decoupled else m.labels[gi]
+                halves = self.plan.decoupled or self.plan.shard != SHARD_NONE
+                step = "reduce-scatter" if halves else "allreduce"
+                name = f"reduce-scatter:{m.labels[gi]}" if halves else m.labels[gi]
                 first = last = g.add(k, SHARED, "comm", "comm", self.comm_s(k, gi, step, b, whole), m.labels[gi], gi,
                                      b, self.channel_key(k, 0, gi, j), name + suffix)
             self.gradient_edges(gi, first, chains)

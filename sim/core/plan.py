@@ -12,7 +12,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["NO_GRADIENTS", "GradientLayers", "Plan", "gradient_layers"]
+__all__ = ["NO_GRADIENTS", "SHARD_LEVELS", "SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS", "SHARD_PARAMETERS",
+           "GradientLayers", "Plan", "gradient_layers"]
+
+#: What a sharded data-parallel plan keeps 1/P of on each GPU (ZeRO, Rajbhandari et al., SC 2020):
+#: nothing (plain data parallelism), the optimizer states (stage 1), also the gradients (stage 2),
+#: also the parameters (stage 3, FSDP full-shard). `sim.memory` reads the same names.
+SHARD_NONE = "none"
+SHARD_OPTIMIZER = "optimizer"
+SHARD_GRADIENTS = "gradients"
+SHARD_PARAMETERS = "parameters"
+SHARD_LEVELS = (SHARD_NONE, SHARD_OPTIMIZER, SHARD_GRADIENTS, SHARD_PARAMETERS)
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,6 +72,14 @@ class Plan:
       after all messages.
     * ``decoupled``: each message is a reduce-scatter after backward and an
       all-gather before the next forward (DeAR).
+    * ``shard``: sharded data parallelism (`SHARD_LEVELS`). ``"optimizer"``
+      and ``"gradients"`` (ZeRO stages 1 and 2): each message is a
+      reduce-scatter as its gradients are ready, then the one update, then an
+      all-gather of each message's updated parameters before the next
+      forward. ``"parameters"`` (ZeRO stage 3, FSDP full-shard): each message
+      (a unit) is a reduce-scatter as its gradients are ready, and its
+      parameters are all-gathered before its forward (prefetched one unit
+      ahead) and again before its backward (`sim.core.shard`).
     """
 
     scheduler: str
@@ -73,12 +91,14 @@ class Plan:
     credit: int = 0
     per_layer_update: bool = False
     decoupled: bool = False
+    shard: str = SHARD_NONE
 
     @property
     def is_plain(self) -> bool:
         """True when only groups, their order and ``after_backward`` matter
         (the structure `sim.dag.build_dag` and `sim.fast` time)."""
-        return not (self.partition_bytes or self.per_layer_update or self.decoupled or self.priority != "fifo")
+        return not (self.partition_bytes or self.per_layer_update or self.decoupled or self.priority != "fifo"
+                    or self.shard != SHARD_NONE)
 
 
 #: No gradients at all: what a scheduler sees on one GPU (used to check its name and arguments).

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from sim.checks import check_choice
 from sim.comm import CommCost
-from sim.core.plan import GradientLayers, Plan
+from sim.core.plan import SHARD_LEVELS, SHARD_NONE, GradientLayers, Plan
 from sim.errors import SimInputError
 from sim.schedulers.knobs import DEFAULT_BUCKET_MB, KNOBS, Knob
 from sim.schedulers.options import SchedulerOptions
@@ -41,7 +41,10 @@ class SchedulerSpec:
     server; ``ps_in_flight_knob`` names the knob that bounds the servers busy
     at once under the parameter server; ``per_worker`` says whether the
     per-worker engine (`sim.workers`) times its plans; ``function`` is the
-    scheduler's own function with its natural signature (default: ``plan``).
+    scheduler's own function with its natural signature (default: ``plan``);
+    ``shard`` is what each GPU keeps 1/P of (`sim.core.plan.SHARD_LEVELS`:
+    ``"none"``, or ZeRO's ``"optimizer"``, ``"gradients"``, ``"parameters"``),
+    which `sim.memory` reads for the per-GPU memory.
     """
 
     name: str
@@ -54,10 +57,12 @@ class SchedulerSpec:
     per_worker: bool = True
     function: Callable[..., Plan] | None = None
     new_knobs: tuple[Knob, ...] = dataclasses.field(default=(), repr=False)
+    shard: str = SHARD_NONE
 
     def __post_init__(self) -> None:
         if not self.name or not self.description or not self.citation:
             raise SimInputError("a scheduler needs a name, a description and a citation")
+        check_choice("shard", self.shard, SHARD_LEVELS)
         declared = tuple(k for k in self.knobs if isinstance(k, Knob))
         object.__setattr__(self, "new_knobs", self.new_knobs + declared)
         object.__setattr__(self, "knobs", tuple(k.name if isinstance(k, Knob) else k for k in self.knobs))
