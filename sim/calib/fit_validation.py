@@ -39,7 +39,7 @@ from sim.interference import compute_slowdown
 from sim.methods import METHODS
 from sim.schedulers.names import BYTESCHEDULER, HOROVOD
 
-__all__ = ["FITTED", "FittedParameter", "fit_validation", "held_out_report", "stored_values"]
+__all__ = ["FITTED", "FittedParameter", "ablation", "fit_validation", "held_out_report", "stored_values"]
 
 
 @dataclass(frozen=True)
@@ -159,3 +159,23 @@ def held_out_report(values: dict | None = None, cases: pd.DataFrame | None = Non
     cases = load_cases() if cases is None else cases
     out = run_validation(cases, **_kwargs(values or stored_values()))
     return summarize(out)
+
+
+def ablation(cases: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The held-out error with the stored values, and with each mechanism
+    switched off in turn: a mechanism is on by default only where it lowers it."""
+    cases = load_cases() if cases is None else cases
+    held = cases.loc[cases["split"] == "held-out"]
+    links = sorted(set(held["network"]) | set(held["intra"]))
+    variants = {
+        "all mechanisms (default)": {},
+        "no framework costs (framework none)": {"overrides": {"framework": "none"}},
+        "no interference": {"slowdowns": dict.fromkeys(links, 0.0)},
+    }
+    rows = []
+    for name, kw in variants.items():
+        out = run_validation(held, **kw)
+        err = out.loc[out["status"] == "ok", "error_pct"]
+        rows.append({"variant": name, "cases": len(err), "median_abs_error_pct": float(err.abs().median()),
+                     "worst_abs_error_pct": float(err.abs().max()), "bias_pct": float(err.median())})
+    return pd.DataFrame(rows)

@@ -16,14 +16,18 @@ def add_arguments(parser) -> None:
 
 
 def run(args, out) -> None:
-    from sim.calib.fit_validation import fit_validation, held_out_report
+    from sim.calib.fit_validation import ablation, fit_validation, held_out_report
 
     fit = fit_validation()
     held = held_out_report(fit["values"])
+    switched = ablation()
     if args.format == "json":
-        write_json({"parameters": fit["rows"], "held_out": held.to_dict("records")}, out, default=lambda v: None)
+        write_json({"parameters": fit["rows"], "held_out": held.to_dict("records"),
+                    "ablation": switched.to_dict("records")}, out, default=lambda v: None)
         return
     fmt = {"float_format": lambda v: f"{v:.2f}", "index": False}
     out.write("fitted on the calibration cases (stored = the value data/ holds now):\n")
     out.write(pd.DataFrame(fit["rows"]).to_string(**fmt) + "\n")
     out.write("\nheld-out cases with the fitted values:\n" + held.to_string(**fmt) + "\n")
+    out.write("\nheld-out cases with the stored values, each mechanism switched off in turn:\n"
+              + switched.to_string(**fmt) + "\n")
