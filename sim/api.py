@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from sim.checks import check_float
+from sim.checks import check_choice, check_float
 from sim.cluster import Cluster
 from sim.core import run as core_run
 from sim.core.cost import NO_COMM, CommCost, PSCost
@@ -27,13 +27,15 @@ from sim.core.run import single_gpu_iteration_s, time_plan
 from sim.core.timeline import COMPUTE_KINDS, interval_overlap_s
 from sim.core.workload import calibrate, check_run_args, resolve_model
 from sim.errors import SimInputError
+from sim.memory import DEFAULT_OPTIMIZER, OPTIMIZERS
 from sim.model import Model
+from sim.resources import RESOURCE_KEYS, resource_columns, resource_metrics
 from sim.schedulers import DEFAULT_BUCKET_MB, SchedulerOptions, make_plan
 from sim.schedulers.names import WFBP
 from sim.schedulers.registry import get_spec, settings_of
 
 __all__ = [
-    "ARCHITECTURES", "COMPUTE_KINDS", "METRIC_KEYS", "SimResult", "calibrate", "check_run_args", "comm_costs",
+    "ARCHITECTURES", "COMPUTE_KINDS", "METRIC_KEYS", "OPTIMIZERS", "RESOURCE_KEYS", "SimResult", "calibrate", "check_run_args", "comm_costs",
     "interval_overlap_s", "resolve_method", "resolve_model", "simulate", "simulate_dag", "single_gpu_iteration_s_of",
     "sweep",
 ]
@@ -115,6 +117,9 @@ def simulate(
     architecture: str = "allreduce",
     options: SchedulerOptions | dict | None = None,
     engine: str = "auto",
+    optimizer: str = DEFAULT_OPTIMIZER,
+    price_usd_per_hour: float | None = None,
+    power_w: float | None = None,
 ) -> SimResult:
     """Time training iterations of ``model`` on ``cluster`` under ``scheduler``.
 
@@ -153,12 +158,30 @@ def simulate(
 
     engine : {"auto", "general"}
         The fast path where it applies, or always the task graph (`simulate_dag`).
+    optimizer : {"sgd", "momentum", "adam"}
+        The optimizer whose state counts in the per-GPU memory (`sim.memory`);
+        it does not change the update time (`sim.compute.update_time_s`).
+    price_usd_per_hour, power_w : float, optional
+        Per GPU: replace the GPU type's on-demand price and board power of
+        ``data/prices.csv`` in the cost and energy figures (`sim.pricing`).
 
-    Returns ``SimResult``.
+    Returns ``SimResult``; its ``metrics`` hold `METRIC_KEYS` and then
+    `RESOURCE_KEYS` (memory per GPU and its parts, ``fits_in_memory``, cost
+    and energy per iteration and per 1,000 samples).
     """
+    resources = check_resource_args(optimizer, price_usd_per_hour, power_w)
     return _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
                      single_gpu_iteration_s, calibrate_iteration_s, engine=engine, method=method,
-                     architecture=architecture, options=options)
+                     architecture=architecture, options=options, resources=resources)
+
+
+def check_resource_args(optimizer, price_usd_per_hour, power_w) -> dict:
+    """The memory and cost arguments of `simulate` and `sweep`, checked, as a dict."""
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    for name, value in (("price_usd_per_hour", price_usd_per_hour), ("power_w", power_w)):
+        if value is not None:
+            check_float(name, value, 0, low_open=True)
+    return {"optimizer": optimizer, "price_usd_per_hour": price_usd_per_hour, "power_w": power_w}
 
 
 def simulate_dag(model: Model, cluster: Cluster, scheduler: str = WFBP, **kwargs) -> SimResult:
@@ -239,7 +262,7 @@ def run_metrics(model: Model, cluster: Cluster, scheduler: str, batch_size: int,
 
 def _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
               single_gpu_iteration_s, calibrate_iteration_s, *, engine, method=None, architecture="allreduce",
-              options=None):
+              options=None, resources=None):
     extended = method is not None or architecture != "allreduce" or options is not None
     scheduler, architecture, opts = resolve_method(method, scheduler, architecture, options)
     check_run_args(batch_size, iterations, precision)
@@ -259,6 +282,9 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
     groups = [[names[i] for i in members] for members in plan.groups]
     metrics = run_metrics(model, cluster, scheduler, batch_size, precision, plan_cost, t_iter, phases,
                           single_gpu_iteration_s, groups)
+    metrics.update(resource_metrics(model, gpu=cluster.gpu, gpus=cluster.gpus, scheduler=scheduler, groups=groups,
+                                    batch_size=batch_size, precision=precision, iteration_time_s=t_iter,
+                                    bucket_mb=bucket_mb, options=opts, **(resources or {})))
     if extended:
         metrics.update(method=method, architecture=architecture,
                        settings=settings_of(scheduler, architecture, opts, bucket_mb))
@@ -281,6 +307,9 @@ def sweep(
     jobs: int | None = None,
     client=None,
     progress=None,
+    optimizer: str = DEFAULT_OPTIMIZER,
+    price_usd_per_hour: float | None = None,
+    power_w: float | None = None,
 ) -> pd.DataFrame:
     """One row of `simulate` metrics per (gpus, scheduler), in that order.
 
@@ -294,6 +323,10 @@ def sweep(
     Dask cluster when ``client`` (a ``dask.distributed.Client``) is given.
     The rows are the same whichever way it ran. ``progress(done, total)`` is
     called as configurations finish.
+
+    After the `METRIC_KEYS` columns come the `RESOURCE_KEYS` (memory per GPU,
+    ``fits_in_memory``, cost and energy), as `simulate` gives them for
+    ``optimizer``, ``price_usd_per_hour`` and ``power_w``.
     """
     from sim.parallel import check_grid_size, run_grid
 
@@ -304,6 +337,7 @@ def sweep(
     if bucket_mbs is not None and not bucket_mbs:
         raise SimInputError("bucket_mbs, when given, needs at least one bucket size")
     check_run_args(batch_size, 1, precision)
+    resources = check_resource_args(optimizer, price_usd_per_hour, power_w)
     check_grid_size(len(networks or [0]) * len(gpus) * len(schedulers) * len(bucket_mbs or [0]))
     model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s)
     base = dataclasses.asdict(cluster)
@@ -318,6 +352,8 @@ def sweep(
                                     "batch_size": batch_size, "precision": precision, "prefetch": prefetch,
                                     "bucket_mb": size})
     frame = run_grid(configs, jobs=jobs, client=client, progress=progress)
+    frame = resource_columns(frame, model, gpu=cluster.gpu, bucket_mbs=[c["bucket_mb"] for c in configs],
+                             **resources)
     if bucket_mbs is not None:
         frame["bucket_mb"] = [c["bucket_mb"] for c in configs]
     return frame
