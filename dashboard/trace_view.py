@@ -25,7 +25,10 @@ from sim.schedulers.names import DDP, WFBP
 __all__ = ["COMPARED", "MAX_TRACE_UPLOAD_BYTES", "MAX_TRACE_UPLOAD_MB", "comparison_table", "gpu_of", "measured_figure",
            "panel", "read_uploaded_trace", "simulate_like"]
 
-MAX_TRACE_UPLOAD_MB = 50
+#: The upload limit of a trace; the server refuses any upload over ``server.maxUploadSize`` of
+#: ``.streamlit/config.toml`` (5 MB as shipped) first, so raise both together. A gzipped trace of
+#: 5 MiB holds a few dozen MB of JSON; larger traces go through ``python -m sim import-trace``.
+MAX_TRACE_UPLOAD_MB = 5
 MAX_TRACE_UPLOAD_BYTES = MAX_TRACE_UPLOAD_MB * 1024 * 1024
 #: The figures set side by side: (report key, label, scale to the shown unit).
 COMPARED = (
@@ -134,8 +137,9 @@ def panel() -> None:
     st.subheader("Your profiler trace against the simulator")
     file = st.file_uploader("PyTorch profiler (Kineto) trace of one rank, .json or .json.gz", type=["json", "gz"],
                             key="trace_upload", max_upload_size=MAX_TRACE_UPLOAD_MB,
-                            help="As written by torch.profiler with ProfilerActivity.CUDA during DDP training; "
-                                 "the command line reads it too: python -m sim import-trace TRACE.")
+                            help="As written by torch.profiler with ProfilerActivity.CUDA during DDP training, "
+                                 f"up to {MAX_TRACE_UPLOAD_MB} MiB (gzip it); larger traces: python -m sim "
+                                 "import-trace TRACE.")
     if file is None:
         st.caption("For example HTA's `tests/data/kineto/nccl_data.json.gz` (ResNet-50, DDP on 2 × A100).")
         return

@@ -65,7 +65,7 @@ class TestTraceView:
     @pytest.mark.parametrize(("name", "data", "expected"), [
         ("bad.json", b"{not json", "bad.json: not valid JSON at character 1"),
         ("empty.json", b"{}", "empty.json"),
-        ("big.json.gz", b"0" * (trace_view.MAX_TRACE_UPLOAD_BYTES + 1), "the limit is 50 MiB"),
+        ("big.json.gz", b"0" * (trace_view.MAX_TRACE_UPLOAD_BYTES + 1), f"the limit is {trace_view.MAX_TRACE_UPLOAD_MB} MiB"),
     ])
     def test_bad_uploads_are_one_line_errors(self, name, data, expected):
         with pytest.raises(sim.SimInputError) as info:
