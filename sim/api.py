@@ -117,9 +117,7 @@ def simulate(
     architecture: str = "allreduce",
     options: SchedulerOptions | dict | None = None,
     engine: str = "auto",
-    optimizer: str = DEFAULT_OPTIMIZER,
-    price_usd_per_hour: float | None = None,
-    power_w: float | None = None,
+    optimizer: str = DEFAULT_OPTIMIZER, price_usd_per_hour: float | None = None, power_w: float | None = None,
 ) -> SimResult:
     """Time training iterations of ``model`` on ``cluster`` under ``scheduler``.
 
@@ -153,29 +151,19 @@ def simulate(
         All-reduce, or a parameter server (`sim.comm.ps_cost`).
     options : SchedulerOptions or dict, optional
         The schedulers' and the parameter server's knobs (`sim.schedulers.knobs.KNOBS`);
-        with it, a method or ``ps``, ``metrics`` adds ``method``,
-        ``architecture`` and ``settings``.
-
+        with it, a method or ``ps``, ``metrics`` adds ``method``, ``architecture`` and ``settings``.
     engine : {"auto", "general"}
         The fast path where it applies, or always the task graph (`simulate_dag`).
-    optimizer : {"sgd", "momentum", "adam"}
-        The optimizer whose state counts in the per-GPU memory (`sim.memory`);
-        it does not change the update time (`sim.compute.update_time_s`).
-    price_usd_per_hour, power_w : float, optional
-        Per GPU: replace the GPU type's on-demand price and board power of
-        ``data/prices.csv`` in the cost and energy figures (`sim.pricing`).
-
-    Returns ``SimResult``; its ``metrics`` hold `METRIC_KEYS` and then
-    `RESOURCE_KEYS` (memory per GPU and its parts, ``fits_in_memory``, cost
-    and energy per iteration and per 1,000 samples).
+    optimizer, price_usd_per_hour, power_w : str, float, float
+        Memory and cost (`sim.resources`; ``metrics`` adds `RESOURCE_KEYS` after `METRIC_KEYS`): sgd, momentum
+        or adam state (not the update time); per-GPU price and power. Returns ``SimResult``.
     """
-    resources = check_resource_args(optimizer, price_usd_per_hour, power_w)
     return _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
                      single_gpu_iteration_s, calibrate_iteration_s, engine=engine, method=method,
-                     architecture=architecture, options=options, resources=resources)
+                     architecture=architecture, options=options, resources=(optimizer, price_usd_per_hour, power_w))
 
 
-def check_resource_args(optimizer, price_usd_per_hour, power_w) -> dict:
+def check_resource_args(optimizer=DEFAULT_OPTIMIZER, price_usd_per_hour=None, power_w=None) -> dict:
     """The memory and cost arguments of `simulate` and `sweep`, checked, as a dict."""
     check_choice("optimizer", optimizer, OPTIMIZERS)
     for name, value in (("price_usd_per_hour", price_usd_per_hour), ("power_w", power_w)):
@@ -264,6 +252,7 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
               single_gpu_iteration_s, calibrate_iteration_s, *, engine, method=None, architecture="allreduce",
               options=None, resources=None):
     extended = method is not None or architecture != "allreduce" or options is not None
+    resources = check_resource_args(*(resources or ()))
     scheduler, architecture, opts = resolve_method(method, scheduler, architecture, options)
     check_run_args(batch_size, iterations, precision)
     if single_gpu_iteration_s is not None:
@@ -284,7 +273,7 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
                           single_gpu_iteration_s, groups)
     metrics.update(resource_metrics(model, gpu=cluster.gpu, gpus=cluster.gpus, scheduler=scheduler, groups=groups,
                                     batch_size=batch_size, precision=precision, iteration_time_s=t_iter,
-                                    bucket_mb=bucket_mb, options=opts, **(resources or {})))
+                                    bucket_mb=bucket_mb, options=opts, **resources))
     if extended:
         metrics.update(method=method, architecture=architecture,
                        settings=settings_of(scheduler, architecture, opts, bucket_mb))
@@ -307,9 +296,7 @@ def sweep(
     jobs: int | None = None,
     client=None,
     progress=None,
-    optimizer: str = DEFAULT_OPTIMIZER,
-    price_usd_per_hour: float | None = None,
-    power_w: float | None = None,
+    optimizer: str = DEFAULT_OPTIMIZER, price_usd_per_hour: float | None = None, power_w: float | None = None
 ) -> pd.DataFrame:
     """One row of `simulate` metrics per (gpus, scheduler), in that order.
 
@@ -321,12 +308,8 @@ def sweep(
     The grid runs through `sim.parallel.run_grid`: in this process when it is
     small, else on ``jobs`` local processes (default: every core), or on a
     Dask cluster when ``client`` (a ``dask.distributed.Client``) is given.
-    The rows are the same whichever way it ran. ``progress(done, total)`` is
-    called as configurations finish.
-
-    After the `METRIC_KEYS` columns come the `RESOURCE_KEYS` (memory per GPU,
-    ``fits_in_memory``, cost and energy), as `simulate` gives them for
-    ``optimizer``, ``price_usd_per_hour`` and ``power_w``.
+    The rows are the same whichever way it ran. ``progress(done, total)`` is called as configurations
+    finish. The `RESOURCE_KEYS` columns follow, as `simulate` gives them (``optimizer``, price, power).
     """
     from sim.parallel import check_grid_size, run_grid
 
@@ -352,8 +335,8 @@ def sweep(
                                     "batch_size": batch_size, "precision": precision, "prefetch": prefetch,
                                     "bucket_mb": size})
     frame = run_grid(configs, jobs=jobs, client=client, progress=progress)
-    frame = resource_columns(frame, model, gpu=cluster.gpu, bucket_mbs=[c["bucket_mb"] for c in configs],
-                             **resources)
+    sizes = [c["bucket_mb"] for c in configs]
+    frame = resource_columns(frame, model, gpu=cluster.gpu, bucket_mbs=sizes, **resources)
     if bucket_mbs is not None:
-        frame["bucket_mb"] = [c["bucket_mb"] for c in configs]
+        frame["bucket_mb"] = sizes
     return frame
