@@ -89,17 +89,21 @@ def resource_columns(frame: pd.DataFrame, model: Model, *, gpu: str, bucket_mbs:
     if frame.empty:
         return frame.reindex(columns=[*frame.columns, *RESOURCE_KEYS])
     memo: dict = {}
-    rows = []
-    for i, row in enumerate(frame[["gpus", "scheduler", "batch_size", "precision", "iteration_time_s",
-                                   "groups"]].itertuples(index=False)):
-        key = (int(row.gpus), row.scheduler, int(row.batch_size), row.precision, float(bucket_mbs[i]),
-               id(row.groups))
+    memory_rows = []
+    for i, row in enumerate(frame[["gpus", "scheduler", "batch_size", "precision", "groups"]].itertuples(index=False)):
+        key = (int(row.gpus), row.scheduler, int(row.batch_size), row.precision, float(bucket_mbs[i]), id(row.groups))
         if key not in memo:
             memory = run_memory(model, gpus=key[0], scheduler=row.scheduler, groups=row.groups, batch_size=key[2],
                                 precision=row.precision, optimizer=optimizer, bucket_mb=key[4])
             memo[key] = memory.metrics(get_gpu(gpu).mem_bytes)
-        cost = cost_metrics(gpu=gpu, gpus=key[0], batch_size=key[2], iteration_time_s=float(row.iteration_time_s),
-                            price_usd_per_hour=price_usd_per_hour, power_w=power_w)
-        rows.append({"gpu": gpu, **memo[key], **cost})
-    extra = pd.DataFrame(rows, columns=list(RESOURCE_KEYS), index=frame.index)
-    return pd.concat([frame, extra], axis=1)
+        memory_rows.append(memo[key])
+    # the same arithmetic as `resource_metrics`, on whole columns: the same values to the bit
+    cost = cost_metrics(gpu=gpu, gpus=frame["gpus"].to_numpy(dtype=np.int64),
+                        batch_size=frame["batch_size"].to_numpy(dtype=np.int64),
+                        iteration_time_s=frame["iteration_time_s"].to_numpy(dtype=float),
+                        price_usd_per_hour=price_usd_per_hour, power_w=power_w)
+    extra = pd.DataFrame(memory_rows, index=frame.index)
+    extra.insert(0, "gpu", gpu)
+    for key, values in cost.items():
+        extra[key] = values
+    return pd.concat([frame, extra[list(RESOURCE_KEYS)]], axis=1)
