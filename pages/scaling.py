@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import cached, figures, state, tables, ui
+from dashboard import cached, figures, resources_view, state, tables, ui
 
 cfg = ui.config_or_stop()
 st.title("Scaling")
@@ -33,10 +33,12 @@ def _clicked() -> None:
         st.session_state["gpus"] = int(round(points[0]["x"]))
 
 
-st.plotly_chart(figures.scaling_figure(sweep, picked_gpus=cfg.gpus), key="scaling_chart", on_select=_clicked,
+st.plotly_chart(resources_view.grey_unfit(figures.scaling_figure(sweep, picked_gpus=cfg.gpus), sweep),
+                key="scaling_chart", on_select=_clicked,
                 selection_mode="points", config=ui.PLOTLY_CONFIG)
 st.caption(f"GPU counts that do not fill whole nodes of {cfg.gpus_per_node} are skipped. "
-           "Click a point (or use the slider) to see that configuration's timeline.")
+           "Click a point (or use the slider) to see that configuration's timeline. Grey points do not fit in "
+           "GPU memory (momentum SGD; see the Timeline page's memory panel).")
 
 
 def _picked() -> None:
@@ -65,4 +67,5 @@ st.button(f"Open {chosen} at {ui.plural(cfg.gpus, 'GPU')} in the Timeline", key=
           icon=":material/open_in_new:", on_click=ui.request_timeline,
           args=({"scheduler": chosen, "method": "", "gpus": cfg.gpus},))
 
+resources_view.cost_section(sweep, cfg.gpu)
 ui.download_metrics(sweep, f"scaling-{cfg.model_label}", "dl_scaling", label="Sweep metrics (CSV)")

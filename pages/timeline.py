@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import cached, figures, state, stragglers_view, tables, ui
+from dashboard import cached, figures, resources_view, state, stragglers_view, tables, ui
 
 cfg = ui.config_or_stop()
 st.title("Timeline of an iteration")
@@ -71,6 +71,7 @@ with st.expander(f"{ui.plural(len(messages), 'message')} of {shown}", expanded=F
     st.dataframe(messages, hide_index=True)
 
 stragglers_view.timeline_panel(cfg, scheduler, res.iteration_time_s)
+resources_view.memory_panel(res, cfg.batch_size, cfg.precision)
 
 with st.container(horizontal=True):
     ui.download_metrics(tables.metrics_table([m, b]), f"metrics-{cfg.model_label}-{cfg.gpus}gpus", "dl_metrics")

@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import ui, validation_view
+from dashboard import trace_view, ui, validation_view
 from sim.validation import case_model, coarse_versus_fine, run_validation, summarize
 
 
@@ -75,3 +75,5 @@ for citation, grp in results.groupby("citation", sort=False):
     st.markdown(f"- **{len(grp)} cases** ({', '.join(sorted(set(grp.source)))}): {citation}")
 st.caption("Reproduce with `python -m sim validate`. The cases and their citations are in "
            "`data/validation/cases.csv`.")
+
+trace_view.panel()

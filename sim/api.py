@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from sim.catalog import get_gpu
-from sim.checks import check_float
+from sim.checks import check_choice, check_float
 from sim.cluster import Cluster
 from sim.compression import Compression, compressed_cost, parse_compression, refusal
 from sim.core import run as core_run
@@ -30,13 +30,15 @@ from sim.core.timeline import COMPUTE_KINDS, interval_overlap_s
 from sim.core.workload import calibrate, check_run_args, resolve_model
 from sim.errors import SimInputError
 from sim.frameworks import resolve_framework
+from sim.memory import DEFAULT_OPTIMIZER, OPTIMIZERS
 from sim.model import Model, bytes_per_param
+from sim.resources import RESOURCE_KEYS, resource_columns, resource_metrics
 from sim.schedulers import DEFAULT_BUCKET_MB, SchedulerOptions, make_plan
 from sim.schedulers.names import WFBP
 from sim.schedulers.registry import get_spec, settings_of
 
 __all__ = [
-    "ARCHITECTURES", "COMPUTE_KINDS", "METRIC_KEYS", "SimResult", "calibrate", "check_run_args", "comm_costs",
+    "ARCHITECTURES", "COMPUTE_KINDS", "METRIC_KEYS", "OPTIMIZERS", "RESOURCE_KEYS", "SimResult", "calibrate", "check_run_args", "comm_costs",
     "interval_overlap_s", "resolve_method", "resolve_model", "simulate", "simulate_dag", "single_gpu_iteration_s_of",
     "sweep",
 ]
@@ -117,6 +119,7 @@ def simulate(
     architecture: str = "allreduce",
     options: SchedulerOptions | dict | None = None,
     engine: str = "auto", compression: str | Compression | None = None,
+    optimizer: str = DEFAULT_OPTIMIZER, price_usd_per_hour: float | None = None, power_w: float | None = None,
 ) -> SimResult:
     """Time training iterations of ``model`` on ``cluster`` under ``scheduler``.
 
@@ -150,18 +153,30 @@ def simulate(
         All-reduce, or a parameter server (`sim.comm.ps_cost`).
     options : SchedulerOptions or dict, optional
         The schedulers' and the parameter server's knobs (`sim.schedulers.knobs.KNOBS`);
-        with it, a method or ``ps``, ``metrics`` adds ``method``,
-        ``architecture`` and ``settings``.
+        with it, a method or ``ps``, ``metrics`` adds ``method``, ``architecture`` and ``settings``.
     engine : {"auto", "general"}
         The fast path where it applies, or always the task graph (`simulate_dag`).
     compression : {"fp16", "bf16", "topk:RATIO", "powersgd:RANK"}, optional
         Gradient compression (`sim.compression`); ``metrics`` adds ``compression``.
+    optimizer, price_usd_per_hour, power_w : str, float, float
+        Memory, update time and cost (`sim.resources`; ``metrics`` adds `RESOURCE_KEYS` after
+        `METRIC_KEYS`): sgd, momentum or adam state and step; per-GPU price and power.
 
     Returns ``SimResult``.
     """
     return _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
                      single_gpu_iteration_s, calibrate_iteration_s, engine=engine, method=method,
-                     architecture=architecture, options=options, compression=compression)
+                     architecture=architecture, options=options, compression=compression,
+                     resources=(optimizer, price_usd_per_hour, power_w))
+
+
+def check_resource_args(optimizer=DEFAULT_OPTIMIZER, price_usd_per_hour=None, power_w=None) -> dict:
+    """The memory and cost arguments of `simulate` and `sweep`, checked, as a dict."""
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    for name, value in (("price_usd_per_hour", price_usd_per_hour), ("power_w", power_w)):
+        if value is not None:
+            check_float(name, value, 0, low_open=True)
+    return {"optimizer": optimizer, "price_usd_per_hour": price_usd_per_hour, "power_w": power_w}
 
 
 def simulate_dag(model: Model, cluster: Cluster, scheduler: str = WFBP, **kwargs) -> SimResult:
@@ -244,7 +259,8 @@ def plan_run(model: Model, cluster: Cluster, scheduler: str, architecture: str, 
 
 
 def run_metrics(model: Model, cluster: Cluster, scheduler: str, batch_size: int, precision: str,
-                plan_cost: CommCost, t_iter: float, phases: dict, single_s: float, groups: list) -> dict:
+                plan_cost: CommCost, t_iter: float, phases: dict, single_s: float, groups: list,
+                architecture: str = "allreduce") -> dict:
     """The metrics dict of one run (`METRIC_KEYS`), from its figures."""
     if t_iter <= 0 or not math.isfinite(t_iter):
         raise SimInputError("the iteration takes no time: give the model non-zero compute times")
@@ -256,19 +272,25 @@ def run_metrics(model: Model, cluster: Cluster, scheduler: str, batch_size: int,
         "throughput_samples_per_s": batch_size * cluster.gpus / t_iter, **phases,
         **{k: v for k, v in rates(batch_size, cluster.gpus, t_iter, single_s).items() if k != "throughput_samples_per_s"},
         "num_messages": len(groups), "groups": groups,
+        # the framework whose per-message costs the run includes (sim.frameworks); none with a fixed alpha-beta
+        "framework": "none" if cluster.alpha_s is not None else
+        resolve_framework(cluster.framework, scheduler, architecture).name,
+        "interference_s": float(phases.get("interference_s", 0.0)),
     }
 
 
 def _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
               single_gpu_iteration_s, calibrate_iteration_s, *, engine, method=None, architecture="allreduce",
-              options=None, compression=None):
+              options=None, compression=None, resources=None):
     extended = method is not None or architecture != "allreduce" or options is not None
     compression = parse_compression(compression)
+    resources = check_resource_args(*(resources or ()))
     scheduler, architecture, opts = resolve_method(method, scheduler, architecture, options)
     check_run_args(batch_size, iterations, precision)
     if single_gpu_iteration_s is not None:
         check_float("single_gpu_iteration_s", single_gpu_iteration_s, 0, low_open=True)
-    model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s)
+    model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s,
+                          resources["optimizer"])
     plan, plan_cost, cost = plan_run(model, cluster, scheduler, architecture, opts, precision, bucket_mb, compression)
     timing = time_plan(model, plan, [cost], precision=precision, iterations=iterations, prefetch=prefetch,
                        engine=engine)
@@ -281,9 +303,10 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
     names = model.layer_names
     groups = [[names[i] for i in members] for members in plan.groups]
     metrics = run_metrics(model, cluster, scheduler, batch_size, precision, plan_cost, t_iter, phases,
-                          single_gpu_iteration_s, groups)
-    if cluster.alpha_s is None:  # the framework whose per-message costs the run includes (sim.frameworks)
-        metrics["framework"] = resolve_framework(cluster.framework, scheduler, architecture).name
+                          single_gpu_iteration_s, groups, architecture)
+    metrics.update(resource_metrics(model, gpu=cluster.gpu, gpus=cluster.gpus, scheduler=scheduler, groups=groups,
+                                    batch_size=batch_size, precision=precision, iteration_time_s=t_iter,
+                                    bucket_mb=bucket_mb, options=opts, **resources))
     if extended:
         metrics.update(method=method, architecture=architecture,
                        settings=settings_of(scheduler, architecture, opts, bucket_mb))
@@ -308,6 +331,7 @@ def sweep(
     jobs: int | None = None,
     client=None,
     progress=None,
+    optimizer: str = DEFAULT_OPTIMIZER, price_usd_per_hour: float | None = None, power_w: float | None = None
 ) -> pd.DataFrame:
     """One row of `simulate` metrics per (gpus, scheduler), in that order.
 
@@ -319,8 +343,8 @@ def sweep(
     The grid runs through `sim.parallel.run_grid`: in this process when it is
     small, else on ``jobs`` local processes (default: every core), or on a
     Dask cluster when ``client`` (a ``dask.distributed.Client``) is given.
-    The rows are the same whichever way it ran. ``progress(done, total)`` is
-    called as configurations finish.
+    The rows are the same whichever way it ran. ``progress(done, total)`` is called as configurations
+    finish. The `RESOURCE_KEYS` columns follow, as `simulate` gives them (``optimizer``, price, power).
     """
     from sim.parallel import check_grid_size, run_grid
 
@@ -331,8 +355,10 @@ def sweep(
     if bucket_mbs is not None and not bucket_mbs:
         raise SimInputError("bucket_mbs, when given, needs at least one bucket size")
     check_run_args(batch_size, 1, precision)
+    resources = check_resource_args(optimizer, price_usd_per_hour, power_w)
     check_grid_size(len(networks or [0]) * len(gpus) * len(schedulers) * len(bucket_mbs or [0]))
-    model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s)
+    model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s,
+                          resources["optimizer"])
     base = dataclasses.asdict(cluster)
     configs = []
     for network in networks or [cluster.network]:
@@ -345,6 +371,8 @@ def sweep(
                                     "batch_size": batch_size, "precision": precision, "prefetch": prefetch,
                                     "bucket_mb": size})
     frame = run_grid(configs, jobs=jobs, client=client, progress=progress)
+    sizes = [c["bucket_mb"] for c in configs]
+    frame = resource_columns(frame, model, gpu=cluster.gpu, bucket_mbs=sizes, **resources)
     if bucket_mbs is not None:
-        frame["bucket_mb"] = [c["bucket_mb"] for c in configs]
+        frame["bucket_mb"] = sizes
     return frame

@@ -43,6 +43,7 @@ from sim.core.plan import NO_GRADIENTS, GradientLayers, Plan, gradient_layers
 from sim.core.run import single_gpu_iteration_s, time_plan
 from sim.core.workload import check_run_args, resolve_model
 from sim.errors import SimInputError
+from sim.frameworks import resolve_framework
 from sim.model import Model, load_model
 from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
 from sim.schedulers.names import OPTIMAL, WFBP
@@ -72,7 +73,7 @@ _N_RUN = 2 + len(_RUN_DEFAULTS)
 SERIAL_WORK_LIMIT = 150_000
 _CHUNKS_PER_WORKER = 8
 _MISSING = object()
-_PHASES = PHASE_KEYS
+_PHASES = (*PHASE_KEYS, "interference_s")
 
 Progress = Callable[[int, int], None]
 
@@ -432,5 +433,12 @@ def _frame(grid: Grid, results: dict) -> pd.DataFrame:
         **{k: v for k, v in rates(batch, gpus, t_iter, single).items() if k != "throughput_samples_per_s"},
         "num_messages": results["num_messages"][unit],
         "groups": [results["groups"][u] for u in unit.tolist()],
+        "framework": [_framework_name(grid.clusters[c][0], s) for c, s in zip(cl.tolist(), grid.scheduler_of_row,
+                                                                               strict=True)],
     }
     return pd.DataFrame(data, columns=list(METRIC_KEYS))
+
+
+def _framework_name(cluster: Cluster, scheduler: str) -> str:
+    """The framework a row's run includes, as `sim.api.run_metrics` names it."""
+    return "none" if cluster.alpha_s is not None else resolve_framework(cluster.framework, scheduler).name

@@ -318,6 +318,13 @@ CLI_CASES: list[tuple[str, str]] = [
     ("run --model resnet50 --gpus 8 --intra-gbps nan", "--intra-gbps"),
     ("run --model resnet50 --gpus 8 --alpha 1e-3 --beta 1e-9 --framework nccl", "--framework does nothing with --alpha"),
     ("list models --format xml", "--format"),
+    # --- memory, cost and energy (sim.resources) ---------------------------------------------------------
+    ("run " + CSV + " --optimizer lamb", "--optimizer"),
+    ("run " + CSV + " --price-usd-per-hour -1", "--price-usd-per-hour"),
+    ("run " + CSV + " --price-usd-per-hour 0", "--price-usd-per-hour"),
+    ("run " + CSV + " --power-w nan", "--power-w"),
+    ("sweep " + CSV + " --gpus 1,2 --power-w inf", "--power-w"),
+    ("sweep " + CSV + " --gpus 1,2 --optimizer", "--optimizer"),
 ]
 
 #: (id, a call of the Python API as source text, text the `SimInputError` must contain).
@@ -417,6 +424,18 @@ API_CASES: list[tuple[str, str, str]] = [
     ("bcaffe_nan", "sim.importers.bcaffe_layers('x [0, 1, nan, 1, 1]')", "non-finite"),
     ("save_network_space", "sim.catalog.save_network(dict(name=' mynet', scope='inter', line_rate_gbps=10, "
      "effective_gbps=8, alpha_us=5, source='s', note=''))", "name"),
+    # --- memory, cost and energy (sim.resources) ---------------------------------------------------------
+    ("simulate_optimizer", "simulate(tiny, Cluster(gpus=2), batch_size=8, optimizer='lamb')", "unknown optimizer 'lamb'"),
+    ("simulate_optimizer_none", "simulate(tiny, Cluster(gpus=2), batch_size=8, optimizer=None)", "optimizer"),
+    ("simulate_price_zero", "simulate(tiny, Cluster(gpus=2), batch_size=8, price_usd_per_hour=0)", "price_usd_per_hour"),
+    ("simulate_price_nan", "simulate(tiny, Cluster(gpus=2), batch_size=8, price_usd_per_hour=float('nan'))",
+     "price_usd_per_hour"),
+    ("simulate_power_text", "simulate(tiny, Cluster(gpus=2), batch_size=8, power_w='300')", "power_w"),
+    ("sweep_power_neg", "sweep(tiny, Cluster(), gpus=[1, 2], schedulers=['wfbp'], batch_size=8, power_w=-1)", "power_w"),
+    ("sweep_optimizer", "sweep(tiny, Cluster(), gpus=[1], schedulers=['wfbp'], batch_size=8, optimizer='Adam')",
+     "unknown optimizer 'Adam'"),
+    ("memory_shard", "sim.memory.memory_per_gpu(tiny, batch_size=8, shard='zero4')", "unknown shard 'zero4'"),
+    ("memory_gpus", "sim.memory.memory_per_gpu(tiny, batch_size=8, gpus=0)", "gpus"),
 ]
 
 #: (id, session keys as the URL or the sidebar sets them, text of the `SimInputError`);

@@ -15,7 +15,7 @@ MS = 1e-3
 def test_timeline_schema_and_metric_keys():
     res = sim.simulate(make_model([1000, 2000], [1, 1], [2, 2]), user_cluster(), "wfbp", batch_size=8)
     assert tuple(res.timeline.columns) == TIMELINE_COLUMNS
-    assert set(res.metrics) == set(sim.METRIC_KEYS)
+    assert set(res.metrics) == set(sim.METRIC_KEYS) | set(sim.api.RESOURCE_KEYS)
     assert set(res.timeline.kind) == {"io", "h2d", "forward", "backward", "comm", "update"}
     assert (res.timeline.end_s >= res.timeline.start_s).all()
 

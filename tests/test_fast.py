@@ -95,7 +95,7 @@ class TestAgainstTheEngine:
         if pair is None:
             return
         fast_res, ref = pair
-        assert set(fast_res.metrics) == set(ref.metrics) == set(sim.METRIC_KEYS)
+        assert set(fast_res.metrics) == set(ref.metrics) == set(sim.METRIC_KEYS) | set(sim.api.RESOURCE_KEYS)
         for key in sim.METRIC_KEYS:
             got, want = fast_res.metrics[key], ref.metrics[key]
             if isinstance(want, float):

@@ -11,7 +11,7 @@ from helpers import make_model
 
 import sim
 from sim import parallel
-from sim.api import METRIC_KEYS, resolve_model, single_gpu_iteration_s_of
+from sim.api import METRIC_KEYS, RESOURCE_KEYS, resolve_model, single_gpu_iteration_s_of
 from sim.cli import main
 from sim.parallel import run_grid
 
@@ -115,7 +115,7 @@ class TestSweep:
         t1 = single_gpu_iteration_s_of(resolve_model(model, cluster, 16, "fp32"))
         rows = [sim.simulate(model, cluster.with_gpus(p), s, batch_size=16, single_gpu_iteration_s=t1).metrics
                 for p in gpus for s in schedulers]
-        expected = pd.DataFrame(rows, columns=list(METRIC_KEYS))
+        expected = pd.DataFrame(rows, columns=[*METRIC_KEYS, *RESOURCE_KEYS])
         for jobs in (1, 2, None):
             frame = sim.sweep(model, cluster, gpus=gpus, schedulers=schedulers, batch_size=16, jobs=jobs)
             pd.testing.assert_frame_equal(frame, expected, check_exact=True)
@@ -123,7 +123,7 @@ class TestSweep:
     def test_networks_and_bucket_sizes(self):
         frame = sim.sweep(sim.load_model(TINY), sim.Cluster(), gpus=[2, 4], schedulers=["wfbp", "bucket"],
                           batch_size=8, networks=["10gbe", "100gbe"], bucket_mbs=[1.0, 50.0])
-        assert list(frame.columns) == [*METRIC_KEYS, "bucket_mb"]
+        assert list(frame.columns) == [*METRIC_KEYS, *RESOURCE_KEYS, "bucket_mb"]
         assert list(zip(frame.network, frame.gpus, frame.scheduler, frame.bucket_mb, strict=True))[:5] == [
             ("10gbe", 2, "wfbp", 1.0), ("10gbe", 2, "wfbp", 50.0), ("10gbe", 2, "bucket", 1.0),
             ("10gbe", 2, "bucket", 50.0), ("10gbe", 4, "wfbp", 1.0)]

@@ -255,7 +255,7 @@ class TestCommandLine:
         base = ("run", "--model", "tests/data/tiny.csv", "--gpus", "4", "--scheduler", "synceasgd", "--format", "json")
         code, out, _ = self.cli(*base)
         plain = json.loads(out)
-        assert set(plain) == set(sim.METRIC_KEYS)  # no straggler flag: the plain output, unchanged
+        assert set(plain) == set(sim.METRIC_KEYS) | set(sim.api.RESOURCE_KEYS)  # no straggler flag: the plain output, unchanged
         code, out, _ = self.cli(*base, "--stragglers", "1", "--straggler-factor", "2", "--seed", "3")
         slow = json.loads(out)
         assert code == 0 and set(sim.METRIC_KEYS) <= set(slow)

@@ -12,7 +12,7 @@ from sim.checks import MAX_SEED
 from sim.errors import SimInputError
 from sim.schedulers.knobs import Knob
 
-__all__ = ["float_list", "int_list", "knob_type", "name_list", "nonneg_float", "nonneg_int", "positive_float", "read_text",
+__all__ = ["add_resource_flags", "float_list", "int_list", "knob_type", "name_list", "nonneg_float", "nonneg_int", "positive_float", "read_text",
            "positive_int", "seed", "strict_json", "table", "write_json"]
 
 
@@ -125,6 +125,30 @@ def table(metrics: dict) -> str:
             value = f"{value:.6g}"
         lines.append(f"{key.ljust(width)}  {value}")
     return "\n".join(lines)
+
+
+def add_resource_flags(parser) -> None:
+    """--optimizer (memory) and the per-GPU price and power overrides (cost, energy): `sim.resources`."""
+    from sim.memory import DEFAULT_OPTIMIZER, OPTIMIZERS
+
+    parser.add_argument("--optimizer", choices=list(OPTIMIZERS), default=DEFAULT_OPTIMIZER,
+                        help="optimizer: its state counts in the memory per GPU (sgd: none, momentum: one buffer, "
+                             "adam, adamw, lamb: two) and its step sets a zoo model's update time "
+                             f"(default {DEFAULT_OPTIMIZER})")
+    parser.add_argument("--price-usd-per-hour", type=positive_float, default=None, metavar="USD",
+                        help="price of one GPU per hour, replacing the GPU type's on-demand price in data/prices.csv")
+    parser.add_argument("--power-w", type=positive_float, default=None, metavar="W",
+                        help="board power of one GPU in watts, replacing its datasheet TDP in data/prices.csv")
+
+
+def memory_line(metrics: dict) -> str:
+    """``memory per GPU: X GB of Y GB (fits|DOES NOT FIT)`` (GB = 1e9 bytes, as the datasheets)."""
+    verdict = "fits" if metrics["fits_in_memory"] else "DOES NOT FIT"
+    line = (f"memory per GPU: {metrics['memory_per_gpu_bytes'] / 1e9:.3g} GB of "
+            f"{metrics['gpu_memory_bytes'] / 1e9:.3g} GB ({verdict})")
+    if metrics["memory_activations_bytes"] == 0:
+        line += "; activations not estimated (the layer table has no shapes)"
+    return line
 
 
 def read_text(path) -> str:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from sim.api import sweep
 from sim.checks import check_int
-from sim.cli.args import positive_int, write_json
+from sim.cli.args import add_resource_flags, positive_int, write_json
 from sim.cli.stragglers import add_straggler_flags, straggler_given, with_stragglers
 from sim.cli.workload import (
     add_compression_flag,
@@ -42,6 +42,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--progress", choices=["auto", "on", "off"], default="auto",
                         help="progress bar on stderr (auto: when stderr is a terminal)")
     add_straggler_flags(parser)
+    add_resource_flags(parser)
+    parser.add_argument("--fits-only", action="store_true",
+                        help="keep only the rows whose memory per GPU fits the GPU (fits_in_memory)")
+
+
+def resource_args(args) -> dict:
+    return {"optimizer": args.optimizer, "price_usd_per_hour": args.price_usd_per_hour, "power_w": args.power_w}
 
 
 class ProgressBar:
@@ -90,7 +97,8 @@ def run(args, out) -> None:
                                     "--compression or scheduler options (those sweeps run in this process)")
         frame = simulate_runs(model(args), lambda p: cluster(args, p), args.gpus, runs, batch_size=args.batch_size,
                               precision=args.precision, prefetch=args.prefetch, bucket_mb=bucket_mb(args),
-                              calibrate_iteration_s=args.calibrate_iteration_s, options=options(args), **compression)
+                              calibrate_iteration_s=args.calibrate_iteration_s, options=options(args),
+                              **compression, **resource_args(args))
         write_sweep(args, frame, out)
         return
     if args.jobs is not None and args.dask_address is not None:
@@ -104,7 +112,7 @@ def run(args, out) -> None:
             the_model, cluster(args, 1), gpus=args.gpus, schedulers=args.scheduler, batch_size=args.batch_size,
             precision=args.precision, prefetch=args.prefetch, bucket_mb=bucket_mb(args),
             calibrate_iteration_s=args.calibrate_iteration_s, jobs=args.jobs, client=client,
-            progress=ProgressBar(err) if show else None,
+            progress=ProgressBar(err) if show else None, **resource_args(args),
         )
     finally:
         if client is not None:
@@ -115,6 +123,8 @@ def run(args, out) -> None:
 
 
 def write_sweep(args, frame: pd.DataFrame, out) -> None:
+    if args.fits_only:
+        frame = frame.loc[frame["fits_in_memory"].astype(bool)].reset_index(drop=True)
     if args.format == "json":
         write_json(frame.to_dict("records"), out)
         return
@@ -123,6 +133,6 @@ def write_sweep(args, frame: pd.DataFrame, out) -> None:
         flat.to_csv(out, index=False)
     else:
         cols = ["gpus", *(["method"] if "method" in flat.columns else []), "scheduler", "iteration_time_s",
-                "throughput_samples_per_s", "comm_exposed_s", "speedup", "scaling_efficiency", "num_messages"]
+                "throughput_samples_per_s", "comm_exposed_s", "speedup", "scaling_efficiency", "num_messages", "fits_in_memory"]
         cols += [c for c in ("iteration_p50_s", "iteration_p99_s") if c in flat.columns]
         out.write(flat[cols].to_string(index=False) + "\n")

@@ -24,6 +24,7 @@ from sim.api import SimResult, plan_run, resolve_method, resolve_model, run_metr
 from sim.catalog import get_gpu
 from sim.checks import check_int, check_seed
 from sim.cluster import Cluster
+from sim.core.cost import PSCost
 from sim.core.lower import WorkerTimes
 from sim.core.metrics import steady_iteration_s
 from sim.core.run import single_gpu_iteration_s, time_plan, time_workers
@@ -139,7 +140,7 @@ def _metrics(run: SyncRun, spec: StragglerSpec, cluster: Cluster, scheduler: str
     groups = [[run.base.layer_names[i] for i in members] for members in run.plan.groups]
     single = float(ideal) if cluster.gpus == 1 else single_gpu_iteration_s(run.base, precision, prefetch)
     metrics = run_metrics(run.base, cluster, scheduler, batch_size, precision, run.plan_cost, mean, phases, single,
-                          groups)
+                          groups, "ps" if isinstance(run.cost, PSCost) else "allreduce")
     periods, waits = run.periods_s, run.wait_s[1:]
     return metrics | {
         "seed": int(seed), **spec.as_dict(), "iterations": int(run.update_end_s.shape[0]),

@@ -1,0 +1,236 @@
+"""Per-GPU memory of data-parallel training: weights, gradients, optimizer state, activations, buffers.
+
+`memory_per_gpu` adds up, for one GPU, the bytes of
+
+* **weights**, **gradients** and **optimizer state**, counted as the ZeRO paper
+  does (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
+  Trillion Parameter Models", SC 2020, Sec. 3.1): with Psi parameters, fp32
+  training keeps 4 Psi bytes of weights, 4 Psi of gradients and K Psi of
+  optimizer state, where K = 4 bytes per fp32 buffer (`OPTIMIZER_BUFFERS`:
+  ``sgd`` none, ``momentum`` one, ``adam`` two). Mixed precision (``fp16``)
+  keeps 2 Psi of fp16 weights and 2 Psi of fp16 gradients, and the optimizer
+  holds an fp32 master copy of the weights as well: K = 4 + 4 x buffers, so
+  mixed-precision Adam is 2 + 2 + 12 = 16 bytes per parameter, the paper's
+  figure.
+* **sharding** (`SHARDS`, ZeRO's stages over Nd = ``gpus`` data-parallel
+  ranks): ``none`` (2 + 2 + K) Psi; ``optimizer`` (stage 1)
+  2 Psi + 2 Psi + K Psi / Nd; ``gradients`` (stage 2) 2 Psi + (2 + K) Psi / Nd;
+  ``parameters`` (stage 3, FSDP full shard) (2 + 2 + K) Psi / Nd (the widths
+  are 4 + 4 in fp32). A shard is rounded up to whole bytes.
+* **activations** kept for the backward pass, an estimate from the model's
+  layer shapes (zoo models; a layer CSV has none and counts 0, a lower
+  bound): each row's output (``out_elems`` per sample) x the per-GPU batch x
+  the bytes of one element (4 in fp32, 2 in fp16) x a factor per layer type
+  (`ACTIVATION_FACTOR`). For CNN rows the factor counts the tensors of the
+  output's size that autograd saves: the output itself (the next layer's
+  saved input, or the in-place ReLU's saved result), and for batch-norm also
+  its input, the convolution's output (``conv_bn`` and ``bn``: 2). For the
+  transformer rows it follows Korthikanti et al., "Reducing Activation
+  Recomputation in Large Transformer Models", MLSys 2023 (arXiv 2205.05198),
+  Sec. 4.1: one layer keeps 34 s b h + 5 a s^2 b bytes with 16-bit
+  activations (attention block 11 s b h + 5 a s^2 b, MLP 19 s b h, the two
+  layer-norms 4 s b h). Our ``attention`` row holds the attention block and
+  one layer-norm, (11 + 2) s b h bytes = 6.5 elements of its output size, plus
+  the 5 a s^2 b bytes of scores, softmax and dropout (2.5 a s^2 elements per
+  sample, counted where the number of heads a and the sequence length s are
+  known: `attention_scores`); the ``mlp`` row holds the MLP and the other
+  layer-norm, (19 + 2) s b h bytes = 10.5 elements. In fp32 the same element
+  counts are taken at 4 bytes (the 1-byte dropout masks are then counted at 4
+  bytes: a small overestimate). The network's input batch, the CUDA context
+  and allocator fragmentation are not counted.
+* **communication buffers** (``bucket_bytes``, see `comm_buffer_bytes`): PyTorch
+  DDP's gradient buckets (``bucket_cap_mb``, default 25 MiB; torch.nn.parallel.DistributedDataParallel
+  docs): two buckets, one being filled while one is reduced, 2 x the bucket
+  size (at most the whole gradient). This assumes ``gradient_as_bucket_view=True``; with PyTorch's default
+  (False) the buckets hold a copy of every gradient, which the DDP docs say that
+  option saves. Horovod's fusion buffer, allocated once at
+  ``HOROVOD_FUSION_THRESHOLD`` bytes (64 MB by default; Horovod docs, "Tensor
+  Fusion"). Other schedulers that merge layers pack each merged message into
+  one flat buffer: the largest merged message.
+
+`fits_in_memory` compares the total with the GPU's memory (``mem_gb`` in
+``data/gpus.csv``, GB = 1e9 bytes); nothing is held back for the CUDA context.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.checks import check_choice, check_float, check_int
+from sim.model import Model
+from sim.schedulers.names import BUCKET, DDP, HOROVOD
+
+__all__ = [
+    "ACTIVATION_FACTOR", "DEFAULT_OPTIMIZER", "MEMORY_KEYS", "MIB", "OPTIMIZERS", "OPTIMIZER_BUFFERS", "SHARDS",
+    "ZOO_ATTENTION_HEADS", "MemoryEstimate", "activation_bytes", "attention_scores", "comm_buffer_bytes",
+    "memory_per_gpu", "model_state_bytes_per_param", "optimizer_bytes_per_param",
+]
+
+#: The optimizers whose state is counted, and the fp32 buffers of that state per parameter.
+OPTIMIZER_BUFFERS = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2, "lamb": 2}  # LAMB keeps Adam's two moments
+OPTIMIZERS = tuple(OPTIMIZER_BUFFERS)
+#: The optimizer of a run that names none: SGD with momentum, the update that
+#: `sim.compute.update_time_s` times.
+DEFAULT_OPTIMIZER = "momentum"
+#: ZeRO's stages: what is partitioned over the data-parallel ranks.
+SHARDS = ("none", "optimizer", "gradients", "parameters")
+#: Bytes of one weight (and one gradient) at each precision; fp16 is mixed precision.
+WIDTH_BYTES = {"fp32": 4, "fp16": 2}
+FP32_BYTES = 4
+MIB = 1 << 20
+
+#: Activation elements kept per output element, by layer type (see the module docstring).
+ACTIVATION_FACTOR = {
+    "conv": 1.0, "conv_bn": 2.0, "bn": 2.0, "linear": 1.0, "pool": 1.0, "elementwise": 1.0,
+    "embedding": 1.0, "layernorm": 1.0, "attention": 6.5, "mlp": 10.5,
+}
+DEFAULT_ACTIVATION_FACTOR = 1.0
+#: Score, softmax and dropout elements per attention row, per (head x s^2): 5 a s^2 b bytes at 2 bytes each.
+SCORE_ELEMENTS_PER_HEAD_SQ = 2.5
+#: Attention heads of the zoo's transformers (their Hugging Face configs: bert-base-uncased 12,
+#: bert-large-uncased 16, gpt2 12). A model can say its own in ``extra["attention_heads"]``.
+ZOO_ATTENTION_HEADS = {"bert_base": 12, "bert_large": 16, "gpt2": 12}
+
+#: The keys `MemoryEstimate.metrics` adds to a run's metrics.
+MEMORY_KEYS = (
+    "optimizer", "memory_weights_bytes", "memory_gradients_bytes", "memory_optimizer_bytes",
+    "memory_activations_bytes", "memory_buffers_bytes", "memory_per_gpu_bytes", "gpu_memory_bytes",
+    "fits_in_memory",
+)
+
+
+def optimizer_bytes_per_param(optimizer: str, precision: str) -> int:
+    """K of the ZeRO paper: optimizer-state bytes per parameter (fp16 adds the fp32 master weights)."""
+    check_choice("optimizer", optimizer, OPTIMIZERS)
+    check_choice("precision", precision, tuple(WIDTH_BYTES))
+    master = FP32_BYTES if precision == "fp16" else 0
+    return master + FP32_BYTES * OPTIMIZER_BUFFERS[optimizer]
+
+
+def model_state_bytes_per_param(optimizer: str, precision: str) -> int:
+    """Weights + gradients + optimizer state per parameter, unsharded (16 for mixed-precision Adam)."""
+    return 2 * WIDTH_BYTES[precision] + optimizer_bytes_per_param(optimizer, precision)
+
+
+def attention_scores(model: Model) -> float:
+    """a x s^2 per sample of each attention row (heads x sequence length squared), or 0 when unknown.
+
+    Heads from ``model.extra["attention_heads"]`` or `ZOO_ATTENTION_HEADS`; the
+    sequence length from ``model.extra["seq_len"]``, the zoo arguments the model
+    was built with, or its architecture's default.
+    """
+    extra = model.extra or {}
+    heads = extra.get("attention_heads", ZOO_ATTENTION_HEADS.get(model.name))
+    seq_len = extra.get("seq_len") or (extra.get("arch_kwargs") or {}).get("seq_len")
+    if seq_len is None and model.name in ZOO_ATTENTION_HEADS:
+        from sim.zoo import ARCHITECTURES
+
+        seq_len = ARCHITECTURES[model.name].default_kwargs.get("seq_len")
+    if not heads or not seq_len:
+        return 0.0
+    return float(heads) * float(seq_len) ** 2
+
+
+def activation_bytes(model: Model, batch_size: int, precision: str) -> int:
+    """Activation bytes kept for the backward pass on one GPU (0 for a model without layer shapes)."""
+    if model.out_elems is None or model.layer_types is None:
+        return 0
+    types = model.layer_types
+    factor = np.array([ACTIVATION_FACTOR.get(t, DEFAULT_ACTIVATION_FACTOR) for t in types])
+    elems = float(np.dot(np.asarray(model.out_elems, dtype=float), factor))
+    n_attention = sum(1 for t in types if t == "attention")
+    elems += n_attention * SCORE_ELEMENTS_PER_HEAD_SQ * attention_scores(model)
+    return int(math.ceil(elems * batch_size * WIDTH_BYTES[precision]))
+
+
+def comm_buffer_bytes(scheduler: str, *, gpus: int, gradient_bytes: int, largest_message_bytes: int = 0,
+                      bucket_mb: float = 25.0, fusion_threshold_mb: float = 64.0) -> int:
+    """Communication buffer bytes on one GPU (see the module docstring); 0 on one GPU.
+
+    ``gradient_bytes`` is the model's whole gradient, ``largest_message_bytes``
+    the largest message of the plan that merges several layers (0 if none).
+    """
+    if gpus <= 1:
+        return 0
+    if scheduler in (DDP, BUCKET):
+        return int(math.ceil(min(2 * bucket_mb * MIB, gradient_bytes)))
+    if scheduler == HOROVOD:
+        if not math.isfinite(fusion_threshold_mb):
+            return int(gradient_bytes)
+        return int(math.ceil(fusion_threshold_mb * MIB))
+    return int(largest_message_bytes)
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """One GPU's memory, by part, in bytes."""
+
+    optimizer: str
+    weights_bytes: int
+    gradients_bytes: int
+    optimizer_bytes: int
+    activations_bytes: int
+    buffers_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return (self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
+                + self.buffers_bytes)
+
+    def metrics(self, gpu_memory_bytes: float) -> dict:
+        """The `MEMORY_KEYS` of a run on a GPU with ``gpu_memory_bytes``."""
+        return {
+            "optimizer": self.optimizer, "memory_weights_bytes": self.weights_bytes,
+            "memory_gradients_bytes": self.gradients_bytes, "memory_optimizer_bytes": self.optimizer_bytes,
+            "memory_activations_bytes": self.activations_bytes, "memory_buffers_bytes": self.buffers_bytes,
+            "memory_per_gpu_bytes": self.total_bytes, "gpu_memory_bytes": int(gpu_memory_bytes),
+            "fits_in_memory": bool(self.total_bytes <= gpu_memory_bytes),
+        }
+
+
+def _share(total_bytes: int, parts: int) -> int:
+    """One rank's share of ``total_bytes`` split over ``parts`` ranks, rounded up."""
+    return -(-int(total_bytes) // parts)
+
+
+def memory_per_gpu(model: Model, *, batch_size: int, precision: str = "fp32", optimizer: str = DEFAULT_OPTIMIZER,
+                   gpus: int = 1, shard: str = "none", bucket_bytes: int = 0) -> MemoryEstimate:
+    """Bytes on one GPU of ``gpus`` data-parallel ranks, by part (see the module docstring).
+
+    Parameters
+    ----------
+    model : Model
+        Its ``params`` (Psi = their sum) and, for activations, ``out_elems`` and ``layer_types``.
+    batch_size : int
+        Samples per GPU.
+    precision : {"fp32", "fp16"}
+        fp32 training, or mixed precision with fp32 master weights.
+    optimizer : {"sgd", "momentum", "adam"}
+    gpus : int
+        Data-parallel ranks Nd over which a ``shard`` partitions.
+    shard : {"none", "optimizer", "gradients", "parameters"}
+        ZeRO stage 0, 1, 2 or 3.
+    bucket_bytes : int
+        Communication buffers on the GPU (`comm_buffer_bytes`).
+    """
+    check_int("batch_size", batch_size, 1)
+    check_int("gpus", gpus, 1)
+    check_choice("shard", shard, SHARDS)
+    check_float("bucket_bytes", bucket_bytes, 0)
+    k = optimizer_bytes_per_param(optimizer, precision)
+    psi = int(np.sum(model.params, dtype=np.int64))
+    width = WIDTH_BYTES[precision]
+    level = SHARDS.index(shard)
+    weights, grads, state = psi * width, psi * width, psi * k
+    if level >= 1:
+        state = _share(state, gpus)
+    if level >= 2:
+        grads = _share(grads, gpus)
+    if level >= 3:
+        weights = _share(weights, gpus)
+    return MemoryEstimate(optimizer, weights, grads, state, activation_bytes(model, batch_size, precision),
+                          int(math.ceil(bucket_bytes)))
+
