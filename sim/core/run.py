@@ -116,6 +116,16 @@ def _time_with_interference(model, plan: Plan, costs, **kw) -> Timing:
                   _RowTimelines([t.timeline for t, _ in rows]), all(t.fast for t, _ in rows))
 
 
+def _stretched_like(worker_model, base, stretched):
+    """``worker_model`` with each layer's forward and backward stretched by the factor
+    that turned ``base`` into ``stretched`` (the aggregate run's interference)."""
+    def factor(new, old):
+        return np.divide(new, old, out=np.ones_like(old, dtype=float), where=old > 0)
+
+    return dataclasses.replace(worker_model, fwd_s=worker_model.fwd_s * factor(stretched.fwd_s, base.fwd_s),
+                               bwd_s=worker_model.bwd_s * factor(stretched.bwd_s, base.bwd_s))
+
+
 class _RowTimelines:
     """Row r's timeline from the r-th one-row timing (picklable)."""
 
@@ -208,8 +218,9 @@ def time_workers(model, plan: Plan, cost, times: WorkerTimes, *, precision: str 
     take the aggregate run's times, to the bit.
     """
     if _slowdown(cost) > 0:  # every worker's compute stretched as in the aggregate run (`interference_model`)
-        model = interference_model(model, plan, cost, precision=precision, prefetch=prefetch, engine=engine)
-        cost = _without_slowdown(cost)
+        stretched = interference_model(model, plan, cost, precision=precision, prefetch=prefetch, engine=engine)
+        times = dataclasses.replace(times, models=tuple(_stretched_like(m, model, stretched) for m in times.models))
+        model, cost = stretched, _without_slowdown(cost)
     if engine == "auto" and fast.supports(plan, cost, model.num_layers):
         run = fast.evaluate(model, plan, [cost], precision=precision, iterations=iterations, prefetch=prefetch,
                             times=times)
