@@ -17,8 +17,10 @@ from sim.comm import (
     allreduce_cost,
     measured_cost,
     ps_cost,
+    topology_links,
 )
 from sim.errors import SimInputError
+from sim.topology import Topology, get_topology, network_regimes
 
 __all__ = ["MAX_GPUS", "Cluster"]
 
@@ -51,6 +53,18 @@ class Cluster:
     gpu : str
         GPU type (see ``python -m sim list gpus``); it sets the estimated
         compute times of zoo models. CSV models carry their own times.
+    size_regimes : bool
+        Use the network preset's measured size-regime table
+        (``data/network_regimes.csv``) where it has one: alpha and beta per
+        message-size regime instead of one line. Off keeps the one line.
+    topology : str
+        Node topology preset (``data/topologies.csv``): ``flat`` (every GPU
+        reaches the NIC directly, the intra link at its preset rate),
+        ``dgx1`` (NVLink hybrid cube-mesh, one NIC that GPUs 4-7 reach across
+        the socket), ``dgx1-4nic``. See `sim.comm.topology_links`.
+    nics_per_node, nic_near_gpus, nic_path : optional
+        Override the topology's NICs per node, GPUs near a NIC and the link
+        preset the other GPUs cross to reach it.
     """
 
     gpus: int = 1
@@ -62,6 +76,11 @@ class Cluster:
     beta_s_per_byte: float | None = None
     gamma_s_per_byte: float = 0.0
     gpu: str = "v100-sxm2"
+    size_regimes: bool = False
+    topology: str = "flat"
+    nics_per_node: int | None = None
+    nic_near_gpus: int | None = None
+    nic_path: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("gpus", "gpus_per_node"):
@@ -86,6 +105,42 @@ class Cluster:
         get_network(self.network)
         get_network(self.intra)
         get_gpu(self.gpu)
+        self._check_topology()
+
+    def _check_topology(self) -> None:
+        if not isinstance(self.size_regimes, bool):
+            raise SimInputError(f"size_regimes must be true or false, got {self.size_regimes!r}")
+        for name, low in (("nics_per_node", 1), ("nic_near_gpus", 0)):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, check_int(name, getattr(self, name), low, MAX_GPUS))
+        topo = self.node_topology
+        if topo.nic_path is not None:
+            get_network(topo.nic_path)
+            if topo.nic_near_gpus is None:
+                raise SimInputError(f"nic_path {topo.nic_path!r} needs nic_near_gpus, the GPUs that reach "
+                                    "the NIC without it")
+
+    @property
+    def node_topology(self) -> Topology:
+        """The topology preset with this cluster's overrides."""
+        topo = get_topology(self.topology)
+        overrides = {k: getattr(self, k) for k in ("nics_per_node", "nic_near_gpus", "nic_path")
+                     if getattr(self, k) is not None}
+        return dataclasses.replace(topo, **overrides) if overrides else topo
+
+    def links(self, collective: str | None = None) -> tuple[Link, Link]:
+        """The intra- and inter-node links of the presets, with size regimes (``size_regimes``)
+        and the node topology applied for ``collective`` (default: the cluster's)."""
+        intra_net, inter_net = get_network(self.intra), get_network(self.network)
+        regimes = self.size_regimes
+        intra = Link(intra_net.alpha_s, intra_net.beta_s_per_byte, network_regimes(self.intra) if regimes else ())
+        inter = Link(inter_net.alpha_s, inter_net.beta_s_per_byte, network_regimes(self.network) if regimes else ())
+        topo = self.node_topology
+        path = None
+        if topo.nic_path is not None:
+            path_net = get_network(topo.nic_path)
+            path = Link(path_net.alpha_s, path_net.beta_s_per_byte)
+        return topology_links(collective or self.collective, self.gpus_in_node, intra, inter, topo, path)
 
     @property
     def nodes(self) -> int:
@@ -113,16 +168,8 @@ class Cluster:
             return measured_cost(model.comm_s, model.gradient_bytes(precision))
         if self.alpha_s is not None:
             return CommCost(self.alpha_s, self.beta_s_per_byte, "user alpha-beta")
-        intra = get_network(self.intra)
-        inter = get_network(self.network)
-        return allreduce_cost(
-            self.collective,
-            self.nodes,
-            self.gpus_in_node,
-            Link(intra.alpha_s, intra.beta_s_per_byte),
-            Link(inter.alpha_s, inter.beta_s_per_byte),
-            self.gamma_s_per_byte,
-        )
+        intra, inter = self.links()
+        return allreduce_cost(self.collective, self.nodes, self.gpus_in_node, intra, inter, self.gamma_s_per_byte)
 
     def ps_cost(self, *, servers: int | None = None, colocated: bool = False,
                 in_flight: int | None = None, model=None, link_efficiency: float = 1.0) -> PSCost:
@@ -131,7 +178,8 @@ class Cluster:
         ``servers`` defaults to one per worker machine (the survey's setting).
         Needs the link presets: a fixed ``alpha_s``/``beta_s_per_byte`` or a
         model with measured all-reduce times describes an all-reduce, not a
-        push and a pull.
+        push and a pull. The node topology applies (as for one stream per
+        node); size regimes do not (push and pull stay affine).
         """
         if self.alpha_s is not None:
             raise SimInputError("the parameter-server architecture needs network presets, not --alpha/--beta")
@@ -139,8 +187,7 @@ class Cluster:
             raise SimInputError("the parameter-server architecture cannot use a model's measured all-reduce times")
         if self.gpus == 1:
             return PSCost(0.0, 0.0, 0.0, 0.0, colocated, "P = 1: no communication")
-        intra = get_network(self.intra)
-        inter = get_network(self.network)
+        intra, inter = self.links("ps")
         return ps_cost(self.nodes, self.gpus_in_node, Link(intra.alpha_s, intra.beta_s_per_byte),
                        Link(inter.alpha_s, inter.beta_s_per_byte), self.gamma_s_per_byte, servers=servers,
                        colocated=colocated, in_flight=in_flight, link_efficiency=link_efficiency)
