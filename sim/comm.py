@@ -7,9 +7,10 @@ makes `allreduce_cost` piecewise: the collective's formula is evaluated on
 the links of each regime, with the regimes' bounds kept at the all-reduce
 message sizes where they were measured (MPI and NCCL choose their algorithm
 and protocol by the size of the whole message: Open MPI's fixed decision
-rules switch from recursive doubling to a ring at 10,000 bytes). A node
-topology (`sim.topology.Topology`, applied by `topology_links`) rescales the
-links first.
+rule switches from recursive doubling to a ring at 10,000 bytes, open-mpi/ompi
+``coll_tuned_decision_fixed.c``). A node topology (`sim.topology.Topology`,
+applied by `topology_links`) rescales the links first.
+
 The formulas follow Thakur, Rabenseifner and Gropp, "Optimization of
 collective communication operations in MPICH", IJHPCA 19(1), 2005, with
 
@@ -20,7 +21,9 @@ collective communication operations in MPICH", IJHPCA 19(1), 2005, with
 A cluster is N nodes of k GPUs, ranks placed node-major. Intra-node steps use
 the ``intra`` link, inter-node steps the ``network`` link. Each node has one
 network interface, shared by its k GPUs: when all k GPUs of a node send across
-the network in the same step, the step moves k times the bytes through it.
+the network in the same step, the step moves k times the bytes through it. A
+node-major ring (NCCL orders its rings so) crosses each NIC once per direction
+per channel; its channels split the data, so sharing the NIC adds no bytes.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Piecewise alpha-beta fits: size regimes of all-reduce time from benchmark logs.
 
 One line ``T(M) = alpha + beta M`` misses protocol and algorithm switches:
-Open MPI's fixed decision rules run a small all-reduce by recursive doubling
-and switch to a ring above 10,000 bytes (``coll_tuned_decision_fixed.c``),
+Open MPI's fixed decision rule runs an all-reduce below 10,000 bytes by
+recursive doubling and a larger one by a ring (open-mpi/ompi
+``ompi/mca/coll/tuned/coll_tuned_decision_fixed.c``),
 MPI point-to-point switches from the eager to the rendezvous protocol, NCCL
 from its LL to LL128 to Simple protocols and from tree to ring. The bundled
 8-node K80 OSU log (``data/reference/bcaffe_k80_10gbe/allreduce8.log``) jumps

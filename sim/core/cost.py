@@ -22,7 +22,7 @@ import numpy as np
 
 from sim.errors import SimInputError
 
-__all__ = ["NO_COMM", "STEPS", "CommCost", "MeasuredCommCost", "PSCost", "Regime", "measured_cost"]
+__all__ = ["NO_COMM", "STEPS", "CommCost", "MeasuredCommCost", "PSCost", "Regime", "check_regimes", "measured_cost"]
 
 #: The communication steps a cost object times.
 STEPS = ("allreduce", "reduce-scatter", "all-gather", "push", "pull")
