@@ -42,6 +42,7 @@ __all__ = [
     "Link",
     "MeasuredCommCost",
     "PSCost",
+    "Regime",
     "allreduce_cost",
     "binary_tree",
     "double_binary_tree",

@@ -52,6 +52,12 @@ class TestPiecewiseCost:
         assert (TWO.alpha_s, TWO.beta_s_per_byte) == (50e-6, 0.25e-9)
         assert TWO.alpha_at(100) == 50e-6 and TWO.alpha_at(1 << 20) == 400e-6
 
+    def test_merge_saving(self):
+        assert CommCost(1e-4, 1e-9).merge_saving_s(1000, 2000) == 1e-4  # exactly alpha when affine
+        assert TWO.merge_saving_s(1000, 2000) == pytest.approx(50e-6, rel=1e-9)  # both and the sum eager
+        # two eager halves merged into one rendezvous message: 2 x (50 us + 40 us) - (400 us + 20 us) < 0
+        assert TWO.merge_saving_s(40000, 40000) == pytest.approx(2 * (50e-6 + 40e-6) - (400e-6 + 80000 * 0.25e-9))
+
     def test_one_regime_is_the_affine_cost(self):
         assert CommCost.piecewise([Regime(0, 1e-4, 2e-9)], "x") == CommCost(1e-4, 2e-9, "x")
 

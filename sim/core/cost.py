@@ -88,7 +88,8 @@ class CommCost:
     beta (the asymptotic bandwidth). These are what a scheduler that plans
     with one alpha (MG-WFBP's merge rule, which merges mostly small
     gradients) and the metrics report; `alpha_at` gives the alpha of the
-    regime a given (e.g. merged) message lands in.
+    regime a given (e.g. merged) message lands in, and `merge_saving_s` what
+    merging two messages actually saves (``alpha_s`` exactly when affine).
     """
 
     alpha_s: float
@@ -140,6 +141,18 @@ class CommCost:
         if not self.regimes:
             return self.alpha_s
         return float(self._table[1][int(self.regime_index(float(nbytes)))])
+
+    def merge_saving_s(self, nbytes_a, nbytes_b) -> float:
+        """Time saved by sending two messages as one: ``T(a) + T(b) - T(a + b)``.
+
+        Exactly ``alpha_s`` for an affine cost (the start-up cost MG-WFBP's merge
+        rule compares); with regimes it follows the regimes the three messages
+        fall in, and may be negative (merging into a slower regime costs time).
+        """
+        if not self.regimes:
+            return self.alpha_s
+        a, b = float(nbytes_a), float(nbytes_b)
+        return float(self.time_s(a) + self.time_s(b) - self.time_s(a + b))
 
     def plus(self, alpha_s: float = 0.0, beta_s_per_byte: float = 0.0, label: str | None = None) -> CommCost:
         """This cost with ``alpha_s`` more per message and ``beta_s_per_byte`` more per byte, in every
