@@ -48,9 +48,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--format", choices=["json", "table"], default="table")
 
 
-def regime_report(points, args) -> dict:
-    """The regime fit of the log's points: regimes, error per size and medians (line vs regimes)."""
-    from sim.calib.regimes import fit_regimes
+def regime_report(points, args, ranks) -> dict:
+    """The regime fit of the log's points: regimes, error per size and medians (line vs regimes), and,
+    when the rank count is known, the per-link rows of a regime table (``data/network_regimes.csv``)."""
+    from sim.calib.regimes import fit_regimes, regimes_to_network
 
     if args.max_regimes > 10:
         raise SimInputError(f"--max-regimes must be at most 10, got {args.max_regimes}")
@@ -60,22 +61,29 @@ def regime_report(points, args) -> dict:
     fit = fit_regimes(points["bytes"], points["time_s"], max_regimes=args.max_regimes, min_gain=args.min_gain,
                       weighting=args.weighting, min_bytes=args.min_bytes)
     errors = fit.errors(kept["bytes"], kept["time_s"])
+    links = ([{k: row[k] for k in ("from_bytes", "alpha_us", "effective_gbps")}
+              for row in regimes_to_network(fit, "fit", int(ranks))] if ranks and int(ranks) >= 2 else None)
     return {
         "regimes": [{"from_bytes": int(r.from_bytes), "alpha_s": r.alpha_s, "beta_s_per_byte": r.beta_s_per_byte}
                     for r in fit.regimes],
         "median_error_pct": float(np.median(np.abs(errors["error_pct"]))),
         "line_median_error_pct": line.median_error_pct(kept["bytes"], kept["time_s"]),
         "rms_error_by_regime_count": list(fit.rms_by_count),
+        "regime_links": links,
         "errors": errors.to_dict(orient="records"),
     }
 
 
 def _print_tables(result: dict, out) -> None:
-    summary = {k: v for k, v in result.items() if k not in ("preset", "regimes", "errors", "rms_error_by_regime_count")}
+    summary = {k: v for k, v in result.items()
+               if k not in ("preset", "regimes", "errors", "rms_error_by_regime_count", "regime_links")}
     out.write(table(summary) + "\n\n")
-    out.write(f"{'regime from (B)':>16} {'alpha (us)':>12} {'beta (s/B)':>12}\n")
-    for r in result["regimes"]:
-        out.write(f"{r['from_bytes']:>16} {r['alpha_s'] * 1e6:>12.4g} {r['beta_s_per_byte']:>12.4g}\n")
+    links = result["regime_links"] or [None] * len(result["regimes"])
+    out.write(f"{'regime from (B)':>16} {'alpha (us)':>12} {'beta (s/B)':>12}"
+              f"{'   ring link alpha (us), Gb/s' if result['regime_links'] else ''}\n")
+    for r, link in zip(result["regimes"], links, strict=True):
+        ring = f"   {link['alpha_us']:>12.4g} {link['effective_gbps']:>8.4g}" if link else ""
+        out.write(f"{r['from_bytes']:>16} {r['alpha_s'] * 1e6:>12.4g} {r['beta_s_per_byte']:>12.4g}{ring}\n")
     out.write(f"\n{'size (B)':>12} {'measured (us)':>14} {'fitted (us)':>12} {'error %':>8}\n")
     for e in result["errors"]:
         out.write(f"{e['bytes']:>12} {e['measured_s'] * 1e6:>14.2f} {e['fitted_s'] * 1e6:>12.2f} "
@@ -95,7 +103,7 @@ def run(args, out) -> None:
         "file": path.name, "format": points.attrs.get("format"), "ranks": ranks,
         "alpha_s": fit.alpha_s, "beta_s_per_byte": fit.beta_s_per_byte, "r2": fit.r2,
         "n_points": fit.n_points, "min_bytes": fit.min_bytes, "max_bytes": fit.max_bytes, "weighting": fit.weighting,
-        **regime_report(points, args),
+        **regime_report(points, args, ranks),
     }
     if args.save:
         result.update(save_preset(args, fit, ranks, path.name))

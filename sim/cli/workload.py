@@ -80,7 +80,7 @@ def add_topology_flags(p: argparse.ArgumentParser) -> None:
     """Size regimes and node topology (`sim.cluster.Cluster`); the defaults keep one line and a flat node."""
     p.add_argument("--size-regimes", action="store_true",
                    help="use the network preset's measured size-regime table (data/network_regimes.csv)")
-    p.add_argument("--topology", default=None, help="node topology preset: flat (default), dgx1, dgx1-4nic")
+    p.add_argument("--topology", default=None, help="node topology preset: flat (default), dgx1, dgx1-4nic, pcie-2socket")
     p.add_argument("--nics-per-node", type=positive_int, default=None, help="NICs per node (overrides the topology)")
     p.add_argument("--nic-near-gpus", type=nonneg_int, default=None,
                    help="GPUs of a node that reach the NIC directly (overrides the topology)")
