@@ -114,6 +114,12 @@ class Cluster:
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, check_int(name, getattr(self, name), low, MAX_GPUS))
         topo = self.node_topology
+        if topo.intra is not None and topo.intra != self.intra:
+            raise SimInputError(f"topology {topo.name!r} is built of intra link {topo.intra!r}, not {self.intra!r}: "
+                                f"give intra {topo.intra!r} (--intra {topo.intra})")
+        if topo.max_gpus_per_node is not None and self.gpus_per_node > topo.max_gpus_per_node:
+            raise SimInputError(f"topology {topo.name!r} has at most {topo.max_gpus_per_node} GPUs a node, "
+                                f"got gpus_per_node = {self.gpus_per_node}")
         if topo.nic_path is not None:
             get_network(topo.nic_path)
             if topo.nic_near_gpus is None:

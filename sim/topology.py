@@ -55,7 +55,9 @@ class Topology:
     """How the GPUs of a node reach its NICs and each other.
 
     ``nics_per_node`` NICs share the node's network traffic (NCCL spreads its
-    channels over them). GPUs beyond the first ``nic_near_gpus`` (None: all
+    channels over them). ``intra`` (optional) is the intra-node link preset
+    the topology is made of, and the largest key of ``nvlink_rings`` the most
+    GPUs a node has (`sim.cluster.Cluster` refuses others). GPUs beyond the first ``nic_near_gpus`` (None: all
     are near) reach a NIC across ``nic_path``, a link preset (e.g. the PCIe
     path through the CPU socket). ``nvlink_rings`` maps a number of GPUs used
     in the node to the directed NVLink rings NCCL can build over them; the
@@ -67,6 +69,7 @@ class Topology:
     nics_per_node: int = 1
     nic_near_gpus: int | None = None
     nic_path: str | None = None
+    intra: str | None = None
     nvlink_rings: tuple[tuple[int, int], ...] = ()
     links_per_gpu: int | None = None
     source: str = ""
@@ -77,6 +80,11 @@ class Topology:
         if self.nic_near_gpus is None or self.nic_path is None:
             return 0
         return max(0, gpus_in_node - self.nic_near_gpus)
+
+    @property
+    def max_gpus_per_node(self) -> int | None:
+        """The most GPUs a node of this topology has (None: no limit)."""
+        return self.nvlink_rings[-1][0] if self.nvlink_rings else None
 
     def intra_scale(self, gpus_in_node: int) -> float:
         """Fraction of the intra link's preset rate that NCCL's rings reach over ``gpus_in_node`` GPUs."""
@@ -107,6 +115,7 @@ def _topologies() -> dict[str, Topology]:
             nics_per_node=_number(TOPOLOGIES_FILE, line, row, "nics_per_node", integer=True),
             nic_near_gpus=_number(TOPOLOGIES_FILE, line, row, "nic_near_gpus", integer=True) if near else None,
             nic_path=row.get("nic_path") or None,
+            intra=row.get("intra") or None,
             nvlink_rings=_ring_table(TOPOLOGIES_FILE, line, row.get("nvlink_rings", "")),
             links_per_gpu=_number(TOPOLOGIES_FILE, line, row, "links_per_gpu", integer=True) if links else None,
             source=row["source"], note=row.get("note", ""),

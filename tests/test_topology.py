@@ -122,15 +122,21 @@ class TestBadInput:
         ({"nic_path": "pcie3"}, "nic_path 'pcie3' needs nic_near_gpus"),
         ({"nics_per_node": 0}, "nics_per_node"),
         ({"nic_near_gpus": -1}, "nic_near_gpus"),
-        ({"topology": "dgx1", "nic_path": "nope"}, "nope"),
+        ({"topology": "dgx1", "intra": "nvlink2", "nic_path": "nope"}, "nope"),
         ({"size_regimes": "yes"}, "size_regimes must be true or false"),
+        ({"topology": "dgx1", "intra": "pcie3"}, "topology 'dgx1' is built of intra link 'nvlink2', not 'pcie3'"),
     ])
     def test_cluster(self, kw, match):
         with pytest.raises(sim.SimInputError, match=match):
             sim.Cluster(gpus=16, gpus_per_node=8, **kw)
 
+    def test_a_dgx1_node_has_eight_gpus(self):
+        with pytest.raises(sim.SimInputError, match="at most 8 GPUs a node, got gpus_per_node = 16"):
+            sim.Cluster(gpus=32, gpus_per_node=16, intra="nvlink2", topology="dgx1")
+
     @pytest.mark.parametrize("argv, match", [
         (["--topology", "dgx2"], "unknown topology"),
+        (["--topology", "dgx1"], "--intra nvlink2"),
         (["--nic-path", "pcie3"], "needs nic_near_gpus"),
         (["--nics-per-node", "0"], "--nics-per-node"),
     ])
