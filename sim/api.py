@@ -109,15 +109,9 @@ def simulate(
     scheduler: str = WFBP,
     *,
     batch_size: int,
-    precision: str = "fp32",
-    iterations: int = 1,
-    prefetch: bool = False,
-    bucket_mb: float = DEFAULT_BUCKET_MB,
-    single_gpu_iteration_s: float | None = None,
-    calibrate_iteration_s: float | None = None,
-    method: str | None = None,
-    architecture: str = "allreduce",
-    options: SchedulerOptions | dict | None = None,
+    precision: str = "fp32", iterations: int = 1, prefetch: bool = False, bucket_mb: float = DEFAULT_BUCKET_MB,
+    single_gpu_iteration_s: float | None = None, calibrate_iteration_s: float | None = None,
+    method: str | None = None, architecture: str = "allreduce", options: SchedulerOptions | dict | None = None,
     engine: str = "auto", compression: str | Compression | None = None,
     optimizer: str = DEFAULT_OPTIMIZER, price_usd_per_hour: float | None = None, power_w: float | None = None,
 ) -> SimResult:
@@ -160,7 +154,8 @@ def simulate(
         Gradient compression (`sim.compression`); ``metrics`` adds ``compression``.
     optimizer, price_usd_per_hour, power_w : str, float, float
         Memory, update time and cost (`sim.resources`; ``metrics`` adds `RESOURCE_KEYS` after
-        `METRIC_KEYS`): sgd, momentum or adam state and step; per-GPU price and power.
+        `METRIC_KEYS`): the optimizer's state and step (sgd, momentum, adam, adamw, lamb);
+        per-GPU price and power.
 
     Returns ``SimResult``.
     """

@@ -17,10 +17,12 @@ from sim.comm import (
     allreduce_cost,
     measured_cost,
     ps_cost,
+    topology_links,
 )
 from sim.errors import SimInputError
 from sim.frameworks import AUTO, MAX_LAUNCH_US, get_framework, resolve_framework, with_framework
 from sim.interference import compute_slowdown
+from sim.topology import Topology, get_topology, network_regimes
 
 __all__ = ["MAX_GPUS", "Cluster"]
 
@@ -76,6 +78,18 @@ class Cluster:
         Override the effective rate of the ``network`` or ``intra`` preset
         (what-if: "my 100 GbE reaches only 20 Gb/s"), in Gb/s; the preset's
         latency stays.
+    size_regimes : bool
+        Use the network preset's measured size-regime table
+        (``data/network_regimes.csv``) where it has one: alpha and beta per
+        message-size regime instead of one line. Off keeps the one line.
+    topology : str
+        Node topology preset (``data/topologies.csv``): ``flat`` (every GPU
+        reaches the NIC directly, the intra link at its preset rate),
+        ``dgx1`` (NVLink hybrid cube-mesh, one NIC that GPUs 4-7 reach across
+        the socket), ``dgx1-4nic``. See `sim.comm.topology_links`.
+    nics_per_node, nic_near_gpus, nic_path : optional
+        Override the topology's NICs per node, GPUs near a NIC and the link
+        preset the other GPUs cross to reach it.
     """
 
     gpus: int = 1
@@ -93,6 +107,11 @@ class Cluster:
     intra_gbps: float | None = None
     interference: bool = True
     compute_slowdown: float | None = None
+    size_regimes: bool = False
+    topology: str = "flat"
+    nics_per_node: int | None = None
+    nic_near_gpus: int | None = None
+    nic_path: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("gpus", "gpus_per_node"):
@@ -128,6 +147,52 @@ class Cluster:
         for name in ("network_gbps", "intra_gbps"):
             if getattr(self, name) is not None:
                 check_float(name, getattr(self, name), 0, MAX_LINK_GBPS, low_open=True)
+        self._check_topology()
+
+    def _check_topology(self) -> None:
+        if not isinstance(self.size_regimes, bool):
+            raise SimInputError(f"size_regimes must be true or false, got {self.size_regimes!r}")
+        for name, low in (("nics_per_node", 1), ("nic_near_gpus", 0)):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, check_int(name, getattr(self, name), low, MAX_GPUS))
+        topo = self.node_topology
+        if topo.intra is not None and topo.intra != self.intra:
+            raise SimInputError(f"topology {topo.name!r} is built of intra link {topo.intra!r}, not {self.intra!r}: "
+                                f"give intra {topo.intra!r} (--intra {topo.intra})")
+        if topo.max_gpus_per_node is not None and self.gpus_per_node > topo.max_gpus_per_node:
+            raise SimInputError(f"topology {topo.name!r} has at most {topo.max_gpus_per_node} GPUs a node, "
+                                f"got gpus_per_node = {self.gpus_per_node}")
+        if topo.nic_path is not None:
+            get_network(topo.nic_path)
+            if topo.nic_near_gpus is None:
+                raise SimInputError(f"nic_path {topo.nic_path!r} needs nic_near_gpus, the GPUs that reach "
+                                    "the NIC without it")
+
+    @property
+    def node_topology(self) -> Topology:
+        """The topology preset with this cluster's overrides."""
+        topo = get_topology(self.topology)
+        overrides = {k: getattr(self, k) for k in ("nics_per_node", "nic_near_gpus", "nic_path")
+                     if getattr(self, k) is not None}
+        return dataclasses.replace(topo, **overrides) if overrides else topo
+
+    def links(self, collective: str | None = None) -> tuple[Link, Link]:
+        """The intra- and inter-node links of the presets, with ``intra_gbps``/``network_gbps``,
+        size regimes (``size_regimes``) and the node topology applied for ``collective``
+        (default: the cluster's)."""
+        def link(name: str, gbps: float | None) -> Link:  # a rate override replaces the preset's line and regimes
+            net = get_network(name)
+            if gbps is not None:
+                return Link(net.alpha_s, 8.0 / (gbps * 1e9))
+            return Link(net.alpha_s, net.beta_s_per_byte, network_regimes(name) if self.size_regimes else ())
+
+        intra, inter = link(self.intra, self.intra_gbps), link(self.network, self.network_gbps)
+        topo = self.node_topology
+        path = None
+        if topo.nic_path is not None:
+            path_net = get_network(topo.nic_path)
+            path = Link(path_net.alpha_s, path_net.beta_s_per_byte)
+        return topology_links(collective or self.collective, self.gpus_in_node, intra, inter, topo, path)
 
     @property
     def nodes(self) -> int:
@@ -182,14 +247,6 @@ class Cluster:
         intra, inter = self.links()
         return allreduce_cost(self.collective, self.nodes, self.gpus_in_node, intra, inter, self.gamma_s_per_byte)
 
-    def links(self) -> tuple[Link, Link]:
-        """The intra-node and the inter-node link: the presets, with ``intra_gbps``/``network_gbps`` applied."""
-        def link(name: str, gbps: float | None) -> Link:
-            net = get_network(name)
-            return Link(net.alpha_s, net.beta_s_per_byte if gbps is None else 8.0 / (gbps * 1e9))
-
-        return link(self.intra, self.intra_gbps), link(self.network, self.network_gbps)
-
     def ps_cost(self, *, servers: int | None = None, colocated: bool = False,
                 in_flight: int | None = None, model=None, link_efficiency: float = 1.0) -> PSCost:
         """Push and pull costs in the parameter-server architecture (`sim.comm.ps_cost`).
@@ -197,7 +254,8 @@ class Cluster:
         ``servers`` defaults to one per worker machine (the survey's setting).
         Needs the link presets: a fixed ``alpha_s``/``beta_s_per_byte`` or a
         model with measured all-reduce times describes an all-reduce, not a
-        push and a pull.
+        push and a pull. The node topology applies (as for one stream per
+        node); size regimes do not (push and pull stay affine).
         """
         if self.alpha_s is not None:
             raise SimInputError("the parameter-server architecture needs network presets, not --alpha/--beta")
@@ -205,6 +263,7 @@ class Cluster:
             raise SimInputError("the parameter-server architecture cannot use a model's measured all-reduce times")
         if self.gpus == 1:
             return PSCost(0.0, 0.0, 0.0, 0.0, colocated, "P = 1: no communication")
-        intra, inter = self.links()
-        return ps_cost(self.nodes, self.gpus_in_node, intra, inter, self.gamma_s_per_byte, servers=servers,
+        intra, inter = self.links("ps")  # push and pull stay affine: the links' lines, without size regimes
+        return ps_cost(self.nodes, self.gpus_in_node, Link(intra.alpha_s, intra.beta_s_per_byte),
+                       Link(inter.alpha_s, inter.beta_s_per_byte), self.gamma_s_per_byte, servers=servers,
                        colocated=colocated, in_flight=in_flight, link_efficiency=link_efficiency)

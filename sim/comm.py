@@ -2,6 +2,15 @@
 
 Every collective here is affine in the message size M for a fixed cluster,
 so each returns a `CommCost` with ``T(M) = alpha_s + beta_s_per_byte * M``.
+A link with size regimes (a measured table, `sim.topology.network_regimes`)
+makes `allreduce_cost` piecewise: the collective's formula is evaluated on
+the links of each regime, with the regimes' bounds kept at the all-reduce
+message sizes where they were measured (MPI and NCCL choose their algorithm
+and protocol by the size of the whole message: Open MPI's fixed decision
+rule switches from recursive doubling to a ring at 10,000 bytes, open-mpi/ompi
+``coll_tuned_decision_fixed.c``). A node topology (`sim.topology.Topology`,
+applied by `topology_links`) rescales the links first.
+
 The formulas follow Thakur, Rabenseifner and Gropp, "Optimization of
 collective communication operations in MPICH", IJHPCA 19(1), 2005, with
 
@@ -12,7 +21,9 @@ collective communication operations in MPICH", IJHPCA 19(1), 2005, with
 A cluster is N nodes of k GPUs, ranks placed node-major. Intra-node steps use
 the ``intra`` link, inter-node steps the ``network`` link. Each node has one
 network interface, shared by its k GPUs: when all k GPUs of a node send across
-the network in the same step, the step moves k times the bytes through it.
+the network in the same step, the step moves k times the bytes through it. A
+node-major ring (NCCL orders its rings so) crosses each NIC once per direction
+per channel; its channels split the data, so sharing the NIC adds no bytes.
 """
 
 from __future__ import annotations
@@ -22,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sim.checks import check_int
-from sim.core.cost import NO_COMM, CommCost, MeasuredCommCost, PSCost, measured_cost
+from sim.core.cost import NO_COMM, CommCost, MeasuredCommCost, PSCost, Regime, measured_cost
 from sim.errors import SimInputError
 
 __all__ = [
@@ -31,6 +42,7 @@ __all__ = [
     "Link",
     "MeasuredCommCost",
     "PSCost",
+    "Regime",
     "allreduce_cost",
     "binary_tree",
     "double_binary_tree",
@@ -41,16 +53,36 @@ __all__ = [
     "recursive_doubling",
     "recursive_halving_doubling",
     "ring",
+    "topology_links",
     "torus_2d",
 ]
 
 
 @dataclass(frozen=True)
 class Link:
-    """A link's latency ``alpha_s`` and per-byte time ``beta_s_per_byte``."""
+    """A link's latency ``alpha_s`` and per-byte time ``beta_s_per_byte``.
+
+    ``regimes`` (optional) give the link's alpha and beta per size regime,
+    starting at all-reduce message sizes; the collectives' formulas use
+    ``alpha_s`` and ``beta_s_per_byte``, `allreduce_cost` the regimes.
+    """
 
     alpha_s: float
     beta_s_per_byte: float
+    regimes: tuple[Regime, ...] = ()
+
+    def at(self, nbytes: float) -> Link:
+        """The link (without regimes) in the regime of an all-reduce of ``nbytes``."""
+        if not self.regimes:
+            return self
+        r = [r for r in self.regimes if r.from_bytes <= nbytes][-1]
+        return Link(r.alpha_s, r.beta_s_per_byte)
+
+    def adjusted(self, beta=lambda b: b, extra_alpha_s: float = 0.0) -> Link:
+        """This link with ``beta`` applied to its per-byte time and ``extra_alpha_s`` added, in every regime."""
+        regimes = tuple(Regime(r.from_bytes, r.alpha_s + extra_alpha_s, beta(r.beta_s_per_byte), r.label)
+                        for r in self.regimes)
+        return Link(self.alpha_s + extra_alpha_s, beta(self.beta_s_per_byte), regimes)
 
 
 def _lg(p: int) -> int:
@@ -295,9 +327,58 @@ COLLECTIVES: dict[str, Callable[[int, int, Link, Link, float], CommCost]] = {
 def allreduce_cost(
     collective: str, nodes: int, gpus_per_node: int, intra: Link, inter: Link, gamma_s_per_byte: float = 0.0
 ) -> CommCost:
-    """All-reduce cost for ``nodes`` x ``gpus_per_node`` GPUs; free when P = 1."""
+    """All-reduce cost for ``nodes`` x ``gpus_per_node`` GPUs; free when P = 1.
+
+    With links that carry size regimes, the cost is piecewise: one regime per
+    distinct regime start of either link, each the collective's formula on
+    the links of that regime (`Link.at`).
+    """
     if collective not in COLLECTIVES:
         raise SimInputError(f"unknown collective {collective!r}; valid: {', '.join(COLLECTIVES)}")
     if nodes * gpus_per_node == 1:
         return NO_COMM
-    return COLLECTIVES[collective](nodes, gpus_per_node, intra, inter, gamma_s_per_byte)
+    formula = COLLECTIVES[collective]
+    if not intra.regimes and not (inter.regimes and nodes > 1):
+        return formula(nodes, gpus_per_node, intra, inter, gamma_s_per_byte)
+    starts = sorted({0.0, *(r.from_bytes for r in intra.regimes),
+                     *(r.from_bytes for r in (inter.regimes if nodes > 1 else ()))})
+    regimes = []
+    for lo in starts:
+        cost = formula(nodes, gpus_per_node, intra.at(lo), inter.at(lo), gamma_s_per_byte)
+        regimes.append(Regime(lo, cost.alpha_s, cost.beta_s_per_byte, f"from {lo:.0f} B"))
+    return CommCost.piecewise(regimes, f"{collective} (size regimes)")
+
+
+#: Collectives that send one stream per node across the network at a time. NCCL
+#: starts a node's network send at a GPU far from the NIC and receives at a near
+#: one (NVIDIA/nccl issue 392), so with GPUs across the socket the whole stream
+#: crosses the NIC path; the others spread the node's traffic over all its GPUs.
+ONE_STREAM = ("ring", "binary_tree", "double_binary_tree", "ps")
+
+
+def topology_links(collective: str, gpus_in_node: int, intra: Link, inter: Link, topology,
+                   path: Link | None = None) -> tuple[Link, Link]:
+    """The intra and inter links as ``topology`` (a `sim.topology.Topology`) makes them.
+
+    * intra: beta / ``topology.intra_scale(k)`` (a partly connected NVLink mesh
+      builds fewer rings over fewer GPUs);
+    * inter: beta / min(nics_per_node, k) (NCCL spreads its channels over the
+      node's NICs, one per GPU at most);
+    * GPUs across ``path`` (``topology.far_gpus(k)`` > 0): the share s of the
+      node's network bytes that crosses the path (1 for the collectives of
+      `ONE_STREAM`, the far GPUs' share otherwise) streams through it while the
+      NIC sends, so beta_e becomes max(beta_e, s beta_path) (the slower stage of
+      a pipeline) and alpha_e gains the path's alpha.
+    """
+    k = gpus_in_node
+    scale = topology.intra_scale(k)
+    if scale != 1.0:
+        intra = intra.adjusted(lambda b: b / scale)
+    nics = min(topology.nics_per_node, k)
+    if nics > 1:
+        inter = inter.adjusted(lambda b: b / nics)
+    far = topology.far_gpus(k)
+    if far and path is not None:
+        share = 1.0 if collective in ONE_STREAM else far / k
+        inter = inter.adjusted(lambda b: max(b, share * path.beta_s_per_byte), path.alpha_s)
+    return intra, inter

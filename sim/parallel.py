@@ -79,10 +79,9 @@ Progress = Callable[[int, int], None]
 
 
 def _timing_cost(cost: CommCost) -> CommCost:
-    """``cost`` without its label when only alpha and beta time it, so that
+    """``cost`` without its label when only alpha and beta (and size regimes) time it, so that
     equal costs from different collectives are one evaluation."""
-    return (CommCost(cost.alpha_s, cost.beta_s_per_byte, compute_slowdown=cost.compute_slowdown)
-            if type(cost) is CommCost else cost)
+    return dataclasses.replace(cost, label="") if type(cost) is CommCost else cost
 
 
 #: Worker processes at most per core: more only compete for the same cores (raise it here).

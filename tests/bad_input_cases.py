@@ -319,7 +319,7 @@ CLI_CASES: list[tuple[str, str]] = [
     ("run --model resnet50 --gpus 8 --alpha 1e-3 --beta 1e-9 --framework nccl", "--framework does nothing with --alpha"),
     ("list models --format xml", "--format"),
     # --- memory, cost and energy (sim.resources) ---------------------------------------------------------
-    ("run " + CSV + " --optimizer lamb", "--optimizer"),
+    ("run " + CSV + " --optimizer adagrad", "--optimizer"),
     ("run " + CSV + " --price-usd-per-hour -1", "--price-usd-per-hour"),
     ("run " + CSV + " --price-usd-per-hour 0", "--price-usd-per-hour"),
     ("run " + CSV + " --power-w nan", "--power-w"),
@@ -425,7 +425,7 @@ API_CASES: list[tuple[str, str, str]] = [
     ("save_network_space", "sim.catalog.save_network(dict(name=' mynet', scope='inter', line_rate_gbps=10, "
      "effective_gbps=8, alpha_us=5, source='s', note=''))", "name"),
     # --- memory, cost and energy (sim.resources) ---------------------------------------------------------
-    ("simulate_optimizer", "simulate(tiny, Cluster(gpus=2), batch_size=8, optimizer='lamb')", "unknown optimizer 'lamb'"),
+    ("simulate_optimizer", "simulate(tiny, Cluster(gpus=2), batch_size=8, optimizer='adagrad')", "optimizer"),
     ("simulate_optimizer_none", "simulate(tiny, Cluster(gpus=2), batch_size=8, optimizer=None)", "optimizer"),
     ("simulate_price_zero", "simulate(tiny, Cluster(gpus=2), batch_size=8, price_usd_per_hour=0)", "price_usd_per_hour"),
     ("simulate_price_nan", "simulate(tiny, Cluster(gpus=2), batch_size=8, price_usd_per_hour=float('nan'))",

@@ -34,7 +34,9 @@ __all__ = [
     "fit_to_network",
     "parse_allreduce_log",
     "parse_nccl_tests",
+    "fit_points",
     "parse_osu_allreduce",
+    "ring_link",
 ]
 
 #: Residual weightings `fit_alpha_beta` accepts.
@@ -277,7 +279,7 @@ def parse_allreduce_log(text: str) -> pd.DataFrame:
 # --- fitting ---------------------------------------------------------------------
 
 
-def _fit_points(bytes, time_s, min_bytes) -> tuple[np.ndarray, np.ndarray]:
+def fit_points(bytes, time_s, min_bytes) -> tuple[np.ndarray, np.ndarray]:
     """The checked sizes and times as float arrays, those below ``min_bytes`` dropped."""
     try:
         b = np.asarray(bytes, dtype=float).ravel()
@@ -361,7 +363,7 @@ def fit_alpha_beta(bytes, time_s, min_bytes=None, weighting: str = "relative") -
     CS-2", Parallel Computing 20(3), 1994 (the alpha-beta model).
     """
     check_choice("weighting", weighting, WEIGHTINGS)
-    b, t = _fit_points(bytes, time_s, min_bytes)
+    b, t = fit_points(bytes, time_s, min_bytes)
     alpha, beta, r2 = _weighted_line(b, t, weighting)
     return Fit(
         alpha_s=alpha,
@@ -400,8 +402,8 @@ def _derivation(fit: Fit, p: int) -> str:
     )
 
 
-def _ring_link(fit: Fit, p: int) -> tuple[float, float]:
-    """Per-link ``(alpha_s, effective_gbps)`` of a ring all-reduce fit on P workers.
+def ring_link(alpha_s: float, beta_s_per_byte: float, p: int) -> tuple[float, float]:
+    """Per-link ``(alpha_s, effective_gbps)`` of a ring all-reduce ``alpha_s + beta_s_per_byte M`` on P workers.
 
     For a ring all-reduce on P workers (Patarasuk and Yuan 2009; Thakur,
     Rabenseifner and Gropp 2005, Sec. 4), every one of the 2(P-1) steps
@@ -417,8 +419,8 @@ def _ring_link(fit: Fit, p: int) -> tuple[float, float]:
     This inverts `sim.comm.ring`.
     """
     steps = 2 * (p - 1)
-    beta_link = fit.beta_s_per_byte * p / steps
-    return fit.alpha_s / steps, 8.0 / beta_link / 1e9
+    beta_link = beta_s_per_byte * p / steps
+    return alpha_s / steps, 8.0 / beta_link / 1e9
 
 
 def fit_to_network(
@@ -434,7 +436,7 @@ def fit_to_network(
 ) -> dict:
     """Turn an all-reduce fit on ``gpus`` workers into a link preset row.
 
-    The fit is inverted for a ring all-reduce (see `_ring_link` for the
+    The fit is inverted for a ring all-reduce (see `ring_link` for the
     algebra), so a cluster of P workers simulated with the returned preset
     reproduces the fitted T(M).
 
@@ -465,7 +467,7 @@ def fit_to_network(
         beta, or an effective rate above ``line_rate_gbps``.
     """
     p = _check_network_fit(fit, gpus, collective)
-    alpha_link_s, effective_gbps = _ring_link(fit, p)
+    alpha_link_s, effective_gbps = ring_link(fit.alpha_s, fit.beta_s_per_byte, p)
     if line_rate_gbps is not None and effective_gbps > line_rate_gbps:
         raise SimInputError(
             f"{name}: the fit implies {effective_gbps:.3g} Gb/s per link, above the line rate "

@@ -10,7 +10,15 @@ import argparse
 from dataclasses import fields
 
 from sim.api import ARCHITECTURES, simulate
-from sim.cli.args import int_list, knob_type, name_list, nonneg_float, positive_float, positive_int
+from sim.cli.args import (
+    int_list,
+    knob_type,
+    name_list,
+    nonneg_float,
+    nonneg_int,
+    positive_float,
+    positive_int,
+)
 from sim.cluster import Cluster
 from sim.comm import COLLECTIVES
 from sim.compression import parse_compression
@@ -70,6 +78,7 @@ def add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
                    help="override the network preset's effective rate, Gb/s")
     p.add_argument("--intra-gbps", type=positive_float, default=None,
                    help="override the intra-node preset's effective rate, Gb/s")
+    add_topology_flags(p)
     p.add_argument("--batch-size", type=positive_int, default=32, help="samples per GPU per iteration")
     p.add_argument("--precision", choices=list(BYTES_PER_PARAM), default="fp32", help="gradient precision")
     p.add_argument("--alpha", type=nonneg_float, default=None, help="all-reduce start-up time, seconds")
@@ -103,6 +112,21 @@ def refuse_compression_with_stragglers(args, straggling: bool) -> None:
     if straggling and getattr(args, "compression", None) is not None:
         raise SimInputError("--compression does not combine with the straggler flags (the per-worker engine "
                             "does not compress)")
+
+
+def add_topology_flags(p: argparse.ArgumentParser) -> None:
+    """Size regimes and node topology (`sim.cluster.Cluster`); the defaults keep one line and a flat node."""
+    p.add_argument("--size-regimes", action="store_true",
+                   help="use the network preset's measured size-regime table (data/network_regimes.csv)")
+    p.add_argument("--topology", default=None, help="node topology preset: flat (default), dgx1, dgx1-4nic, pcie-2socket")
+    p.add_argument("--nics-per-node", type=positive_int, default=None, help="NICs per node (overrides the topology)")
+    p.add_argument("--nic-near-gpus", type=nonneg_int, default=None,
+                   help="GPUs of a node that reach the NIC directly (overrides the topology)")
+    p.add_argument("--nic-path", default=None,
+                   help="link preset the other GPUs cross to reach the NIC, e.g. pcie3 (overrides the topology)")
+
+
+TOPOLOGY_FLAGS = ("size_regimes", "topology", "nics_per_node", "nic_near_gpus", "nic_path")
 
 
 def add_knob_flags(p: argparse.ArgumentParser) -> None:
@@ -188,8 +212,9 @@ DEFAULTS = {f.name: f.default for f in fields(Cluster)
 
 def cluster(args, gpus: int) -> Cluster:
     given = {k: getattr(args, k) for k in DEFAULTS if getattr(args, k, None) is not None}
+    topology = {k: getattr(args, k) for k in TOPOLOGY_FLAGS if getattr(args, k, None) not in (None, False)}
     return Cluster(gpus=gpus, gpus_per_node=args.gpus_per_node, alpha_s=args.alpha, beta_s_per_byte=args.beta,
-                   **{**DEFAULTS, **given})
+                   **{**DEFAULTS, **given}, **topology)
 
 
 def model(args):

@@ -13,43 +13,165 @@ build these objects live in `sim.comm`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from sim.errors import SimInputError
 
-__all__ = ["NO_COMM", "STEPS", "CommCost", "MeasuredCommCost", "PSCost", "measured_cost"]
+__all__ = ["NO_COMM", "STEPS", "CommCost", "MeasuredCommCost", "PSCost", "Regime", "check_regimes", "measured_cost"]
 
 #: The communication steps a cost object times.
 STEPS = ("allreduce", "reduce-scatter", "all-gather", "push", "pull")
 
 
+def _check_nonnegative(owner, **values) -> None:
+    for name, value in values.items():
+        if not (math.isfinite(value) and value >= 0):
+            raise SimInputError(f"{owner}{name} must be a finite number >= 0, got {value}")
+
+
+@dataclass(frozen=True)
+class Regime:
+    """One size regime of a piecewise cost: messages of ``from_bytes`` bytes
+    or more (up to the next regime's start) take ``alpha_s + beta_s_per_byte * M``.
+
+    Regimes follow a protocol or algorithm switch: MPI's eager and rendezvous
+    protocols, NCCL's LL / LL128 / Simple protocols, ring versus tree.
+    """
+
+    from_bytes: float
+    alpha_s: float
+    beta_s_per_byte: float
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        _check_nonnegative("regime ", from_bytes=self.from_bytes, alpha_s=self.alpha_s,
+                           beta_s_per_byte=self.beta_s_per_byte)
+
+    def plus(self, alpha_s: float, beta_s_per_byte: float) -> Regime:
+        return dataclasses.replace(self, alpha_s=self.alpha_s + alpha_s,
+                                   beta_s_per_byte=self.beta_s_per_byte + beta_s_per_byte)
+
+
+def check_regimes(regimes) -> tuple[Regime, ...]:
+    """``regimes`` as a tuple, checked: the first starts at 0 bytes, the starts increase."""
+    regimes = tuple(regimes)
+    if not regimes:
+        raise SimInputError("a piecewise cost needs at least one regime")
+    if regimes[0].from_bytes != 0:
+        raise SimInputError(f"the first regime must start at 0 bytes, got {regimes[0].from_bytes}")
+    starts = [r.from_bytes for r in regimes]
+    if any(b <= a for a, b in zip(starts[:-1], starts[1:], strict=True)):
+        raise SimInputError(f"regime starts must increase strictly, got {starts}")
+    return regimes
+
+
 @dataclass(frozen=True)
 class CommCost:
-    """All-reduce time of one message: ``T(M) = alpha_s + beta_s_per_byte * M``.
+    """All-reduce time of one message: ``T(M) = alpha_s + beta_s_per_byte * M``,
+    or, with ``regimes``, that of the regime the message falls in.
 
-    ``alpha_s`` is the start-up cost that merging two messages saves, the
-    quantity the MG-WFBP merge rule compares waiting time against.
+    Affine (no ``regimes``): ``alpha_s`` is the start-up cost that merging two
+    messages saves, the quantity the MG-WFBP merge rule compares waiting time
+    against.
+
+    Piecewise (``regimes``, built with `CommCost.piecewise`): message sizes
+    are cut at the regimes' ``from_bytes``; a message of M bytes takes the
+    line of the last regime starting at or below M (`time_s`, vectorised).
+    ``alpha_s`` is then the *small-message* start-up cost, the first regime's
+    alpha (T(0), the latency of the smallest message), and
+    ``beta_s_per_byte`` the *large-message* per-byte cost, the last regime's
+    beta (the asymptotic bandwidth). These are what a scheduler that plans
+    with one alpha (MG-WFBP's merge rule, which merges mostly small
+    gradients) and the metrics report; `alpha_at` gives the alpha of the
+    regime a given (e.g. merged) message lands in, and `merge_saving_s` what
+    merging two messages actually saves (``alpha_s`` exactly when affine).
     """
 
     alpha_s: float
     beta_s_per_byte: float
     label: str = ""
+    regimes: tuple[Regime, ...] = ()
     #: Interference (`sim.core.interference`): compute overlapped by communication runs
     #: ``1 + compute_slowdown x (overlapped fraction)`` times as long; 0 turns it off.
     compute_slowdown: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("alpha_s", "beta_s_per_byte", "compute_slowdown"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise SimInputError(f"{name} must be a finite number >= 0, got {value}")
+        _check_nonnegative("", alpha_s=self.alpha_s, beta_s_per_byte=self.beta_s_per_byte,
+                           compute_slowdown=self.compute_slowdown)
+        if self.regimes:
+            regimes = check_regimes(self.regimes)
+            object.__setattr__(self, "regimes", regimes)
+            if (self.alpha_s, self.beta_s_per_byte) != (regimes[0].alpha_s, regimes[-1].beta_s_per_byte):
+                raise SimInputError("a piecewise cost's alpha_s is its first regime's alpha and beta_s_per_byte "
+                                    "its last regime's beta; build it with CommCost.piecewise")
+
+    @classmethod
+    def piecewise(cls, regimes, label: str = "") -> CommCost:
+        """A cost of size regimes (see the class doc); one regime is the plain affine cost."""
+        regimes = check_regimes(regimes)
+        if len(regimes) == 1:
+            return cls(regimes[0].alpha_s, regimes[0].beta_s_per_byte, label)
+        return cls(regimes[0].alpha_s, regimes[-1].beta_s_per_byte, label, regimes)
+
+    @cached_property
+    def _table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return (np.array([r.from_bytes for r in self.regimes], dtype=float),
+                np.array([r.alpha_s for r in self.regimes], dtype=float),
+                np.array([r.beta_s_per_byte for r in self.regimes], dtype=float))
+
+    def regime_index(self, nbytes):
+        """Index of the regime each message of ``nbytes`` falls in (0 when affine)."""
+        m = np.asarray(nbytes, dtype=float)
+        if not self.regimes:
+            return np.zeros(m.shape, dtype=np.int64)
+        return np.searchsorted(self._table[0], m, side="right") - 1
 
     def time_s(self, nbytes):
         """Time to all-reduce ``nbytes`` (scalar or array)."""
-        return self.alpha_s + self.beta_s_per_byte * np.asarray(nbytes, dtype=float)
+        if not self.regimes:
+            return self.alpha_s + self.beta_s_per_byte * np.asarray(nbytes, dtype=float)
+        m = np.asarray(nbytes, dtype=float)
+        i = self.regime_index(m)
+        _, alphas, betas = self._table
+        return alphas[i] + betas[i] * m
+
+    def alpha_at(self, nbytes) -> float:
+        """The start-up cost of the regime a message of ``nbytes`` lands in (``alpha_s`` when affine)."""
+        if not self.regimes:
+            return self.alpha_s
+        return float(self._table[1][int(self.regime_index(float(nbytes)))])
+
+    def merge_saving_s(self, nbytes_a, nbytes_b) -> float:
+        """Time saved by sending two messages as one: ``T(a) + T(b) - T(a + b)``.
+
+        Exactly ``alpha_s`` for an affine cost (the start-up cost MG-WFBP's merge
+        rule compares); with regimes it follows the regimes the three messages
+        fall in, and may be negative (merging into a slower regime costs time).
+        """
+        if not self.regimes:
+            return self.alpha_s
+        a, b = float(nbytes_a), float(nbytes_b)
+        return float(self.time_s(a) + self.time_s(b) - self.time_s(a + b))
+
+    def plus(self, alpha_s: float = 0.0, beta_s_per_byte: float = 0.0, label: str | None = None) -> CommCost:
+        """This cost with ``alpha_s`` more per message and ``beta_s_per_byte`` more per byte, in every
+        regime (e.g. a framework's per-collective launch and a copy through a fusion buffer).
+
+        ``label`` replaces the label when given. Adding zeros returns an equal cost.
+        """
+        _check_nonnegative("plus: ", alpha_s=alpha_s, beta_s_per_byte=beta_s_per_byte)
+        return dataclasses.replace(
+            self,
+            alpha_s=self.alpha_s + alpha_s,
+            beta_s_per_byte=self.beta_s_per_byte + beta_s_per_byte,
+            label=self.label if label is None else label,
+            regimes=tuple(r.plus(alpha_s, beta_s_per_byte) for r in self.regimes),
+        )
 
     @property
     def is_free(self) -> bool:
@@ -87,9 +209,15 @@ class MeasuredCommCost(CommCost):
     alone. A message of one layer takes that time; a merged message, which was
     never measured, takes ``alpha_s + beta_s_per_byte * M`` from a least-squares
     fit of the measured points (`measured_cost`).
+
+    `plus` adds its terms to both: to the fitted line, and, kept in
+    ``added_alpha_s`` and ``added_beta_s_per_byte``, to every measured
+    single-layer time.
     """
 
     layer_s: tuple = ()
+    added_alpha_s: float = 0.0
+    added_beta_s_per_byte: float = 0.0
 
     @property
     def is_measured(self) -> bool:
@@ -97,8 +225,16 @@ class MeasuredCommCost(CommCost):
 
     def message_time_s(self, members, nbytes) -> float:
         if len(members) == 1:
-            return float(self.layer_s[members[0]])
+            measured = self.layer_s[members[0]]
+            if self.added_alpha_s or self.added_beta_s_per_byte:
+                return float(measured + self.added_alpha_s + self.added_beta_s_per_byte * float(nbytes))
+            return float(measured)
         return float(self.time_s(nbytes))
+
+    def plus(self, alpha_s: float = 0.0, beta_s_per_byte: float = 0.0, label: str | None = None) -> MeasuredCommCost:
+        line = super().plus(alpha_s, beta_s_per_byte, label)
+        return dataclasses.replace(line, added_alpha_s=self.added_alpha_s + alpha_s,
+                                   added_beta_s_per_byte=self.added_beta_s_per_byte + beta_s_per_byte)
 
 
 def measured_cost(layer_comm_s, layer_bytes) -> MeasuredCommCost:
@@ -143,11 +279,18 @@ class PSCost:
     compute_slowdown: float = 0.0  # as `CommCost.compute_slowdown`
 
     def __post_init__(self) -> None:
-        for name in ("push_alpha_s", "push_beta_s_per_byte", "pull_alpha_s", "pull_beta_s_per_byte",
-                     "compute_slowdown"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
-                raise SimInputError(f"{name} must be a finite number >= 0, got {value}")
+        _check_nonnegative("", **{name: getattr(self, name) for name in (
+            "push_alpha_s", "push_beta_s_per_byte", "pull_alpha_s", "pull_beta_s_per_byte", "compute_slowdown")})
+
+    def plus(self, alpha_s: float = 0.0, beta_s_per_byte: float = 0.0, label: str | None = None) -> PSCost:
+        """This cost with ``alpha_s`` more per message and ``beta_s_per_byte`` more per byte on
+        each of push and pull (each is a message of its own), as `CommCost.plus`."""
+        _check_nonnegative("plus: ", alpha_s=alpha_s, beta_s_per_byte=beta_s_per_byte)
+        return dataclasses.replace(
+            self, push_alpha_s=self.push_alpha_s + alpha_s, pull_alpha_s=self.pull_alpha_s + alpha_s,
+            push_beta_s_per_byte=self.push_beta_s_per_byte + beta_s_per_byte,
+            pull_beta_s_per_byte=self.pull_beta_s_per_byte + beta_s_per_byte,
+            label=self.label if label is None else label)
 
     def push_time_s(self, nbytes):
         """Time to push ``nbytes`` of gradient to the servers (scalar or array)."""
