@@ -311,21 +311,10 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
 
 
 def sweep(
-    model: Model,
-    cluster: Cluster,
-    *,
-    gpus: list[int],
-    schedulers: list[str],
-    batch_size: int,
-    precision: str = "fp32",
-    prefetch: bool = False,
-    bucket_mb: float = DEFAULT_BUCKET_MB,
-    calibrate_iteration_s: float | None = None,
-    networks: list[str] | None = None,
-    bucket_mbs: list[float] | None = None,
-    jobs: int | None = None,
-    client=None,
-    progress=None,
+    model: Model, cluster: Cluster, *, gpus: list[int], schedulers: list[str], batch_size: int,
+    precision: str = "fp32", prefetch: bool = False, bucket_mb: float = DEFAULT_BUCKET_MB,
+    calibrate_iteration_s: float | None = None, networks: list[str] | None = None,
+    bucket_mbs: list[float] | None = None, jobs: int | None = None, client=None, progress=None,
     optimizer: str = DEFAULT_OPTIMIZER, price_usd_per_hour: float | None = None, power_w: float | None = None
 ) -> pd.DataFrame:
     """One row of `simulate` metrics per (gpus, scheduler), in that order.
