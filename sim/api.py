@@ -31,9 +31,10 @@ from sim.model import Model
 from sim.schedulers import DEFAULT_BUCKET_MB, SchedulerOptions, make_plan
 from sim.schedulers.names import WFBP
 from sim.schedulers.registry import get_spec, settings_of
+from sim.tensors import GRADIENTS, gradients_of, with_parent_layers
 
 __all__ = [
-    "ARCHITECTURES", "COMPUTE_KINDS", "METRIC_KEYS", "SimResult", "calibrate", "check_run_args", "comm_costs",
+    "ARCHITECTURES", "COMPUTE_KINDS", "GRADIENTS", "METRIC_KEYS", "SimResult", "calibrate", "check_run_args", "comm_costs",
     "interval_overlap_s", "resolve_method", "resolve_model", "simulate", "simulate_dag", "single_gpu_iteration_s_of",
     "sweep",
 ]
@@ -115,6 +116,7 @@ def simulate(
     architecture: str = "allreduce",
     options: SchedulerOptions | dict | None = None,
     engine: str = "auto",
+    gradients: str | None = None,
 ) -> SimResult:
     """Time training iterations of ``model`` on ``cluster`` under ``scheduler``.
 
@@ -153,12 +155,18 @@ def simulate(
 
     engine : {"auto", "general"}
         The fast path where it applies, or always the task graph (`simulate_dag`).
+    gradients : {"tensor", "layer"}, optional
+        What schedulers plan over: one gradient per parameter tensor, as
+        frameworks have them, or one per layer (`sim.tensors`); default the
+        model's own choice, else `sim.tensors.DEFAULT_GRADIENTS`. A model
+        without tensor info has one tensor per layer either way. With tensors,
+        ``groups`` name tensor rows and the timeline's ``layer`` column their layers.
 
     Returns ``SimResult``.
     """
     return _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
                      single_gpu_iteration_s, calibrate_iteration_s, engine=engine, method=method,
-                     architecture=architecture, options=options)
+                     architecture=architecture, options=options, gradients=gradients)
 
 
 def simulate_dag(model: Model, cluster: Cluster, scheduler: str = WFBP, **kwargs) -> SimResult:
@@ -227,7 +235,8 @@ def run_metrics(model: Model, cluster: Cluster, scheduler: str, batch_size: int,
     if t_iter <= 0 or not math.isfinite(t_iter):
         raise SimInputError("the iteration takes no time: give the model non-zero compute times")
     return {
-        "model": model.name, "scheduler": scheduler, "gpus": cluster.gpus, "gpus_per_node": cluster.gpus_per_node,
+        "model": model.name, "params": model.total_params, "gradients": gradients_of(model),
+        "scheduler": scheduler, "gpus": cluster.gpus, "gpus_per_node": cluster.gpus_per_node,
         "nodes": cluster.nodes, "batch_size": int(batch_size), "precision": precision, "network": cluster.network,
         "intra": cluster.intra, "collective": cluster.collective, "alpha_s": plan_cost.alpha_s,
         "beta_s_per_byte": plan_cost.beta_s_per_byte, "iteration_time_s": t_iter,
@@ -239,13 +248,13 @@ def run_metrics(model: Model, cluster: Cluster, scheduler: str, batch_size: int,
 
 def _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
               single_gpu_iteration_s, calibrate_iteration_s, *, engine, method=None, architecture="allreduce",
-              options=None):
+              options=None, gradients=None):
     extended = method is not None or architecture != "allreduce" or options is not None
     scheduler, architecture, opts = resolve_method(method, scheduler, architecture, options)
     check_run_args(batch_size, iterations, precision)
     if single_gpu_iteration_s is not None:
         check_float("single_gpu_iteration_s", single_gpu_iteration_s, 0, low_open=True)
-    model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s)
+    model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s, gradients)
     plan, plan_cost, cost = plan_run(model, cluster, scheduler, architecture, opts, precision, bucket_mb)
     timing = time_plan(model, plan, [cost], precision=precision, iterations=iterations, prefetch=prefetch,
                        engine=engine)
@@ -262,7 +271,14 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
     if extended:
         metrics.update(method=method, architecture=architecture,
                        settings=settings_of(scheduler, architecture, opts, bucket_mb))
-    return SimResult(t_iter, metrics, functools.partial(timing.timeline, 0, iterations), groups, plan, model, cluster)
+    timeline = functools.partial(timing.timeline, 0, iterations)
+    if model.tensor_layers is not None:
+        timeline = functools.partial(_layer_timeline, timeline, model)
+    return SimResult(t_iter, metrics, timeline, groups, plan, model, cluster)
+
+
+def _layer_timeline(timeline, model: Model) -> pd.DataFrame:
+    return with_parent_layers(timeline(), model.layer_names, model.tensor_layers)
 
 
 def sweep(
@@ -281,6 +297,7 @@ def sweep(
     jobs: int | None = None,
     client=None,
     progress=None,
+    gradients: str | None = None,
 ) -> pd.DataFrame:
     """One row of `simulate` metrics per (gpus, scheduler), in that order.
 
@@ -293,7 +310,7 @@ def sweep(
     small, else on ``jobs`` local processes (default: every core), or on a
     Dask cluster when ``client`` (a ``dask.distributed.Client``) is given.
     The rows are the same whichever way it ran. ``progress(done, total)`` is
-    called as configurations finish.
+    called as configurations finish. ``gradients`` as in `simulate`.
     """
     from sim.parallel import check_grid_size, run_grid
 
@@ -305,7 +322,7 @@ def sweep(
         raise SimInputError("bucket_mbs, when given, needs at least one bucket size")
     check_run_args(batch_size, 1, precision)
     check_grid_size(len(networks or [0]) * len(gpus) * len(schedulers) * len(bucket_mbs or [0]))
-    model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s)
+    model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s, gradients)
     base = dataclasses.asdict(cluster)
     configs = []
     for network in networks or [cluster.network]:

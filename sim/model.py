@@ -26,6 +26,15 @@ import pandas as pd
 
 from sim.checks import check_int
 from sim.errors import SimInputError
+from sim.tensors import (
+    DEFAULT_GRADIENTS,
+    LAYER,
+    check_gradients,
+    parse_tensors,
+    tensor_names,
+    tensor_view_arrays,
+    tensors_cell,
+)
 
 __all__ = [
     "BYTES_PER_PARAM",
@@ -93,6 +102,14 @@ class Model:
         mode); None when communication comes from a cost model.
     io_s, h2d_s, update_s : float
         Per-iteration read, host-to-device copy and parameter-update times.
+    tensor_params : tuple of tuple of int, or None
+        Per layer, its parameter tensors' sizes in the order their gradients
+        become ready in backward (`sim.tensors`); None: one tensor per layer.
+    tensor_layers : tuple of str, or None
+        In a tensor view (`tensor_view`), the layer each row's tensor belongs to.
+    gradients : {"tensor", "layer"} or None
+        What schedulers plan over when this model is run (`sim.tensors.GRADIENTS`);
+        None: the run's choice, else `sim.tensors.DEFAULT_GRADIENTS`.
     """
 
     name: str
@@ -109,6 +126,9 @@ class Model:
     fwd_flops: np.ndarray | None = None
     out_elems: np.ndarray | None = None
     extra: dict = field(default_factory=dict)
+    tensor_params: tuple[tuple[int, ...], ...] | None = None
+    tensor_layers: tuple[str, ...] | None = None
+    gradients: str | None = None
 
     def __post_init__(self) -> None:
         n = len(self.layer_names)
@@ -135,6 +155,22 @@ class Model:
             raise SimInputError(f"model {self.name!r}: layer names must be unique")
         for attr in ("io_s", "h2d_s", "update_s"):
             _check_scalar(attr, getattr(self, attr))
+        self._check_tensors()
+
+    def _check_tensors(self) -> None:
+        n = self.num_layers
+        if self.gradients is not None:
+            check_gradients(self.gradients)
+        if self.tensor_layers is not None and len(self.tensor_layers) != n:
+            raise SimInputError(f"model {self.name!r}: tensor_layers has {len(self.tensor_layers)} entries for {n} rows")
+        if self.tensor_params is None:
+            return
+        if len(self.tensor_params) != n:
+            raise SimInputError(f"model {self.name!r}: tensor_params has {len(self.tensor_params)} entries for {n} layers")
+        for name, sizes, total in zip(self.layer_names, self.tensor_params, self.params.tolist(), strict=True):
+            if any(int(s) < 1 for s in sizes) or sum(int(s) for s in sizes) != total:
+                raise SimInputError(f"model {self.name!r}, layer {name!r}: tensors {tuple(sizes)} must be >= 1 each "
+                                    f"and add up to its {total} parameters")
 
     @property
     def num_layers(self) -> int:
@@ -148,6 +184,45 @@ class Model:
     @property
     def total_params(self) -> int:
         return int(self.params.sum())
+
+    @property
+    def num_tensors(self) -> int:
+        """Parameter tensors (gradients as frameworks have them); one per layer with parameters without tensor info."""
+        if self.tensor_params is None:
+            return int(np.count_nonzero(self.params))
+        return sum(len(t) for t in self.tensor_params)
+
+    def tensor_view(self) -> Model:
+        """One row per parameter tensor (`sim.tensors` documents the names and how
+        the layer's times are split); the model itself when it has no tensor info
+        or measured ``comm_s`` (trace-driven: layer granularity)."""
+        if self.tensor_params is None or self.comm_s is not None:
+            return self
+        names, layer_of = tensor_names(self.layer_names, self.tensor_params)
+        if len(names) == self.num_layers:
+            return dataclasses.replace(self, tensor_params=None, tensor_layers=self.layer_names)
+        sizes, share, last = tensor_view_arrays(self.tensor_params, self.params)
+
+        def split(arr):
+            return None if arr is None else arr[layer_of] * share
+
+        return dataclasses.replace(
+            self, layer_names=names, params=sizes, fwd_s=split(self.fwd_s), bwd_s=split(self.bwd_s),
+            layer_types=None if self.layer_types is None else tuple(self.layer_types[i] for i in layer_of.tolist()),
+            fwd_flops=split(self.fwd_flops), out_elems=None if self.out_elems is None else self.out_elems[layer_of] * last,
+            tensor_params=None, tensor_layers=tuple(self.layer_names[i] for i in layer_of.tolist()),
+            extra={**self.extra, "gradients": "tensor"},
+        )
+
+    def with_gradients(self, gradients: str | None = None) -> Model:
+        """The model schedulers plan over: its tensor view for ``"tensor"``, the model
+        without tensor info for ``"layer"``. ``None``: the model's own choice
+        (``gradients``), else `sim.tensors.DEFAULT_GRADIENTS`. Needs compute times
+        (a zoo model is timed first, `timed`); a view's view is the view."""
+        choice = check_gradients(gradients or self.gradients or DEFAULT_GRADIENTS)
+        if choice == LAYER:
+            return self if self.tensor_params is None else dataclasses.replace(self, tensor_params=None)
+        return self.tensor_view()
 
     def gradient_bytes(self, precision: str = "fp32") -> np.ndarray:
         """Bytes of each layer's gradient at ``precision``."""
@@ -166,6 +241,8 @@ class Model:
             frame["type"] = list(self.layer_types)
         if self.comm_s is not None:
             frame["comm_ms"] = self.comm_s * 1e3
+        if self.tensor_params is not None:
+            frame["tensors"] = [tensors_cell(t) for t in self.tensor_params]
         return frame
 
     def scaled(self, factor: float) -> Model:
@@ -222,8 +299,10 @@ def model_from_frame(
 ) -> Model:
     """Validate a layer table with columns ``name,params,fwd_ms,bwd_ms``.
 
-    Optional columns: ``type`` (free text) and ``comm_ms`` (measured all-reduce
-    time of the layer's gradient alone). Errors name the row and column.
+    Optional columns: ``type`` (free text), ``comm_ms`` (measured all-reduce
+    time of the layer's gradient alone) and ``tensors`` (the parameter tensors'
+    sizes in backward order, joined by ``;``, `sim.tensors`). Errors name the
+    row and column.
     """
     where = where or name
     frame = frame.rename(columns=lambda c: str(c).strip())
@@ -250,6 +329,7 @@ def model_from_frame(
     types = None
     if "type" in frame.columns:
         types = tuple(str(v) for v in frame["type"])
+    tensors = parse_tensors(frame["tensors"], params, where) if "tensors" in frame.columns else None
     return Model(
         name=name,
         layer_names=tuple(names),
@@ -262,6 +342,7 @@ def model_from_frame(
         h2d_s=_check_scalar("h2d_ms", h2d_ms) * 1e-3,
         update_s=_check_scalar("update_ms", update_ms) * 1e-3,
         source=source,
+        tensor_params=tensors,
     )
 
 
@@ -383,4 +464,5 @@ def zoo_model(name: str, *, io_ms: float = 0.0, h2d_ms: float = 0.0, update_ms: 
         fwd_flops=table["fwd_flops"].to_numpy(dtype=float),
         out_elems=table["out_elems"].to_numpy(dtype=float),
         extra={"arch_kwargs": dict(arch_kwargs)},
+        tensor_params=parse_tensors(table["tensors"], table["params"], name),
     )

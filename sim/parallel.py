@@ -47,6 +47,7 @@ from sim.model import Model, load_model
 from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
 from sim.schedulers.names import OPTIMAL, WFBP
 from sim.schedulers.registry import knob_reads
+from sim.tensors import gradients_of
 
 __all__ = ["GRID_KEYS", "MAX_CONFIGS", "MAX_JOBS_PER_CORE", "SERIAL_WORK_LIMIT", "check_grid_size", "default_jobs",
            "max_jobs", "run_grid"]
@@ -411,6 +412,8 @@ def _frame(grid: Grid, results: dict) -> pd.DataFrame:
     single = per_workload(lambda w: w.single_gpu_iteration_s, float)
     data = {
         "model": per_workload(lambda w: w.model.name),
+        "params": per_workload(lambda w: w.model.total_params, np.int64),
+        "gradients": per_workload(lambda w: gradients_of(w.model)),
         "scheduler": grid.scheduler_of_row,
         "gpus": gpus,
         "gpus_per_node": per_cluster(lambda c, _: c.gpus_per_node, np.int64),

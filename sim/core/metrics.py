@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 METRIC_KEYS = (
-    "model", "scheduler", "gpus", "gpus_per_node", "nodes", "batch_size", "precision",
+    "model", "params", "gradients", "scheduler", "gpus", "gpus_per_node", "nodes", "batch_size", "precision",
     "network", "intra", "collective", "alpha_s", "beta_s_per_byte",
     "iteration_time_s", "throughput_samples_per_s",
     "compute_s", "forward_s", "backward_s", "update_s", "io_s", "h2d_s",
