@@ -235,14 +235,13 @@ def run_metrics(model: Model, cluster: Cluster, scheduler: str, batch_size: int,
     if t_iter <= 0 or not math.isfinite(t_iter):
         raise SimInputError("the iteration takes no time: give the model non-zero compute times")
     return {
-        "model": model.name, "params": model.total_params, "gradients": gradients_of(model),
-        "scheduler": scheduler, "gpus": cluster.gpus, "gpus_per_node": cluster.gpus_per_node,
+        "model": model.name, "scheduler": scheduler, "gpus": cluster.gpus, "gpus_per_node": cluster.gpus_per_node,
         "nodes": cluster.nodes, "batch_size": int(batch_size), "precision": precision, "network": cluster.network,
         "intra": cluster.intra, "collective": cluster.collective, "alpha_s": plan_cost.alpha_s,
         "beta_s_per_byte": plan_cost.beta_s_per_byte, "iteration_time_s": t_iter,
         "throughput_samples_per_s": batch_size * cluster.gpus / t_iter, **phases,
         **{k: v for k, v in rates(batch_size, cluster.gpus, t_iter, single_s).items() if k != "throughput_samples_per_s"},
-        "num_messages": len(groups), "groups": groups,
+        "num_messages": len(groups), "groups": groups, "params": model.total_params, "gradients": gradients_of(model),
     }
 
 
@@ -264,8 +263,8 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
         # (the argument shadows the function of the same name: reach it through its module)
         single_gpu_iteration_s = t_iter if cluster.gpus == 1 else core_run.single_gpu_iteration_s(
             model, precision, prefetch, engine)
-    names = model.layer_names
-    groups = [[names[i] for i in members] for members in plan.groups]
+    name_of = model.layer_names.__getitem__
+    groups = [list(map(name_of, members)) for members in plan.groups]
     metrics = run_metrics(model, cluster, scheduler, batch_size, precision, plan_cost, t_iter, phases,
                           single_gpu_iteration_s, groups)
     if extended:

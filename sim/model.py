@@ -31,13 +31,14 @@ from sim.tensors import (
     LAYER,
     check_gradients,
     parse_tensors,
-    tensor_names,
-    tensor_view_arrays,
+    tensor_sums,
+    tensor_view_fields,
     tensors_cell,
 )
 
 __all__ = [
     "BYTES_PER_PARAM",
+    "HF_PREFIX",
     "REQUIRED_COLUMNS",
     "Model",
     "MAX_LAYERS",
@@ -45,6 +46,7 @@ __all__ = [
     "bytes_per_param",
     "check_batch_size",
     "check_csv_shape",
+    "hf_model",
     "load_model",
     "model_from_frame",
     "zoo_model",
@@ -60,6 +62,8 @@ MAX_LAYERS = 100_000
 MAX_PARAMS = 10**15
 #: Characters of a model name or path (a path on Linux is at most 4,096 bytes).
 MAX_SOURCE_CHARS = 4096
+#: A model source ``hf:PATH`` is a Hugging Face config.json (`hf_model`).
+HF_PREFIX = "hf:"
 
 
 def bytes_per_param(precision: str) -> int:
@@ -165,12 +169,19 @@ class Model:
             raise SimInputError(f"model {self.name!r}: tensor_layers has {len(self.tensor_layers)} entries for {n} rows")
         if self.tensor_params is None:
             return
+        try:
+            hash(self.tensor_params)
+        except TypeError:  # lists given: the cached checks need tuples
+            object.__setattr__(self, "tensor_params", tuple(tuple(int(s) for s in t) for t in self.tensor_params))
         if len(self.tensor_params) != n:
             raise SimInputError(f"model {self.name!r}: tensor_params has {len(self.tensor_params)} entries for {n} layers")
-        for name, sizes, total in zip(self.layer_names, self.tensor_params, self.params.tolist(), strict=True):
-            if any(int(s) < 1 for s in sizes) or sum(int(s) for s in sizes) != total:
-                raise SimInputError(f"model {self.name!r}, layer {name!r}: tensors {tuple(sizes)} must be >= 1 each "
-                                    f"and add up to its {total} parameters")
+        sums, smallest = tensor_sums(self.tensor_params)
+        bad = np.flatnonzero(sums != self.params)
+        if smallest < 1 or bad.size:
+            i = int(bad[0]) if bad.size else next(i for i, t in enumerate(self.tensor_params) if t and min(t) < 1)
+            raise SimInputError(f"model {self.name!r}, layer {self.layer_names[i]!r}: tensors "
+                                f"{tuple(self.tensor_params[i])} must be >= 1 each and add up to its "
+                                f"{int(self.params[i])} parameters")
 
     @property
     def num_layers(self) -> int:
@@ -196,23 +207,8 @@ class Model:
         """One row per parameter tensor (`sim.tensors` documents the names and how
         the layer's times are split); the model itself when it has no tensor info
         or measured ``comm_s`` (trace-driven: layer granularity)."""
-        if self.tensor_params is None or self.comm_s is not None:
-            return self
-        names, layer_of = tensor_names(self.layer_names, self.tensor_params)
-        if len(names) == self.num_layers:
-            return dataclasses.replace(self, tensor_params=None, tensor_layers=self.layer_names)
-        sizes, share, last = tensor_view_arrays(self.tensor_params, self.params)
-
-        def split(arr):
-            return None if arr is None else arr[layer_of] * share
-
-        return dataclasses.replace(
-            self, layer_names=names, params=sizes, fwd_s=split(self.fwd_s), bwd_s=split(self.bwd_s),
-            layer_types=None if self.layer_types is None else tuple(self.layer_types[i] for i in layer_of.tolist()),
-            fwd_flops=split(self.fwd_flops), out_elems=None if self.out_elems is None else self.out_elems[layer_of] * last,
-            tensor_params=None, tensor_layers=tuple(self.layer_names[i] for i in layer_of.tolist()),
-            extra={**self.extra, "gradients": "tensor"},
-        )
+        fields = tensor_view_fields(self)
+        return self if fields is None else dataclasses.replace(self, **fields)
 
     def with_gradients(self, gradients: str | None = None) -> Model:
         """The model schedulers plan over: its tensor view for ``"tensor"``, the model
@@ -394,8 +390,9 @@ def load_model(
     Parameters
     ----------
     source : str or Path
-        A zoo name (``python -m sim list models``) or a path to a CSV with at
-        least ``name,params,fwd_ms,bwd_ms``.
+        A zoo name (``python -m sim list models``), a path to a CSV with at
+        least ``name,params,fwd_ms,bwd_ms``, or ``hf:PATH`` for a Hugging Face
+        ``config.json`` (`hf_model`).
     io_ms, h2d_ms, update_ms : float
         Per-iteration times to add; zero unless given.
 
@@ -407,6 +404,11 @@ def load_model(
     """
     if not isinstance(source, (str, Path)) or not str(source).strip():
         raise SimInputError(f"model must be a zoo name or a path to a layer CSV, got {source!r}")
+    if isinstance(source, str) and source.startswith(HF_PREFIX):
+        unknown = sorted(set(arch_kwargs) - {"seq_len"})
+        if unknown:
+            raise SimInputError(f"a Hugging Face model takes no argument {unknown[0]!r}; valid: seq_len")
+        return hf_model(source[len(HF_PREFIX):], io_ms=io_ms, h2d_ms=h2d_ms, update_ms=update_ms, **arch_kwargs)
     if len(str(source)) > MAX_SOURCE_CHARS:
         raise SimInputError(f"model name or path of {len(str(source))} characters; at most {MAX_SOURCE_CHARS} "
                             f"(sim.model.MAX_SOURCE_CHARS): {str(source)[:40]!r}...")
@@ -450,6 +452,13 @@ def zoo_model(name: str, *, io_ms: float = 0.0, h2d_ms: float = 0.0, update_ms: 
             f"unknown model {name if len(name) <= 80 else name[:60] + '...'!r}; valid: {', '.join(ARCHITECTURES)}, or a path to a layer CSV"
         )
     table = _zoo_table(name, tuple(sorted(arch_kwargs.items())))
+    return _table_model(table, name, ARCHITECTURES[name].source, io_ms, h2d_ms, update_ms,
+                        {"arch_kwargs": dict(arch_kwargs)})
+
+
+def _table_model(table: pd.DataFrame, name: str, source: str, io_ms: float, h2d_ms: float, update_ms: float,
+                 extra: dict) -> Model:
+    """A zoo-style table (`sim.zoo.COLUMNS`: shapes, no times) as a Model."""
     return Model(
         name=name,
         layer_names=tuple(table["name"]),
@@ -460,9 +469,21 @@ def zoo_model(name: str, *, io_ms: float = 0.0, h2d_ms: float = 0.0, update_ms: 
         io_s=_check_scalar("io_ms", io_ms) * 1e-3,
         h2d_s=_check_scalar("h2d_ms", h2d_ms) * 1e-3,
         update_s=_check_scalar("update_ms", update_ms) * 1e-3,
-        source=ARCHITECTURES[name].source,
+        source=source,
         fwd_flops=table["fwd_flops"].to_numpy(dtype=float),
         out_elems=table["out_elems"].to_numpy(dtype=float),
-        extra={"arch_kwargs": dict(arch_kwargs)},
+        extra=extra,
         tensor_params=parse_tensors(table["tensors"], table["params"], name),
     )
+
+
+def hf_model(path: str | Path, *, io_ms: float = 0.0, h2d_ms: float = 0.0, update_ms: float = 0.0,
+             seq_len: int | None = None) -> Model:
+    """A transformer from a Hugging Face ``config.json`` (a file, or a folder holding
+    one), built by `sim.zoo.hf` (BERT, GPT-2, Llama, Mistral); no network access."""
+    from sim.zoo import hf_table, read_hf_config
+
+    config, name = read_hf_config(path)
+    table = hf_table(config, where=f"hf config {str(path)!r}", seq_len=seq_len)
+    source = f"Hugging Face config {path} (model_type {config['model_type']})"
+    return _table_model(table, name, source, io_ms, h2d_ms, update_ms, {"hf_config": str(path)})

@@ -412,8 +412,6 @@ def _frame(grid: Grid, results: dict) -> pd.DataFrame:
     single = per_workload(lambda w: w.single_gpu_iteration_s, float)
     data = {
         "model": per_workload(lambda w: w.model.name),
-        "params": per_workload(lambda w: w.model.total_params, np.int64),
-        "gradients": per_workload(lambda w: gradients_of(w.model)),
         "scheduler": grid.scheduler_of_row,
         "gpus": gpus,
         "gpus_per_node": per_cluster(lambda c, _: c.gpus_per_node, np.int64),
@@ -433,5 +431,7 @@ def _frame(grid: Grid, results: dict) -> pd.DataFrame:
         **{k: v for k, v in rates(batch, gpus, t_iter, single).items() if k != "throughput_samples_per_s"},
         "num_messages": results["num_messages"][unit],
         "groups": [results["groups"][u] for u in unit.tolist()],
+        "params": per_workload(lambda w: w.model.total_params, np.int64),
+        "gradients": per_workload(lambda w: gradients_of(w.model)),
     }
     return pd.DataFrame(data, columns=list(METRIC_KEYS))

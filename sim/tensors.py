@@ -30,6 +30,7 @@ last tensor row (in forward order). A model with measured ``comm_ms``
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -38,7 +39,7 @@ from sim.errors import SimInputError
 
 __all__ = [
     "DEFAULT_GRADIENTS", "GRADIENTS", "LAYER", "TENSOR", "check_gradients", "gradients_of", "parent_layers_text",
-    "parse_tensors", "tensor_names", "tensor_view_arrays", "tensors_cell", "with_parent_layers",
+    "parse_tensors", "tensor_names", "tensor_rows", "tensor_sums", "tensor_view_arrays", "tensor_view_fields", "tensors_cell", "with_parent_layers",
 ]
 
 TENSOR = "tensor"
@@ -87,6 +88,16 @@ def tensors_cell(sizes) -> str:
     return ";".join(str(int(s)) for s in sizes)
 
 
+@functools.lru_cache(maxsize=64)
+def tensor_sums(tensor_params) -> tuple[np.ndarray, int]:
+    """Each layer's tensor total and the smallest tensor (cached: a model is
+    re-checked whenever it is copied with new times)."""
+    sums = np.array([sum(t) for t in tensor_params], dtype=np.int64)
+    smallest = min((min(t) for t in tensor_params if t), default=1)
+    return sums, int(smallest)
+
+
+@functools.lru_cache(maxsize=64)
 def tensor_names(layer_names, tensor_params) -> tuple[tuple[str, ...], np.ndarray]:
     """Names of the tensor rows in model order, and each row's layer index."""
     counts = np.array([max(len(t), 1) for t in tensor_params], dtype=np.int64)
@@ -100,12 +111,24 @@ def tensor_names(layer_names, tensor_params) -> tuple[tuple[str, ...], np.ndarra
     return tuple(names), np.repeat(np.arange(len(counts)), counts)
 
 
-def tensor_view_arrays(tensor_params, params: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+@functools.lru_cache(maxsize=64)
+def tensor_rows(layer_names, tensor_params, layer_types):
+    """``(names, layer_of, parents, types)`` of the tensor rows: their names, each
+    row's layer index, layer name and type (None without types). Cached."""
+    names, layer_of = tensor_names(layer_names, tensor_params)
+    rows = layer_of.tolist()
+    types = None if layer_types is None else tuple(layer_types[i] for i in rows)
+    return names, layer_of, tuple(layer_names[i] for i in rows), types
+
+
+@functools.lru_cache(maxsize=64)
+def tensor_view_arrays(tensor_params) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(sizes, share, last)`` of the tensor rows in model order: each row's
     parameters, its share of its layer's times, and whether it is the layer's
-    last row (which keeps the layer's output)."""
+    last row (which keeps the layer's output). Cached: treat as read-only."""
     sizes, share, last = [], [], []
-    for sizes_bwd, total in zip(tensor_params, params.tolist(), strict=True):
+    for sizes_bwd in tensor_params:
+        total = sum(sizes_bwd)
         fwd = list(reversed(sizes_bwd)) or [0]
         sizes.extend(fwd)
         share.extend([s / total for s in fwd] if total else [1.0])
@@ -139,3 +162,24 @@ def gradients_of(model) -> str:
     """What a resolved model's schedulers plan over: ``"tensor"`` for a tensor view
     (``Model.tensor_view``), else ``"layer"``."""
     return TENSOR if model.tensor_layers is not None else LAYER
+
+
+def tensor_view_fields(model) -> dict | None:
+    """The fields that turn ``model`` (a `sim.model.Model`) into its tensor view, or
+    None when it has no tensor info or measured ``comm_s`` (layer granularity)."""
+    if model.tensor_params is None or model.comm_s is not None:
+        return None
+    names, layer_of, parents, types = tensor_rows(model.layer_names, model.tensor_params, model.layer_types)
+    if len(names) == model.num_layers:
+        return {"tensor_params": None, "tensor_layers": model.layer_names}
+    sizes, share, last = tensor_view_arrays(model.tensor_params)
+
+    def split(arr):
+        return None if arr is None else arr[layer_of] * share
+
+    return {
+        "layer_names": names, "params": sizes, "fwd_s": split(model.fwd_s), "bwd_s": split(model.bwd_s),
+        "layer_types": types, "fwd_flops": split(model.fwd_flops),
+        "out_elems": None if model.out_elems is None else model.out_elems[layer_of] * last,
+        "tensor_params": None, "tensor_layers": parents, "extra": {**model.extra, "gradients": TENSOR},
+    }

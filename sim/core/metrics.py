@@ -33,13 +33,13 @@ __all__ = [
 ]
 
 METRIC_KEYS = (
-    "model", "params", "gradients", "scheduler", "gpus", "gpus_per_node", "nodes", "batch_size", "precision",
+    "model", "scheduler", "gpus", "gpus_per_node", "nodes", "batch_size", "precision",
     "network", "intra", "collective", "alpha_s", "beta_s_per_byte",
     "iteration_time_s", "throughput_samples_per_s",
     "compute_s", "forward_s", "backward_s", "update_s", "io_s", "h2d_s",
     "comm_s", "comm_hidden_s", "comm_exposed_s",
     "single_gpu_iteration_time_s", "speedup", "scaling_efficiency",
-    "num_messages", "groups",
+    "num_messages", "groups", "params", "gradients",
 )
 PHASE_KEYS = ("compute_s", "forward_s", "backward_s", "update_s", "io_s", "h2d_s",
               "comm_s", "comm_hidden_s", "comm_exposed_s")
