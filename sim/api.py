@@ -131,8 +131,7 @@ def simulate(
     precision : {"fp32", "fp16"}
         Gradient width: 4 or 2 bytes per parameter.
     iterations : int
-        Iterations in the returned timeline; the iteration time is the
-        steady state's (`sim.core.metrics`).
+        Iterations in the returned timeline; the iteration time is the steady state's (`sim.core.metrics`).
     prefetch : bool
         Let io and h2d of the next iteration overlap the current one.
     bucket_mb : float
@@ -143,24 +142,18 @@ def simulate(
         A measured one-GPU iteration time at ``batch_size``: compute times are
         scaled by one factor so the one-GPU iteration takes exactly this.
     method : str, optional
-        A method of the survey (`sim.methods.METHODS`, e.g. ``"BSP-PS"``): it
-        sets architecture, scheduler and options (a dict of ``options`` then
-        changes single settings).
+        A method of the survey (`sim.methods.METHODS`, e.g. ``"BSP-PS"``): it sets architecture,
+        scheduler and options (a dict of ``options`` then changes single settings).
     architecture : {"allreduce", "ps"}
         All-reduce, or a parameter server (`sim.comm.ps_cost`).
     options : SchedulerOptions or dict, optional
         The schedulers' and the parameter server's knobs (`sim.schedulers.knobs.KNOBS`);
         with it, a method or ``ps``, ``metrics`` adds ``method``,
         ``architecture`` and ``settings``.
-
     engine : {"auto", "general"}
         The fast path where it applies, or always the task graph (`simulate_dag`).
     gradients : {"tensor", "layer"}, optional
-        What schedulers plan over: one gradient per parameter tensor, as
-        frameworks have them, or one per layer (`sim.tensors`); default the
-        model's own choice, else `sim.tensors.DEFAULT_GRADIENTS`. A model
-        without tensor info has one tensor per layer either way. With tensors,
-        ``groups`` name tensor rows and the timeline's ``layer`` column their layers.
+        One gradient per parameter tensor or per layer (`sim.tensors`); default the model's, else ``DEFAULT_GRADIENTS``.
 
     Returns ``SimResult``.
     """
