@@ -478,12 +478,14 @@ def _table_model(table: pd.DataFrame, name: str, source: str, io_ms: float, h2d_
 
 
 def hf_model(path: str | Path, *, io_ms: float = 0.0, h2d_ms: float = 0.0, update_ms: float = 0.0,
-             seq_len: int | None = None) -> Model:
+             seq_len: int | None = None, text: str | None = None) -> Model:
     """A transformer from a Hugging Face ``config.json`` (a file, or a folder holding
-    one), built by `sim.zoo.hf` (BERT, GPT-2, Llama, Mistral); no network access."""
-    from sim.zoo import hf_table, read_hf_config
+    one; or its content as ``text``, ``path`` then only naming it), built by
+    `sim.zoo.hf` (BERT, GPT-2, Llama, Mistral); no network access."""
+    from sim.zoo import hf_table, parse_hf_config, read_hf_config
 
-    config, name = read_hf_config(path)
-    table = hf_table(config, where=f"hf config {str(path)!r}", seq_len=seq_len)
+    where = f"hf config {str(path)!r}"
+    config, name = (parse_hf_config(text, where), Path(path).stem) if text is not None else read_hf_config(path)
+    table = hf_table(config, where=where, seq_len=seq_len)
     source = f"Hugging Face config {path} (model_type {config['model_type']})"
     return _table_model(table, name, source, io_ms, h2d_ms, update_ms, {"hf_config": str(path)})

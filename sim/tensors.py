@@ -46,7 +46,7 @@ TENSOR = "tensor"
 LAYER = "layer"
 GRADIENTS = (TENSOR, LAYER)
 #: What schedulers plan over unless told: one gradient per parameter tensor, or per layer.
-DEFAULT_GRADIENTS = LAYER
+DEFAULT_GRADIENTS = TENSOR
 
 
 def check_gradients(gradients) -> str:

@@ -136,3 +136,12 @@ def test_bad_configs_get_one_line_naming_the_key(tmp_path, text, message):
 def test_a_missing_config_is_refused():
     with pytest.raises(SimInputError, match="does not exist"):
         sim.load_model("hf:/no/such/config.json")
+
+
+def test_the_dashboard_upload_reads_a_config_json():
+    from dashboard.upload import model_from_csv_text
+
+    model = model_from_csv_text((HF / "gpt2" / "config.json").read_text(), "gpt2.json")
+    assert model.total_params == PUBLISHED["gpt2"][0] and not model.is_timed  # times estimated for the GPU
+    with pytest.raises(SimInputError, match="'x.json': not JSON"):
+        model_from_csv_text("{bad", "x.json")

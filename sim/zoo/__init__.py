@@ -109,6 +109,7 @@ __all__ = [
     "linear",
     "merge",
     "mlp",
+    "parse_hf_config",
     "pool2d",
     "read_hf_config",
     "resnet",

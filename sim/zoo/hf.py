@@ -37,7 +37,7 @@ from sim.errors import SimInputError
 from sim.zoo.layers import elementwise, embedding, layernorm, linear, merge, to_table
 from sim.zoo.transformers import bert, gpt2
 
-__all__ = ["HF_MODEL_TYPES", "LIMITS", "hf_table", "read_hf_config"]
+__all__ = ["HF_MODEL_TYPES", "LIMITS", "hf_table", "parse_hf_config", "read_hf_config"]
 
 HF_MODEL_TYPES = ("bert", "gpt2", "llama", "mistral")
 #: Upper bounds of the config's sizes: far above any published model, low enough
@@ -63,13 +63,23 @@ def read_hf_config(path: str | Path) -> tuple[dict, str]:
     if path.stat().st_size > MAX_CONFIG_BYTES:
         raise SimInputError(f"{where}: {path.stat().st_size} bytes; a config.json is at most {MAX_CONFIG_BYTES}")
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SimInputError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+    config = parse_hf_config(text, where)
+    name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+    return config, name
+
+
+def parse_hf_config(text: str, where: str) -> dict:
+    """The config dict in ``text`` (a config.json's content); errors name ``where``."""
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
         raise SimInputError(f"{where}: not JSON ({str(exc).splitlines()[0]})") from None
     if not isinstance(config, dict):
         raise SimInputError(f"{where}: not a JSON object of config keys")
-    name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
-    return config, name
+    return config
 
 
 class _Config:
