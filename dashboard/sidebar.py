@@ -21,10 +21,12 @@ _BIND = "query-params"
 def _upload() -> None:
     """Read the uploaded file into ``csv_text`` (from memory only)."""
     file = st.file_uploader(
-        "Layer CSV (name, params, fwd_ms, bwd_ms)", type=["csv", "txt"], key="upload",
+        "Layer CSV (name, params, fwd_ms, bwd_ms) or Hugging Face config.json", type=["csv", "txt", "json"],
+        key="upload",
         max_upload_size=MAX_UPLOAD_MB,
         help="One row per layer, input to output: parameter count and forward/backward time in ms "
-             "on one GPU at your batch size. Optional columns: type, comm_ms.",
+             "on one GPU at your batch size. Optional columns: type, comm_ms, tensors. Or a BERT, GPT-2, "
+             "Llama or Mistral config.json (its compute times are estimated for the GPU).",
     )
     if file is not None:
         try:

@@ -13,7 +13,7 @@ from pathlib import PurePath
 import pandas as pd
 
 import sim
-from sim.model import check_csv_shape
+from sim.model import check_csv_shape, hf_model
 
 __all__ = ["MAX_UPLOAD_BYTES", "MAX_UPLOAD_MB", "model_from_csv_text", "read_layer_csv"]
 
@@ -60,7 +60,8 @@ def _scalars(text: str, filename: str) -> dict[str, float]:
 
 
 def model_from_csv_text(text: str, filename: str) -> sim.Model:
-    """Parse and validate a layer table (``name,params,fwd_ms,bwd_ms``).
+    """Parse and validate a layer table (``name,params,fwd_ms,bwd_ms``), or a
+    Hugging Face ``config.json`` when ``filename`` ends in ``.json``.
 
     Comment lines ``# update_ms: 3.2`` (and ``io_ms``, ``h2d_ms``) set the time
     of the optimizer update (input read, host-to-device copy) per iteration.
@@ -69,6 +70,8 @@ def model_from_csv_text(text: str, filename: str) -> sim.Model:
     >>> model_from_csv_text("# update_ms: 2.5\\nname,params,fwd_ms,bwd_ms\\nfc,10,1,2\\n", "m.csv").update_s
     0.0025
     """
+    if filename.lower().endswith(".json"):  # a Hugging Face config.json (sim.zoo.hf)
+        return hf_model(filename, text=text)
     check_csv_shape(text, filename)
     try:
         frame = pd.read_csv(io.StringIO(text), comment="#", skipinitialspace=True)

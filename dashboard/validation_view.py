@@ -76,7 +76,7 @@ def case_settings(row: pd.Series, model: sim.Model) -> tuple[dict, str]:
                         calib_s=float(row["batch_size"]) / float(row["calib_samples_per_s"]))
         return settings, "exact: zoo model, calibrated to the measured one-GPU speed"
     table = model.layers_frame()
-    keep = [c for c in ("name", "params", "fwd_ms", "bwd_ms", "comm_ms") if c in table.columns]
+    keep = [c for c in ("name", "params", "fwd_ms", "bwd_ms", "comm_ms", "tensors") if c in table.columns]
     scalars = "".join(f"# {key}_ms: {getattr(model, key + '_s') * 1e3!r}\n" for key in ("io", "h2d", "update")
                       if getattr(model, key + "_s") > 0)
     settings.update(model=UPLOAD, calib=False, csv_text=table[keep].to_csv(index=False) + scalars,

@@ -36,9 +36,11 @@ from sim.resources import RESOURCE_KEYS, resource_columns, resource_metrics
 from sim.schedulers import DEFAULT_BUCKET_MB, SchedulerOptions, make_plan
 from sim.schedulers.names import WFBP
 from sim.schedulers.registry import get_spec, settings_of
+from sim.tensors import GRADIENTS, gradients_of, with_parent_layers
 
 __all__ = [
-    "ARCHITECTURES", "COMPUTE_KINDS", "METRIC_KEYS", "OPTIMIZERS", "RESOURCE_KEYS", "SimResult", "calibrate", "check_run_args", "comm_costs",
+    "ARCHITECTURES", "COMPUTE_KINDS", "GRADIENTS", "METRIC_KEYS", "OPTIMIZERS", "RESOURCE_KEYS", "SimResult",
+    "calibrate", "check_run_args", "comm_costs",
     "interval_overlap_s", "resolve_method", "resolve_model", "simulate", "simulate_dag", "single_gpu_iteration_s_of",
     "sweep",
 ]
@@ -112,7 +114,7 @@ def simulate(
     precision: str = "fp32", iterations: int = 1, prefetch: bool = False, bucket_mb: float = DEFAULT_BUCKET_MB,
     single_gpu_iteration_s: float | None = None, calibrate_iteration_s: float | None = None,
     method: str | None = None, architecture: str = "allreduce", options: SchedulerOptions | dict | None = None,
-    engine: str = "auto", compression: str | Compression | None = None,
+    engine: str = "auto", compression: str | Compression | None = None, gradients: str | None = None,
     optimizer: str = DEFAULT_OPTIMIZER, price_usd_per_hour: float | None = None, power_w: float | None = None,
 ) -> SimResult:
     """Time training iterations of ``model`` on ``cluster`` under ``scheduler``.
@@ -128,8 +130,7 @@ def simulate(
     precision : {"fp32", "fp16"}
         Gradient width: 4 or 2 bytes per parameter.
     iterations : int
-        Iterations in the returned timeline; the iteration time is the
-        steady state's (`sim.core.metrics`).
+        Iterations in the returned timeline; the iteration time is the steady state's (`sim.core.metrics`).
     prefetch : bool
         Let io and h2d of the next iteration overlap the current one.
     bucket_mb : float
@@ -140,9 +141,8 @@ def simulate(
         A measured one-GPU iteration time at ``batch_size``: compute times are
         scaled by one factor so the one-GPU iteration takes exactly this.
     method : str, optional
-        A method of the survey (`sim.methods.METHODS`, e.g. ``"BSP-PS"``): it
-        sets architecture, scheduler and options (a dict of ``options`` then
-        changes single settings).
+        A method of the survey (`sim.methods.METHODS`, e.g. ``"BSP-PS"``): it sets architecture,
+        scheduler and options (a dict of ``options`` then changes single settings).
     architecture : {"allreduce", "ps"}
         All-reduce, or a parameter server (`sim.comm.ps_cost`).
     options : SchedulerOptions or dict, optional
@@ -152,6 +152,8 @@ def simulate(
         The fast path where it applies, or always the task graph (`simulate_dag`).
     compression : {"fp16", "bf16", "topk:RATIO", "powersgd:RANK"}, optional
         Gradient compression (`sim.compression`); ``metrics`` adds ``compression``.
+    gradients : {"tensor", "layer"}, optional
+        One gradient per parameter tensor or per layer (`sim.tensors`); default the model's, else ``DEFAULT_GRADIENTS``.
     optimizer, price_usd_per_hour, power_w : str, float, float
         Memory, update time and cost (`sim.resources`; ``metrics`` adds `RESOURCE_KEYS` after
         `METRIC_KEYS`): the optimizer's state and step (sgd, momentum, adam, adamw, lamb);
@@ -161,7 +163,7 @@ def simulate(
     """
     return _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
                      single_gpu_iteration_s, calibrate_iteration_s, engine=engine, method=method,
-                     architecture=architecture, options=options, compression=compression,
+                     architecture=architecture, options=options, compression=compression, gradients=gradients,
                      resources=(optimizer, price_usd_per_hour, power_w))
 
 
@@ -266,7 +268,7 @@ def run_metrics(model: Model, cluster: Cluster, scheduler: str, batch_size: int,
         "beta_s_per_byte": plan_cost.beta_s_per_byte, "iteration_time_s": t_iter,
         "throughput_samples_per_s": batch_size * cluster.gpus / t_iter, **phases,
         **{k: v for k, v in rates(batch_size, cluster.gpus, t_iter, single_s).items() if k != "throughput_samples_per_s"},
-        "num_messages": len(groups), "groups": groups,
+        "num_messages": len(groups), "groups": groups, "params": model.total_params, "gradients": gradients_of(model),
         # the framework whose per-message costs the run includes (sim.frameworks); none with a fixed alpha-beta
         "framework": "none" if cluster.alpha_s is not None else
         resolve_framework(cluster.framework, scheduler, architecture).name,
@@ -276,7 +278,7 @@ def run_metrics(model: Model, cluster: Cluster, scheduler: str, batch_size: int,
 
 def _simulate(model, cluster, scheduler, batch_size, precision, iterations, prefetch, bucket_mb,
               single_gpu_iteration_s, calibrate_iteration_s, *, engine, method=None, architecture="allreduce",
-              options=None, compression=None, resources=None):
+              options=None, compression=None, resources=None, gradients=None):
     extended = method is not None or architecture != "allreduce" or options is not None
     compression = parse_compression(compression)
     resources = check_resource_args(*(resources or ()))
@@ -284,8 +286,8 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
     check_run_args(batch_size, iterations, precision)
     if single_gpu_iteration_s is not None:
         check_float("single_gpu_iteration_s", single_gpu_iteration_s, 0, low_open=True)
-    model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s,
-                          resources["optimizer"])
+    model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s, gradients,
+                          optimizer=resources["optimizer"])
     plan, plan_cost, cost = plan_run(model, cluster, scheduler, architecture, opts, precision, bucket_mb, compression)
     timing = time_plan(model, plan, [cost], precision=precision, iterations=iterations, prefetch=prefetch,
                        engine=engine)
@@ -295,8 +297,8 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
         # (the argument shadows the function of the same name: reach it through its module)
         single_gpu_iteration_s = t_iter if cluster.gpus == 1 else core_run.single_gpu_iteration_s(
             model, precision, prefetch, engine)
-    names = model.layer_names
-    groups = [[names[i] for i in members] for members in plan.groups]
+    name_of = model.layer_names.__getitem__
+    groups = [list(map(name_of, members)) for members in plan.groups]
     metrics = run_metrics(model, cluster, scheduler, batch_size, precision, plan_cost, t_iter, phases,
                           single_gpu_iteration_s, groups, architecture)
     metrics.update(resource_metrics(model, gpu=cluster.gpu, gpus=cluster.gpus, scheduler=scheduler, groups=groups,
@@ -307,7 +309,14 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
                        settings=settings_of(scheduler, architecture, opts, bucket_mb))
     if compression is not None:
         metrics["compression"] = str(compression)
-    return SimResult(t_iter, metrics, functools.partial(timing.timeline, 0, iterations), groups, plan, model, cluster)
+    timeline = functools.partial(timing.timeline, 0, iterations)
+    if model.tensor_layers is not None:
+        timeline = functools.partial(_layer_timeline, timeline, model)
+    return SimResult(t_iter, metrics, timeline, groups, plan, model, cluster)
+
+
+def _layer_timeline(timeline, model: Model) -> pd.DataFrame:
+    return with_parent_layers(timeline(), model.layer_names, model.tensor_layers)
 
 
 def sweep(
@@ -315,7 +324,8 @@ def sweep(
     precision: str = "fp32", prefetch: bool = False, bucket_mb: float = DEFAULT_BUCKET_MB,
     calibrate_iteration_s: float | None = None, networks: list[str] | None = None,
     bucket_mbs: list[float] | None = None, jobs: int | None = None, client=None, progress=None,
-    optimizer: str = DEFAULT_OPTIMIZER, price_usd_per_hour: float | None = None, power_w: float | None = None
+    optimizer: str = DEFAULT_OPTIMIZER, price_usd_per_hour: float | None = None, power_w: float | None = None,
+    gradients: str | None = None,
 ) -> pd.DataFrame:
     """One row of `simulate` metrics per (gpus, scheduler), in that order.
 
@@ -329,6 +339,7 @@ def sweep(
     Dask cluster when ``client`` (a ``dask.distributed.Client``) is given.
     The rows are the same whichever way it ran. ``progress(done, total)`` is called as configurations
     finish. The `RESOURCE_KEYS` columns follow, as `simulate` gives them (``optimizer``, price, power).
+    ``gradients`` as in `simulate`.
     """
     from sim.parallel import check_grid_size, run_grid
 
@@ -341,8 +352,8 @@ def sweep(
     check_run_args(batch_size, 1, precision)
     resources = check_resource_args(optimizer, price_usd_per_hour, power_w)
     check_grid_size(len(networks or [0]) * len(gpus) * len(schedulers) * len(bucket_mbs or [0]))
-    model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s,
-                          resources["optimizer"])
+    model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s, gradients,
+                          optimizer=resources["optimizer"])
     base = dataclasses.asdict(cluster)
     configs = []
     for network in networks or [cluster.network]:

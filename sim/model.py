@@ -26,9 +26,19 @@ import pandas as pd
 
 from sim.checks import check_int
 from sim.errors import SimInputError
+from sim.tensors import (
+    DEFAULT_GRADIENTS,
+    LAYER,
+    check_gradients,
+    parse_tensors,
+    tensor_sums,
+    tensor_view_fields,
+    tensors_cell,
+)
 
 __all__ = [
     "BYTES_PER_PARAM",
+    "HF_PREFIX",
     "REQUIRED_COLUMNS",
     "Model",
     "MAX_LAYERS",
@@ -36,6 +46,7 @@ __all__ = [
     "bytes_per_param",
     "check_batch_size",
     "check_csv_shape",
+    "hf_model",
     "load_model",
     "model_from_frame",
     "zoo_model",
@@ -51,6 +62,8 @@ MAX_LAYERS = 100_000
 MAX_PARAMS = 10**15
 #: Characters of a model name or path (a path on Linux is at most 4,096 bytes).
 MAX_SOURCE_CHARS = 4096
+#: A model source ``hf:PATH`` is a Hugging Face config.json (`hf_model`).
+HF_PREFIX = "hf:"
 
 
 def bytes_per_param(precision: str) -> int:
@@ -93,6 +106,14 @@ class Model:
         mode); None when communication comes from a cost model.
     io_s, h2d_s, update_s : float
         Per-iteration read, host-to-device copy and parameter-update times.
+    tensor_params : tuple of tuple of int, or None
+        Per layer, its parameter tensors' sizes in the order their gradients
+        become ready in backward (`sim.tensors`); None: one tensor per layer.
+    tensor_layers : tuple of str, or None
+        In a tensor view (`tensor_view`), the layer each row's tensor belongs to.
+    gradients : {"tensor", "layer"} or None
+        What schedulers plan over when this model is run (`sim.tensors.GRADIENTS`);
+        None: the run's choice, else `sim.tensors.DEFAULT_GRADIENTS`.
     """
 
     name: str
@@ -109,6 +130,9 @@ class Model:
     fwd_flops: np.ndarray | None = None
     out_elems: np.ndarray | None = None
     extra: dict = field(default_factory=dict)
+    tensor_params: tuple[tuple[int, ...], ...] | None = None
+    tensor_layers: tuple[str, ...] | None = None
+    gradients: str | None = None
 
     def __post_init__(self) -> None:
         n = len(self.layer_names)
@@ -135,6 +159,29 @@ class Model:
             raise SimInputError(f"model {self.name!r}: layer names must be unique")
         for attr in ("io_s", "h2d_s", "update_s"):
             _check_scalar(attr, getattr(self, attr))
+        self._check_tensors()
+
+    def _check_tensors(self) -> None:
+        n = self.num_layers
+        if self.gradients is not None:
+            check_gradients(self.gradients)
+        if self.tensor_layers is not None and len(self.tensor_layers) != n:
+            raise SimInputError(f"model {self.name!r}: tensor_layers has {len(self.tensor_layers)} entries for {n} rows")
+        if self.tensor_params is None:
+            return
+        try:
+            hash(self.tensor_params)
+        except TypeError:  # lists given: the cached checks need tuples
+            object.__setattr__(self, "tensor_params", tuple(tuple(int(s) for s in t) for t in self.tensor_params))
+        if len(self.tensor_params) != n:
+            raise SimInputError(f"model {self.name!r}: tensor_params has {len(self.tensor_params)} entries for {n} layers")
+        sums, smallest = tensor_sums(self.tensor_params)
+        bad = np.flatnonzero(sums != self.params)
+        if smallest < 1 or bad.size:
+            i = int(bad[0]) if bad.size else next(i for i, t in enumerate(self.tensor_params) if t and min(t) < 1)
+            raise SimInputError(f"model {self.name!r}, layer {self.layer_names[i]!r}: tensors "
+                                f"{tuple(self.tensor_params[i])} must be >= 1 each and add up to its "
+                                f"{int(self.params[i])} parameters")
 
     @property
     def num_layers(self) -> int:
@@ -148,6 +195,30 @@ class Model:
     @property
     def total_params(self) -> int:
         return int(self.params.sum())
+
+    @property
+    def num_tensors(self) -> int:
+        """Parameter tensors (gradients as frameworks have them); one per layer with parameters without tensor info."""
+        if self.tensor_params is None:
+            return int(np.count_nonzero(self.params))
+        return sum(len(t) for t in self.tensor_params)
+
+    def tensor_view(self) -> Model:
+        """One row per parameter tensor (`sim.tensors` documents the names and how
+        the layer's times are split); the model itself when it has no tensor info
+        or measured ``comm_s`` (trace-driven: layer granularity)."""
+        fields = tensor_view_fields(self)
+        return self if fields is None else dataclasses.replace(self, **fields)
+
+    def with_gradients(self, gradients: str | None = None) -> Model:
+        """The model schedulers plan over: its tensor view for ``"tensor"``, the model
+        without tensor info for ``"layer"``. ``None``: the model's own choice
+        (``gradients``), else `sim.tensors.DEFAULT_GRADIENTS`. Needs compute times
+        (a zoo model is timed first, `timed`); a view's view is the view."""
+        choice = check_gradients(gradients or self.gradients or DEFAULT_GRADIENTS)
+        if choice == LAYER:
+            return self if self.tensor_params is None else dataclasses.replace(self, tensor_params=None)
+        return self.tensor_view()
 
     def gradient_bytes(self, precision: str = "fp32") -> np.ndarray:
         """Bytes of each layer's gradient at ``precision``."""
@@ -166,6 +237,8 @@ class Model:
             frame["type"] = list(self.layer_types)
         if self.comm_s is not None:
             frame["comm_ms"] = self.comm_s * 1e3
+        if self.tensor_params is not None:
+            frame["tensors"] = [tensors_cell(t) for t in self.tensor_params]
         return frame
 
     def scaled(self, factor: float) -> Model:
@@ -223,8 +296,10 @@ def model_from_frame(
 ) -> Model:
     """Validate a layer table with columns ``name,params,fwd_ms,bwd_ms``.
 
-    Optional columns: ``type`` (free text) and ``comm_ms`` (measured all-reduce
-    time of the layer's gradient alone). Errors name the row and column.
+    Optional columns: ``type`` (free text), ``comm_ms`` (measured all-reduce
+    time of the layer's gradient alone) and ``tensors`` (the parameter tensors'
+    sizes in backward order, joined by ``;``, `sim.tensors`). Errors name the
+    row and column.
     """
     where = where or name
     frame = frame.rename(columns=lambda c: str(c).strip())
@@ -251,6 +326,7 @@ def model_from_frame(
     types = None
     if "type" in frame.columns:
         types = tuple(str(v) for v in frame["type"])
+    tensors = parse_tensors(frame["tensors"], params, where) if "tensors" in frame.columns else None
     return Model(
         name=name,
         layer_names=tuple(names),
@@ -263,6 +339,7 @@ def model_from_frame(
         h2d_s=_check_scalar("h2d_ms", h2d_ms) * 1e-3,
         update_s=_check_scalar("update_ms", update_ms) * 1e-3,
         source=source,
+        tensor_params=tensors,
     )
 
 
@@ -314,8 +391,9 @@ def load_model(
     Parameters
     ----------
     source : str or Path
-        A zoo name (``python -m sim list models``) or a path to a CSV with at
-        least ``name,params,fwd_ms,bwd_ms``.
+        A zoo name (``python -m sim list models``), a path to a CSV with at
+        least ``name,params,fwd_ms,bwd_ms``, or ``hf:PATH`` for a Hugging Face
+        ``config.json`` (`hf_model`).
     io_ms, h2d_ms, update_ms : float
         Per-iteration times to add; zero unless given.
 
@@ -327,6 +405,11 @@ def load_model(
     """
     if not isinstance(source, (str, Path)) or not str(source).strip():
         raise SimInputError(f"model must be a zoo name or a path to a layer CSV, got {source!r}")
+    if isinstance(source, str) and source.startswith(HF_PREFIX):
+        unknown = sorted(set(arch_kwargs) - {"seq_len"})
+        if unknown:
+            raise SimInputError(f"a Hugging Face model takes no argument {unknown[0]!r}; valid: seq_len")
+        return hf_model(source[len(HF_PREFIX):], io_ms=io_ms, h2d_ms=h2d_ms, update_ms=update_ms, **arch_kwargs)
     if len(str(source)) > MAX_SOURCE_CHARS:
         raise SimInputError(f"model name or path of {len(str(source))} characters; at most {MAX_SOURCE_CHARS} "
                             f"(sim.model.MAX_SOURCE_CHARS): {str(source)[:40]!r}...")
@@ -370,6 +453,13 @@ def zoo_model(name: str, *, io_ms: float = 0.0, h2d_ms: float = 0.0, update_ms: 
             f"unknown model {name if len(name) <= 80 else name[:60] + '...'!r}; valid: {', '.join(ARCHITECTURES)}, or a path to a layer CSV"
         )
     table = _zoo_table(name, tuple(sorted(arch_kwargs.items())))
+    return _table_model(table, name, ARCHITECTURES[name].source, io_ms, h2d_ms, update_ms,
+                        {"arch_kwargs": dict(arch_kwargs)})
+
+
+def _table_model(table: pd.DataFrame, name: str, source: str, io_ms: float, h2d_ms: float, update_ms: float,
+                 extra: dict) -> Model:
+    """A zoo-style table (`sim.zoo.COLUMNS`: shapes, no times) as a Model."""
     return Model(
         name=name,
         layer_names=tuple(table["name"]),
@@ -380,8 +470,23 @@ def zoo_model(name: str, *, io_ms: float = 0.0, h2d_ms: float = 0.0, update_ms: 
         io_s=_check_scalar("io_ms", io_ms) * 1e-3,
         h2d_s=_check_scalar("h2d_ms", h2d_ms) * 1e-3,
         update_s=_check_scalar("update_ms", update_ms) * 1e-3,
-        source=ARCHITECTURES[name].source,
+        source=source,
         fwd_flops=table["fwd_flops"].to_numpy(dtype=float),
         out_elems=table["out_elems"].to_numpy(dtype=float),
-        extra={"arch_kwargs": dict(arch_kwargs)},
+        extra=extra,
+        tensor_params=parse_tensors(table["tensors"], table["params"], name),
     )
+
+
+def hf_model(path: str | Path, *, io_ms: float = 0.0, h2d_ms: float = 0.0, update_ms: float = 0.0,
+             seq_len: int | None = None, text: str | None = None) -> Model:
+    """A transformer from a Hugging Face ``config.json`` (a file, or a folder holding
+    one; or its content as ``text``, ``path`` then only naming it), built by
+    `sim.zoo.hf` (BERT, GPT-2, Llama, Mistral); no network access."""
+    from sim.zoo import hf_table, parse_hf_config, read_hf_config
+
+    where = f"hf config {str(path)!r}"
+    config, name = (parse_hf_config(text, where), Path(path).stem) if text is not None else read_hf_config(path)
+    table = hf_table(config, where=where, seq_len=seq_len)
+    source = f"Hugging Face config {path} (model_type {config['model_type']})"
+    return _table_model(table, name, source, io_ms, h2d_ms, update_ms, {"hf_config": str(path)})

@@ -48,6 +48,7 @@ from sim.model import Model, load_model
 from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
 from sim.schedulers.names import OPTIMAL, WFBP
 from sim.schedulers.registry import knob_reads
+from sim.tensors import gradients_of
 
 __all__ = ["GRID_KEYS", "MAX_CONFIGS", "MAX_JOBS_PER_CORE", "SERIAL_WORK_LIMIT", "check_grid_size", "default_jobs",
            "max_jobs", "run_grid"]
@@ -434,6 +435,8 @@ def _frame(grid: Grid, results: dict) -> pd.DataFrame:
         "groups": [results["groups"][u] for u in unit.tolist()],
         "framework": [_framework_name(grid.clusters[c][0], s) for c, s in zip(cl.tolist(), grid.scheduler_of_row,
                                                                                strict=True)],
+        "params": per_workload(lambda w: w.model.total_params, np.int64),
+        "gradients": per_workload(lambda w: gradients_of(w.model)),
     }
     return pd.DataFrame(data, columns=list(METRIC_KEYS))
 

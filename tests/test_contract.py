@@ -18,6 +18,7 @@ parameter server) and update times, on the engine's own timeline:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -49,7 +50,15 @@ def models(draw, max_layers=7):
         params[-1] = 1000
     fwd = draw(st.lists(st.floats(0.01, 5.0), min_size=n, max_size=n))
     bwd = draw(st.lists(st.floats(0.01, 10.0), min_size=n, max_size=n))
-    return make_model(params, fwd, bwd, update_ms=draw(st.floats(0.0, 5.0)))
+    model = make_model(params, fwd, bwd, update_ms=draw(st.floats(0.0, 5.0)))
+    if draw(st.booleans()):  # parameter tensors per layer (one gradient each, `sim.tensors`)
+        tensors = []
+        for p in params:
+            cuts = sorted(draw(st.sets(st.integers(1, p - 1), max_size=2))) if p > 1 else []
+            tensors.append(tuple(np.diff([0, *cuts, p]).tolist()) if p else ())
+        model = dataclasses.replace(model, tensor_params=tuple(tensors),
+                                    gradients=draw(st.sampled_from(["tensor", "layer"])))
+    return model
 
 
 @st.composite

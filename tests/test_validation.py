@@ -88,9 +88,12 @@ def test_no_group_errs_all_one_way(results, by):
 
 #: Pairs the simulator orders against the measurements, each with the reason.
 KNOWN_MISORDERED = {
-    # measured BSP 10.4 % ahead of WFBP: Horovod's per-tensor cost over ~400 BERT-Large tensors at
-    # 32 GPUs, which the per-message alpha of the link does not carry (as in B-Caffe, README)
-    ("ddl-100gib-bert_large-BSP-A2A-32gpu", "ddl-100gib-bert_large-WFBP-A2A-32gpu"),
+    # measured WFBP 27 % (10GbE) and 18 % (100GbE) ahead of BSP on ResNet-50 at 16 GPUs: with one gradient
+    # per tensor (161), WFBP pays the link's start-up 161 times, where Horovod fuses the tensors that are
+    # ready in the same cycle into one buffer (the per-message costs of issue 13 item 2 are not modelled yet).
+    # (BERT-Large at 32 GPUs over IB, misordered per layer, is ordered right per tensor.)
+    ("ddl-resnet50-BSP-A2A-16gpu", "ddl-resnet50-WFBP-A2A-16gpu"),
+    ("ddl-100gbe-resnet50-BSP-A2A-16gpu", "ddl-100gbe-resnet50-WFBP-A2A-16gpu"),
 }
 
 

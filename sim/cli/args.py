@@ -157,3 +157,12 @@ def read_text(path) -> str:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise SimInputError(f"cannot read {str(path)!r}: {exc.strerror}") from None
+
+
+def add_gradients_flag(p) -> None:
+    """``--gradients {tensor,layer}``: what schedulers plan over (`sim.tensors`)."""
+    from sim.tensors import DEFAULT_GRADIENTS, GRADIENTS
+
+    p.add_argument("--gradients", choices=list(GRADIENTS), default=None,
+                   help="one gradient per parameter tensor, as frameworks have them, or one per layer "
+                        f"(default {DEFAULT_GRADIENTS}; a layer CSV without a tensors column has one per layer)")

@@ -7,10 +7,12 @@ a knob given for runs that do not read it is an error naming who does.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from dataclasses import fields
 
 from sim.api import ARCHITECTURES, simulate
 from sim.cli.args import (
+    add_gradients_flag,
     int_list,
     knob_type,
     name_list,
@@ -24,7 +26,7 @@ from sim.comm import COLLECTIVES
 from sim.compression import parse_compression
 from sim.errors import SimInputError
 from sim.frameworks import framework_names
-from sim.model import BYTES_PER_PARAM, load_model, zoo_names
+from sim.model import BYTES_PER_PARAM, HF_PREFIX, load_model, zoo_names
 from sim.runs import (
     DEFAULT_ARCHITECTURE,
     DEFAULT_SCHEDULER,
@@ -39,7 +41,9 @@ __all__ = ["add_compression_flag", "add_knob_flags", "add_workload_flags", "buck
            "run_one"]
 
 def add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
-    p.add_argument("--model", required=True, help="zoo name or path to a layer CSV (name,params,fwd_ms,bwd_ms)")
+    p.add_argument("--model", required=True, help="zoo name, path to a layer CSV (name,params,fwd_ms,bwd_ms) or "
+                                                  "hf:PATH/config.json (a Hugging Face BERT, GPT-2, Llama or Mistral)")
+    add_gradients_flag(p)
     if many:
         p.add_argument("--gpus", type=int_list, default=[1, 2, 4, 8, 16], help="GPU counts, e.g. 1,2,4,8")
         p.add_argument("--scheduler", type=name_list, default=None,
@@ -219,9 +223,11 @@ def cluster(args, gpus: int) -> Cluster:
 
 def model(args):
     arch = {k: v for k, v in (("seq_len", args.seq_len), ("image_size", args.image_size)) if v is not None}
-    if arch and args.model not in zoo_names():
-        raise SimInputError("--seq-len and --image-size apply only to zoo models")
+    if arch and args.model not in zoo_names() and not (args.model.startswith(HF_PREFIX) and "image_size" not in arch):
+        raise SimInputError("--seq-len and --image-size apply only to zoo models (--seq-len also to hf: configs)")
     loaded = load_model(args.model, io_ms=args.io_ms, h2d_ms=args.h2d_ms, update_ms=args.update_ms, **arch)
+    if getattr(args, "gradients", None) is not None:
+        loaded = dataclasses.replace(loaded, gradients=args.gradients)
     if args.gpu is not None and loaded.is_timed:
         raise SimInputError("--gpu does nothing for a layer CSV: its compute times are given, not estimated")
     if loaded.comm_s is not None:

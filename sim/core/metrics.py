@@ -39,7 +39,7 @@ METRIC_KEYS = (
     "compute_s", "forward_s", "backward_s", "update_s", "io_s", "h2d_s",
     "comm_s", "comm_hidden_s", "comm_exposed_s",
     "single_gpu_iteration_time_s", "speedup", "scaling_efficiency",
-    "num_messages", "groups", "framework", "interference_s",
+    "num_messages", "groups", "framework", "interference_s", "params", "gradients",
 )
 PHASE_KEYS = ("compute_s", "forward_s", "backward_s", "update_s", "io_s", "h2d_s",
               "comm_s", "comm_hidden_s", "comm_exposed_s")

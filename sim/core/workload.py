@@ -46,12 +46,16 @@ def calibrate(model, measured_iteration_s: float, *, precision: str = "fp32", pr
 
 
 def resolve_model(model, cluster, batch_size: int, precision: str, prefetch: bool = False,
-                  calibrate_iteration_s: float | None = None, optimizer: str | None = None):
+                  calibrate_iteration_s: float | None = None, gradients: str | None = None,
+                  optimizer: str | None = None):
     """The model with compute times for this GPU and batch (a zoo model's update
-    timed for ``optimizer``, `sim.compute.update_time_s`), calibrated if asked."""
+    timed for ``optimizer``, `sim.compute.update_time_s`), calibrated if asked,
+    in the granularity schedulers plan over: one gradient per parameter tensor
+    or per layer (``gradients``, else the model's own choice, else
+    `sim.tensors.DEFAULT_GRADIENTS`; `sim.model.Model.with_gradients`)."""
     model = model.timed(gpu=cluster.gpu, batch_size=batch_size, precision=precision, optimizer=optimizer)
     if calibrate_iteration_s is not None:
         model = calibrate(model, calibrate_iteration_s, precision=precision, prefetch=prefetch)
-    return model
+    return model.with_gradients(gradients)
 
 

@@ -32,6 +32,7 @@ from sim.errors import SimInputError
 from sim.model import Model, bytes_per_param, check_batch_size
 from sim.schedulers import DEFAULT_BUCKET_MB
 from sim.schedulers.names import WFBP
+from sim.tensors import gradients_of
 from sim.workers.stragglers import (
     StragglerSpec,
     draw_compute_factors,
@@ -68,7 +69,7 @@ def worker_models(model: Model, cluster: Cluster, batch_size: int, precision: st
             raise SimInputError("calibrate_iteration_s applies to one GPU type; leave it out with gpus_by_worker")
     kinds = list(dict.fromkeys(names))
     timed = [base if g == cluster.gpu else model.timed(gpu=g, batch_size=batch_size, precision=precision)
-             for g in kinds]
+             .with_gradients(gradients_of(base)) for g in kinds]
     return base, timed, np.array([kinds.index(g) for g in names], dtype=int), names
 
 

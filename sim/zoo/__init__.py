@@ -52,9 +52,15 @@ Granularity
   projections, scores, softmax, context, residual add and its layer-norm) and
   ``mlp`` (both dense layers, activation, residual add and its layer-norm).
 
+``tensors``
+    The row's parameter tensors (one gradient each, as frameworks have
+    them), as sizes in the order their gradients become ready in backward,
+    joined by ``;`` (`sim.tensors`); empty for a parameter-free row.
+
 The package holds the row builders (`sim.zoo.layers`), the architectures
-(`sim.zoo.cnn`, `sim.zoo.inception`, `sim.zoo.transformers`) and the registry
-(`sim.zoo.registry`); every public name is importable from ``sim.zoo``.
+(`sim.zoo.cnn`, `sim.zoo.inception`, `sim.zoo.transformers`), models from
+Hugging Face configs (`sim.zoo.hf`) and the registry (`sim.zoo.registry`);
+every public name is importable from ``sim.zoo``.
 
 Examples
 --------
@@ -67,6 +73,7 @@ Examples
 
 # ruff: noqa: F403, F405
 from sim.zoo.cnn import *
+from sim.zoo.hf import *
 from sim.zoo.inception import *
 from sim.zoo.layers import *
 from sim.zoo.registry import *
@@ -76,6 +83,7 @@ __all__ = [
     "ARCHITECTURES",
     "COLUMNS",
     "ELEMENTWISE_FLOPS_PER_ELEM",
+    "HF_MODEL_TYPES",
     "LAYER_TYPES",
     "NORM_FLOPS_PER_ELEM",
     "SOFTMAX_FLOPS_PER_ELEM",
@@ -94,13 +102,17 @@ __all__ = [
     "embedding",
     "googlenet",
     "gpt2",
+    "hf_table",
     "inception_v3",
     "inception_v4",
     "layernorm",
     "linear",
     "merge",
     "mlp",
+    "parse_hf_config",
     "pool2d",
+    "read_hf_config",
     "resnet",
+    "tensors_text",
     "vgg16",
 ]

@@ -38,10 +38,11 @@ __all__ = [
     "merge",
     "mlp",
     "pool2d",
+    "tensors_text",
     "to_table",
 ]
 
-COLUMNS = ("name", "type", "params", "fwd_flops", "out_elems")
+COLUMNS = ("name", "type", "params", "fwd_flops", "out_elems", "tensors")
 
 LAYER_TYPES = frozenset(
     {
@@ -98,13 +99,19 @@ def conv_out_size(
     return out
 
 
-def _row(name: str, type_: str, params: int, fwd_flops: int, out_elems: int) -> Row:
+def _row(name: str, type_: str, params: int, fwd_flops: int, out_elems: int, tensors=None) -> Row:
+    """One row; ``tensors`` lists the parameter tensors' sizes in the module's
+    ``parameters()`` order (forward order; default: one tensor of ``params``)."""
+    tensors = tuple(int(t) for t in (tensors if tensors is not None else ((params,) if params else ())))
+    if sum(tensors) != int(params):
+        raise SimInputError(f"row {name!r}: tensors {tensors} do not sum to its {params} parameters")
     return {
         "name": name,
         "type": type_,
         "params": int(params),
         "fwd_flops": int(fwd_flops),
         "out_elems": int(out_elems),
+        "tensors": tensors,
     }
 
 
@@ -150,21 +157,22 @@ def conv2d(
     weights = c_out * (c_in // groups) * kh * kw
     macs = weights * h_out * w_out
     params = weights + (c_out if bias else 0)
-    return _row(name, "conv", params, 2 * macs, c_out * h_out * w_out)
+    tensors = (weights, c_out) if bias else (weights,)
+    return _row(name, "conv", params, 2 * macs, c_out * h_out * w_out, tensors)
 
 
 def batchnorm(name: str, channels: int, h: int, w: int) -> Row:
     """Batch-norm over a ``channels x h x w`` map: ``2*channels`` parameters
     (scale and shift), `NORM_FLOPS_PER_ELEM` FLOPs per element."""
     elems = channels * h * w
-    return _row(name, "bn", 2 * channels, NORM_FLOPS_PER_ELEM * elems, elems)
+    return _row(name, "bn", 2 * channels, NORM_FLOPS_PER_ELEM * elems, elems, (channels, channels))
 
 
 def layernorm(name: str, dim: int, tokens: int) -> Row:
     """Layer-norm over ``dim`` features of ``tokens`` tokens: ``2*dim``
     parameters, `NORM_FLOPS_PER_ELEM` FLOPs per element."""
     elems = dim * tokens
-    return _row(name, "layernorm", 2 * dim, NORM_FLOPS_PER_ELEM * elems, elems)
+    return _row(name, "layernorm", 2 * dim, NORM_FLOPS_PER_ELEM * elems, elems, (dim, dim))
 
 
 def elementwise(name: str, elems: int, ops_per_elem: int = 1) -> Row:
@@ -177,15 +185,16 @@ def linear(name: str, d_in: int, d_out: int, tokens: int = 1, bias: bool = True)
     """Fully connected layer applied to ``tokens`` vectors:
     ``params = d_in*d_out (+ d_out)``, ``fwd_flops = 2*tokens*d_in*d_out``."""
     params = d_in * d_out + (d_out if bias else 0)
-    return _row(name, "linear", params, 2 * tokens * d_in * d_out, tokens * d_out)
+    tensors = (d_in * d_out, d_out) if bias else (d_in * d_out,)
+    return _row(name, "linear", params, 2 * tokens * d_in * d_out, tokens * d_out, tensors)
 
 
 def embedding(name: str, num_embeddings: int, dim: int, tokens: int) -> Row:
-    """Embedding table lookup: ``num_embeddings*dim`` parameters, 0 FLOPs."""
+    """Embedding table lookup: ``num_embeddings*dim`` parameters (one tensor), 0 FLOPs."""
     return _row(name, "embedding", num_embeddings * dim, 0, tokens * dim)
 
 
-def attention(name: str, d_model: int, n_heads: int, seq_len: int, bias: bool = True) -> Row:
+def attention(name: str, d_model: int, n_heads: int, seq_len: int, bias: bool = True, fused_qkv: bool = False) -> Row:
     """Multi-head self-attention over ``seq_len`` tokens.
 
     ``params = 4*d*d (+ 4*d)`` for the Q, K, V and output projections, and
@@ -196,6 +205,10 @@ def attention(name: str, d_model: int, n_heads: int, seq_len: int, bias: bool = 
     masking is not used to skip work (the reference implementations compute
     the full score matrix).
 
+    Tensors: query, key, value and output weights (each followed by its bias),
+    as in BERT; with ``fused_qkv`` one ``3d x d`` weight and its bias for Q, K
+    and V together, then the output projection, as GPT-2's ``c_attn``/``c_proj``.
+
     References
     ----------
     Vaswani et al., "Attention Is All You Need", NeurIPS 2017, Sec. 3.2.
@@ -204,10 +217,12 @@ def attention(name: str, d_model: int, n_heads: int, seq_len: int, bias: bool = 
         raise SimInputError(f"n_heads={n_heads} must divide d_model={d_model}")
     s, d = seq_len, d_model
     params = 4 * d * d + (4 * d if bias else 0)
+    one = (d * d, d) if bias else (d * d,)
+    tensors = (3 * d * d, 3 * d, d * d, d) if fused_qkv and bias else (3 * d * d, d * d) if fused_qkv else one * 4
     projections = 2 * 4 * s * d * d
     scores_and_context = 2 * 2 * s * s * d
     softmax = (ELEMENTWISE_FLOPS_PER_ELEM + SOFTMAX_FLOPS_PER_ELEM) * n_heads * s * s
-    return _row(name, "attention", params, projections + scores_and_context + softmax, s * d)
+    return _row(name, "attention", params, projections + scores_and_context + softmax, s * d, tensors)
 
 
 def mlp(name: str, d_model: int, d_ff: int, tokens: int, bias: bool = True) -> Row:
@@ -256,6 +271,7 @@ def merge(name: str, type_: str, rows: Sequence[Row]) -> Row:
         sum(int(r["params"]) for r in rows),
         sum(int(r["fwd_flops"]) for r in rows),
         int(rows[-1]["out_elems"]),
+        tuple(t for r in rows for t in r.get("tensors", ())),
     )
 
 
@@ -286,8 +302,16 @@ def conv_hw(
 # --------------------------------------------------------------------------
 
 
+def tensors_text(tensors) -> str:
+    """A row's tensors (forward order) as the ``tensors`` column holds them: sizes in
+    the order their gradients become ready in backward (reversed), joined by ``;``."""
+    return ";".join(str(int(t)) for t in reversed(tuple(tensors)))
+
+
 def to_table(rows: list[Row]) -> pd.DataFrame:
-    """The rows as a table with columns `COLUMNS` and 64-bit integer counts."""
+    """The rows as a table with columns `COLUMNS` and 64-bit integer counts; the
+    ``tensors`` column in backward order (`tensors_text`)."""
+    rows = [{**r, "tensors": tensors_text(r.get("tensors", ()))} for r in rows]
     table = pd.DataFrame(rows, columns=list(COLUMNS))
     return table.astype({"params": "int64", "fwd_flops": "int64", "out_elems": "int64"})
 

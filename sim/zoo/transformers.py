@@ -70,6 +70,8 @@ def gpt2(
     n_heads: int = 12,
     vocab_size: int = 50257,
     max_positions: int = 1024,
+    d_ff: int | None = None,
+    tie_word_embeddings: bool = True,
 ) -> pd.DataFrame:
     """GPT-2 language model as in Hugging Face ``transformers.GPT2LMHeadModel``.
 
@@ -77,7 +79,9 @@ def gpt2(
     residual add; ``h.{i}.mlp`` holds ``ln_2``, the 4x MLP and the residual add.
     The ``lm_head`` shares its weight with ``wte``, so its row has 0 parameters
     (the weight, and its gradient, are counted once in ``wte``) but carries the
-    logits' FLOPs.
+    logits' FLOPs. ``c_attn`` is one fused Q/K/V tensor; ``d_ff`` (HF's
+    ``n_inner``) defaults to ``4 * d_model``; ``tie_word_embeddings=False``
+    gives ``lm_head`` a weight of its own.
 
     References
     ----------
@@ -94,8 +98,10 @@ def gpt2(
     ]
     for i in range(n_layers):
         norm, add = layernorm("ln", d, s), elementwise("add", s * d)
-        rows.append(merge(f"h.{i}.attn", "attention", [norm, attention("a", d, n_heads, s), add]))
-        rows.append(merge(f"h.{i}.mlp", "mlp", [norm, mlp("m", d, 4 * d, s), add]))
+        attn = attention("a", d, n_heads, s, fused_qkv=True)
+        rows.append(merge(f"h.{i}.attn", "attention", [norm, attn, add]))
+        rows.append(merge(f"h.{i}.mlp", "mlp", [norm, mlp("m", d, d_ff or 4 * d, s), add]))
     rows.append(layernorm("ln_f", d, s))
-    rows.append({**linear("lm_head", d, vocab_size, s, bias=False), "params": 0})  # tied to wte
+    head = linear("lm_head", d, vocab_size, s, bias=False)
+    rows.append({**head, "params": 0, "tensors": ()} if tie_word_embeddings else head)  # tied: wte's weight
     return table_of(rows)
