@@ -47,6 +47,7 @@ __all__ = [
     "binary_tree",
     "double_binary_tree",
     "hierarchical",
+    "nccl",
     "ps",
     "ps_cost",
     "measured_cost",
@@ -312,6 +313,36 @@ def ps(nodes: int, k: int, intra: Link, inter: Link, gamma: float) -> CommCost:
     return CommCost(c.push_alpha_s + c.pull_alpha_s, c.push_beta_s_per_byte + c.pull_beta_s_per_byte, "ps")
 
 
+def nccl(nodes: int, k: int, intra: Link, inter: Link, gamma: float) -> CommCost:
+    """NCCL's choice per message: the faster of `ring` and `double_binary_tree`.
+
+    NCCL (2.4 and later) times every collective with its own cost model and
+    runs the algorithm it predicts fastest for the message's size
+    (NVIDIA/nccl src/graph/tuning.cc, ``ncclTopoGetAlgoTime``; "Massively
+    Scale Your Deep Learning Training with NCCL 2.4", 2019): across nodes the
+    double binary tree, with latency logarithmic in the nodes, for small
+    messages, and the ring, with the better bandwidth term, for large ones.
+    Both are affine in M, so the choice is two size regimes cut where the
+    lines cross, M* = (alpha_ring - alpha_tree) / (beta_tree - beta_ring).
+    Inside one node NCCL runs rings.
+    """
+    r = ring(nodes, k, intra, inter, gamma)
+    if nodes == 1:
+        return CommCost(r.alpha_s, r.beta_s_per_byte, "nccl (ring)")
+    t = double_binary_tree(nodes, k, intra, inter, gamma)
+    if t.alpha_s >= r.alpha_s and t.beta_s_per_byte >= r.beta_s_per_byte:
+        return CommCost(r.alpha_s, r.beta_s_per_byte, "nccl (ring)")
+    if t.alpha_s <= r.alpha_s and t.beta_s_per_byte <= r.beta_s_per_byte:
+        return CommCost(t.alpha_s, t.beta_s_per_byte, "nccl (tree)")
+    if t.alpha_s < r.alpha_s:  # tree below the crossing, ring above
+        cut = (r.alpha_s - t.alpha_s) / (t.beta_s_per_byte - r.beta_s_per_byte)
+        return CommCost.piecewise([Regime(0.0, t.alpha_s, t.beta_s_per_byte, "tree"),
+                                   Regime(cut, r.alpha_s, r.beta_s_per_byte, "ring")], "nccl (tree, then ring)")
+    cut = (t.alpha_s - r.alpha_s) / (r.beta_s_per_byte - t.beta_s_per_byte)
+    return CommCost.piecewise([Regime(0.0, r.alpha_s, r.beta_s_per_byte, "ring"),
+                               Regime(cut, t.alpha_s, t.beta_s_per_byte, "tree")], "nccl (ring, then tree)")
+
+
 COLLECTIVES: dict[str, Callable[[int, int, Link, Link, float], CommCost]] = {
     "ring": ring,
     "binary_tree": binary_tree,
@@ -320,6 +351,7 @@ COLLECTIVES: dict[str, Callable[[int, int, Link, Link, float], CommCost]] = {
     "hierarchical": hierarchical,
     "torus_2d": torus_2d,
     "double_binary_tree": double_binary_tree,
+    "nccl": nccl,
     "ps": ps,
 }
 
@@ -340,6 +372,9 @@ def allreduce_cost(
     formula = COLLECTIVES[collective]
     if not intra.regimes and not (inter.regimes and nodes > 1):
         return formula(nodes, gpus_per_node, intra, inter, gamma_s_per_byte)
+    if collective == "nccl":
+        raise SimInputError("collective 'nccl' cuts its own size regimes (tree, then ring); it does not combine "
+                            "with the links' measured size regimes (size_regimes)")
     starts = sorted({0.0, *(r.from_bytes for r in intra.regimes),
                      *(r.from_bytes for r in (inter.regimes if nodes > 1 else ()))})
     regimes = []
@@ -353,7 +388,7 @@ def allreduce_cost(
 #: starts a node's network send at a GPU far from the NIC and receives at a near
 #: one (NVIDIA/nccl issue 392), so with GPUs across the socket the whole stream
 #: crosses the NIC path; the others spread the node's traffic over all its GPUs.
-ONE_STREAM = ("ring", "binary_tree", "double_binary_tree", "ps")
+ONE_STREAM = ("ring", "binary_tree", "double_binary_tree", "nccl", "ps")
 
 
 def topology_links(collective: str, gpus_in_node: int, intra: Link, inter: Link, topology,

@@ -89,7 +89,20 @@ class TestHierarchical:
         assert h.beta_s_per_byte == pytest.approx(r.beta_s_per_byte, rel=1e-12)
 
 
-@given(st.sampled_from(sorted(sim.COLLECTIVES)), st.integers(1, 32), st.integers(1, 8),
+@given(st.integers(1, 32), st.integers(1, 8), st.floats(0, 1e9))
+def test_nccl_runs_the_faster_of_ring_and_tree(nodes, k, m):
+    """collective 'nccl' (NCCL's per-size choice): min(ring, double binary tree) at every size;
+    rings inside one node."""
+    from sim.comm import double_binary_tree, nccl, ring
+
+    intra, inter = Link(7e-6, 1e-10), Link(3.7e-5, 8.6e-10)
+    got = float(nccl(nodes, k, intra, inter, 0.0).time_s(m))
+    r = float(ring(nodes, k, intra, inter, 0.0).time_s(m))
+    want = r if nodes == 1 else min(r, float(double_binary_tree(nodes, k, intra, inter, 0.0).time_s(m)))
+    assert got == pytest.approx(want, rel=1e-9, abs=1e-15)
+
+
+@given(st.sampled_from(sorted(set(sim.COLLECTIVES) - {"nccl"})), st.integers(1, 32), st.integers(1, 8),
        st.floats(0, 1e9), st.floats(0, 1e9))
 def test_costs_are_affine_nonnegative_and_monotone(name, nodes, k, m1, m2):
     cost = allreduce_cost(name, nodes, k, INTRA, INTER, 1e-12)

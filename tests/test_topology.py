@@ -15,7 +15,7 @@ from sim.comm import Link, allreduce_cost
 from sim.topology import get_topology, topologies
 
 EDR = 8 / (96 * 1e9)  # ib-edr-100 effective 96 Gb/s
-PATH = 8 / (37 * 1e9)  # pcie3 effective 37 Gb/s (fitted, data/networks.csv)
+PATH = get_network("pcie3").beta_s_per_byte  # pcie3's effective rate (fitted, data/networks.csv)
 NVL = 8 / (960 * 1e9)  # nvlink2 effective 960 Gb/s
 
 
@@ -48,7 +48,7 @@ class TestFlatKeepsTheOldModel:
 class TestNicPath:
     def test_ring_streams_through_the_socket_path(self):
         """One NIC reached by GPUs 4-7 across the socket: NCCL sends from a distant GPU, so the
-        ring's network edge runs at the slower of NIC and path (pcie3, 37 Gb/s < 96)."""
+        ring's network edge runs at the slower of NIC and path (pcie3, 36.9 Gb/s < 96)."""
         cost = dgx(topology="dgx1").comm_cost()
         f = 2 * 15 / 16
         assert cost.beta_s_per_byte == pytest.approx(f * PATH, rel=1e-12)
@@ -59,7 +59,7 @@ class TestNicPath:
 
     def test_hierarchical_spreads_over_near_and_far_gpus(self):
         """Half the node's shards cross the path: beta_e becomes max(beta_e, 0.5 beta_path), which is
-        0.5 beta_path with pcie3 at 37 Gb/s; across N = 2 nodes the ring term 2 (N-1)/N beta_e grows by that much."""
+        0.5 beta_path with pcie3 at 36.9 Gb/s; across N = 2 nodes the ring term 2 (N-1)/N beta_e grows by that much."""
         cost = dgx(collective="hierarchical", topology="dgx1").comm_cost()
         flat = dgx(collective="hierarchical").comm_cost()
         assert cost.beta_s_per_byte - flat.beta_s_per_byte == pytest.approx(max(EDR, 0.5 * PATH) - EDR, rel=1e-9)

@@ -124,6 +124,12 @@ def _golden(f, low: float, high: float, tol: float) -> float:
     return (a + b) / 2
 
 
+def _fitted_cases(cases: pd.DataFrame, p: FittedParameter) -> pd.DataFrame:
+    """The calibration cases of ``p``; a framework's launch is fitted with that framework on."""
+    subset = cases.loc[p.selects(cases)]
+    return subset.assign(framework=p.name) if p.kind == "launch" else subset
+
+
 def fit_validation(cases: pd.DataFrame | None = None, rounds: int = 2) -> dict:
     """Fit `FITTED` on their calibration subsets. Returns ``{"values": {(kind,
     name): value}, "rows": [one dict per parameter: value, stored, cases,
@@ -132,7 +138,7 @@ def fit_validation(cases: pd.DataFrame | None = None, rounds: int = 2) -> dict:
     values = stored_values()
     for _ in range(rounds):
         for p in FITTED:
-            subset = cases.loc[p.selects(cases)]
+            subset = _fitted_cases(cases, p)
             if subset.empty:
                 continue
             tol, digits = {"link": (0.05, 1), "launch": (5.0, 0), "ps": (0.005, 2), "slowdown": (0.005, 2)}[p.kind]
@@ -144,7 +150,7 @@ def fit_validation(cases: pd.DataFrame | None = None, rounds: int = 2) -> dict:
     stored = stored_values()
     rows = []
     for p in FITTED:
-        subset = cases.loc[p.selects(cases)]
+        subset = _fitted_cases(cases, p)
         out = run_validation(subset, **_kwargs(values)) if len(subset) else pd.DataFrame({"error_pct": []})
         unit = {"link": "effective_gbps", "launch": "launch_us", "ps": "", "slowdown": "compute_slowdown"}[p.kind]
         rows.append({"parameter": f"{p.name} {unit}".strip(),
@@ -167,14 +173,17 @@ def ablation(cases: pd.DataFrame | None = None) -> pd.DataFrame:
     cases = load_cases() if cases is None else cases
     held = cases.loc[cases["split"] == "held-out"]
     links = sorted(set(held["network"]) | set(held["intra"]))
+    bytescheduler = held["method"].str.startswith("ByteScheduler") & (held["method"].str.endswith("A2A"))
     variants = {
-        "all mechanisms (default)": {},
-        "no framework costs (framework none)": {"overrides": {"framework": "none"}},
-        "no interference": {"slowdowns": dict.fromkeys(links, 0.0)},
+        "all mechanisms (default)": (held, {}),
+        "no framework costs (framework none)": (held, {"overrides": {"framework": "none"}}),
+        "no interference": (held, {"slowdowns": dict.fromkeys(links, 0.0)}),
+        "with ByteScheduler's fitted per-partition launch (off by default)":
+            (held.assign(framework=held["framework"].where(~bytescheduler, BYTESCHEDULER)), {}),
     }
     rows = []
-    for name, kw in variants.items():
-        out = run_validation(held, **kw)
+    for name, (subset, kw) in variants.items():
+        out = run_validation(subset, **kw)
         err = out.loc[out["status"] == "ok", "error_pct"]
         rows.append({"variant": name, "cases": len(err), "median_abs_error_pct": float(err.abs().median()),
                      "worst_abs_error_pct": float(err.abs().max()), "bias_pct": float(err.median())})
