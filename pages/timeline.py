@@ -4,6 +4,9 @@ import streamlit as st
 
 from dashboard import cached, figures, state, stragglers_view, tables, ui
 
+#: Rows of the message table sent to the browser (a 100k-layer model has 100k messages under wfbp).
+MAX_MESSAGE_ROWS = 1000
+
 cfg = ui.config_or_stop()
 st.title("Timeline of an iteration")
 if note := st.session_state.pop("validation_note", None):
@@ -37,9 +40,11 @@ shown = method or scheduler
 title = (f"{cfg.model_label} · {shown} · {ui.plural(cfg.gpus, 'GPU')} ({ui.plural(m['nodes'], 'node')}) "
          f"· {cfg.network} · iteration {ui.fmt_ms(res.iteration_time_s)}")
 chart, figures_col = st.columns([4, 1])
+file_stem = f"timeline-{cfg.model_label}-{shown}-{cfg.gpus}gpus"
 with chart:
-    st.plotly_chart(figures.gantt_figure(res.timeline, title, height=400), key="timeline_chart",
-                    config=ui.PLOTLY_CONFIG)
+    ui.chart(lambda: figures.gantt_figure(res.timeline, title, height=400), "timeline_chart", file_stem,
+             cache_key=("timeline", cfg, scheduler, method, int(iterations), title),
+             svg=lambda: figures.gantt_svg(res.timeline, title))
     st.caption("Hover a bar for its layer, bytes, start and duration. All-reduce messages are outlined and filled "
                "light where they are hidden behind compute, red where they are exposed (the GPU waits); "
                "a merged message is labelled with its group and layer count, e.g. *g3 (5 layers)*.")
@@ -68,15 +73,13 @@ with figures_col:
 
 messages = tables.message_table(res.timeline)
 with st.expander(f"{ui.plural(len(messages), 'message')} of {shown}", expanded=False):
-    st.dataframe(messages, hide_index=True)
+    st.dataframe(messages.head(MAX_MESSAGE_ROWS), hide_index=True)
+    if len(messages) > MAX_MESSAGE_ROWS:
+        st.caption(f"The first {MAX_MESSAGE_ROWS:,} of {len(messages):,} messages; the timeline downloads below "
+                   "hold them all.")
 
 stragglers_view.timeline_panel(cfg, scheduler, res.iteration_time_s)
 
 with st.container(horizontal=True):
     ui.download_metrics(tables.metrics_table([m, b]), f"metrics-{cfg.model_label}-{cfg.gpus}gpus", "dl_metrics")
-    ui.download_trace(res.timeline, f"timeline-{cfg.model_label}-{shown}-{cfg.gpus}gpus", "dl_trace",
-                      title=title)
-    st.download_button("Chart (SVG)", figures.gantt_svg(res.timeline, title).encode(),
-                       file_name=f"timeline-{cfg.model_label}-{shown}-{cfg.gpus}gpus.svg", mime="image/svg+xml",
-                       key="dl_svg", icon=":material/download:", on_click="ignore",
-                       help="The chart as a vector image; the camera above the chart saves a PNG.")
+    ui.download_trace(res.timeline, file_stem, "dl_trace", title=title)

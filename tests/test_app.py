@@ -192,7 +192,8 @@ class TestTimeline:
     def test_offers_metrics_and_trace_downloads(self):
         at = open_page(csv_app(), "timeline")
         labels = [el.proto.label for el in at.get("download_button")]
-        assert labels == ["Metrics (CSV)", "Timeline (Chrome trace JSON)", "Chart (SVG)"]
+        # the chart's own SVG and PDF beside the modebar's PNG, then the data
+        assert labels == ["SVG", "PDF", "Metrics (CSV)", "Timeline (Chrome trace JSON)", "Timeline (CSV)"]
 
 
 class TestOverrides:
@@ -332,7 +333,24 @@ class TestLearn:
         at.select_slider(key="toy_alpha_us").set_value(50).run()
         no_exception(at)
         assert metric(at, "mgwfbp") == pytest.approx(metric(at, "optimal"))
-        assert any("finds an optimal plan" in m.value for m in at.markdown)
+        # the counter-example stays on the page whatever the slider says, at its own alpha
+        assert any("counter-example" in m.value and "2000 µs" in m.value for m in at.markdown)
+
+    def test_shows_mgwfbps_decisions_step_by_step(self):
+        at = open_page(new_app(), "learn")
+        steps = next(d.value for d in at.dataframe if "decision" in d.value.columns)
+        assert len(steps) == 3  # four layers: three decisions
+        assert set(steps["decision"].str.split().str[0]) <= {"merge", "send"}
+        merges = int((steps["α saved (µs)"] > 0).sum())
+        assert merges == 2  # at the default 2000 µs MG-WFBP sends fc2+fc1+conv2 | conv1
+        assert any("fc2+fc1+conv2 | conv1" in c.value for c in at.caption)
+        assert steps["α saved so far (µs)"].iloc[-1] == pytest.approx(2000 * merges)
+
+    def test_claims_beside_the_alpha_chart_come_from_it(self):
+        at = open_page(new_app(), "learn")
+        text = " ".join(m.value for m in at.markdown)
+        assert "within 0.5 %" in text and "slower than optimal" in text
+        assert "wfbp**) is best" not in text
 
 
 # --- bad input: an error box, never an exception ---------------------------------------
