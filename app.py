@@ -42,6 +42,7 @@ def main() -> None:
         st.switch_page(pages["timeline"], query_params=links.query_items(st.query_params))
     ui.follow_timeline_request(pages["timeline"])  # a button asked for the Timeline (Compare, Scaling)
     ui.check_link(st.session_state, st.query_params)
+    ui.phone_layout()
     sidebar.render()
     ui.show_link_notes(st.session_state)
     ui.start_here(st.session_state)

@@ -286,7 +286,7 @@ def gantt_figure(timeline: pd.DataFrame, title: str = "", height: int | None = N
         barmode="overlay",
         bargap=0.25,
         height=height or 170 + 55 * len(lanes),
-        margin={"l": 10, "r": 10, "t": 45 if title else 20, "b": 40},
+        margin={"l": 10, "r": 10, "t": (45 + 20 * title.count("<br>")) if title else 20, "b": 40},
         legend=LEGEND_BELOW,
         uirevision="timeline",
         uniformtext={"minsize": 9, "mode": "hide"},
@@ -328,7 +328,7 @@ def gantt_svg(timeline: pd.DataFrame, title: str = "", width: int = 1200) -> str
            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
            f'<rect width="{width}" height="{height}" fill="white"/>']
     if title:
-        out.append(f'<text x="{left}" y="22" font-size="14">{_svg_escape(title.replace("<b>", "").replace("</b>", ""))}</text>')
+        out.append(f'<text x="{left}" y="22" font-size="14">{_svg_escape(title.replace("<b>", "").replace("</b>", "").replace("<br>", " · "))}</text>')
     for lane, y in y_of.items():
         out.append(f'<text x="{left - 8}" y="{y + lane_h / 2 + 4}" text-anchor="end">{_svg_escape(lane)}</text>')
 

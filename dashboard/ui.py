@@ -47,6 +47,7 @@ __all__ = [
     "image_export_problem",
     "open_timeline",
     "metric_columns",
+    "phone_layout",
     "plural",
     "progress_after",
     "request_timeline",
@@ -111,6 +112,24 @@ START_HERE = """\
 
 Every view is a link: copy the address bar to share exactly what you see.
 """
+
+
+#: Narrow screens (a 390 px phone): tighter margins, smaller headings, wide formulas and
+#: tables scroll inside their own box instead of being cut off.
+PHONE_CSS = """<style>
+@media (max-width: 640px) {
+  [data-testid="stMainBlockContainer"] { padding-left: 0.75rem; padding-right: 0.75rem; }
+  [data-testid="stMain"] h1 { font-size: 1.75rem; }
+  .katex-display { overflow-x: auto; overflow-y: hidden; max-width: 100%; }
+  [data-testid="stMarkdownContainer"] { overflow-wrap: anywhere; }
+  [data-testid="stMarkdownContainer"] table { display: block; overflow-x: auto; }
+}
+</style>"""
+
+
+def phone_layout() -> None:
+    """Add `PHONE_CSS` to the page (no visible element)."""
+    st.html(PHONE_CSS)
 
 
 def start_here(session) -> None:
@@ -230,7 +249,9 @@ def config_or_stop() -> Config:
         cfg.cluster()
         cached.model_of(cfg)
     except sim.SimInputError as exc:
-        if cfg.model == UPLOAD and not cfg.csv_text:
+        if cfg.model == UPLOAD and not cfg.csv_text and st.session_state.get("upload_error"):
+            st.error(st.session_state["upload_error"])  # the refused file is gone from the uploader
+        elif cfg.model == UPLOAD and not cfg.csv_text:
             st.info("Upload a layer CSV in the sidebar (columns name, params, fwd_ms, bwd_ms), "
                     "or pick a zoo model.")
         else:

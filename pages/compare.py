@@ -27,7 +27,6 @@ chosen = figures.scheduler_order(chosen)
 results = {s: ui.guarded(cached.simulate, cfg, s) for s in chosen}
 for name in methods:
     res = ui.guarded(cached.simulate_method, cfg, name)
-    res.metrics["scheduler"] = name  # label the row by the method (a copy: cached results are copied per call)
     results[name] = res
 mg = ui.guarded(cached.simulate, cfg, MGWFBP)
 opt = ui.guarded(cached.simulate, cfg, OPTIMAL)
@@ -53,7 +52,9 @@ titles = {s: f"<b>{s}</b>: {ui.fmt_ms(r.iteration_time_s)}, {ui.plural(r.metrics
 ui.chart(lambda: figures.gantt_stack_figure({s: r.timeline for s, r in results.items()}, titles), "compare_chart",
          f"compare-{cfg.model_label}-{cfg.gpus}gpus", cache_key=("compare", cfg, tuple(titles.items())))
 
-metrics = pd.DataFrame([r.metrics for r in results.values()])
+# each row labelled by its scheduler or method (cached results are shared: never changed in place)
+labelled = [{**r.metrics, "scheduler": name} for name, r in results.items()]
+metrics = pd.DataFrame(labelled)
 st.subheader("Where the time goes")
 ui.chart(figures.breakdown_figure(metrics), "breakdown_chart", f"breakdown-{cfg.model_label}-{cfg.gpus}gpus")
 st.caption("Along each row: compute, then exposed communication (time the GPUs wait), then idle time "
@@ -66,7 +67,7 @@ if len(over):
                            for r in over.itertuples()))
 
 st.subheader("Metrics")
-table = tables.metrics_table(r.metrics for r in results.values())
+table = tables.metrics_table(labelled)
 st.dataframe(table, hide_index=True, key="metrics_table", column_config=ui.metric_columns())
 ui.download_metrics(table, f"compare-{cfg.model_label}-{cfg.gpus}gpus", "dl_compare")
 

@@ -65,7 +65,8 @@ c[0].metric("Iteration", ui.fmt_ms(res.iteration_time_s))
 c[1].metric("Samples/s", f"{m['throughput_samples_per_s']:,.0f}")
 c[2].metric("Speedup", f"{m['speedup']:.1f}×")
 c[3].metric("Scaling efficiency", f"{m['scaling_efficiency']:.0%}")
-title = f"{cfg.model_label} · {chosen} · {ui.plural(cfg.gpus, 'GPU')} · {cfg.network} · iteration {ui.fmt_ms(res.iteration_time_s)}"
+title = (f"{cfg.model_label} · {chosen} · {ui.plural(cfg.gpus, 'GPU')} · {cfg.network}"
+         f"<br>iteration {ui.fmt_ms(res.iteration_time_s)}")
 ui.chart(lambda: figures.gantt_figure(res.timeline, title), "scaling_timeline",
          f"timeline-{cfg.model_label}-{chosen}-{cfg.gpus}gpus", cache_key=("timeline", cfg, chosen, "", 1, title),
          svg=lambda: figures.gantt_svg(res.timeline, title))

@@ -37,8 +37,9 @@ base = ui.guarded(cached.simulate, cfg, baseline, 1)
 m, b = res.metrics, base.metrics
 shown = method or scheduler
 
-title = (f"{cfg.model_label} · {shown} · {ui.plural(cfg.gpus, 'GPU')} ({ui.plural(m['nodes'], 'node')}) "
-         f"· {cfg.network} · iteration {ui.fmt_ms(res.iteration_time_s)}")
+# two lines, so that a phone's narrow chart does not cut the title off
+title = (f"{cfg.model_label} · {shown} · {ui.plural(cfg.gpus, 'GPU')} ({ui.plural(m['nodes'], 'node')})"
+         f"<br>{cfg.network} · iteration {ui.fmt_ms(res.iteration_time_s)}")
 chart, figures_col = st.columns([4, 1])
 file_stem = f"timeline-{cfg.model_label}-{shown}-{cfg.gpus}gpus"
 with chart:

@@ -539,8 +539,9 @@ class TestState:
     def test_init_state_sets_only_keys_no_widget_owns(self):
         session = {"csv_name": "mine.csv"}
         state.init_state(session)
-        assert session == {"csv_name": "mine.csv", "csv_text": None, "csv_upload_id": None, "link_checked": False,
-                           "link_notes": [], "timeline_request": None, "intro_seen": False, "snapshots": {}}
+        assert session == {"csv_name": "mine.csv", "csv_text": None, "csv_upload_id": None, "upload_gen": 0,
+                           "upload_error": None, "link_checked": False, "link_notes": [], "timeline_request": None,
+                           "intro_seen": False, "snapshots": {}}
 
     def test_defaults_are_copies(self):
         state.default("compare").append("bucket")
