@@ -23,7 +23,7 @@ networks = [cfg.network, *extra]
 counts = tables.scaling_gpu_counts(cfg.gpus_per_node, cfg.gpus)
 
 n_points = len(counts) * len(networks) * len(schedulers)
-sweep_key = ("scaling", cfg, tuple(counts), tuple(networks), tuple(schedulers))
+sweep_key = ("scaling", cfg.replace(gpus=1), tuple(counts), tuple(networks), tuple(schedulers))
 
 
 def _sweep():
@@ -39,8 +39,9 @@ def _clicked() -> None:
 
 
 # A figure already built (this sweep, by any session) is shown without touching the sweep's points.
-ui.chart(lambda: figures.scaling_figure(_sweep(), picked_gpus=cfg.gpus), "scaling_chart", f"scaling-{cfg.model_label}",
-         cache_key=(*sweep_key, cfg.gpus), on_select=_clicked, selection_mode="points")
+base = cached.figure(sweep_key, lambda: figures.scaling_figure(_sweep()))
+ui.chart(figures.mark_gpus(base, cfg.gpus), "scaling_chart", f"scaling-{cfg.model_label}", on_select=_clicked,
+         selection_mode="points")
 st.caption(f"GPU counts that do not fill whole nodes of {cfg.gpus_per_node} are skipped. "
            "Click a point (or use the slider) to see that configuration's timeline.")
 
