@@ -10,7 +10,8 @@ Debian's Chromium (``/usr/bin/chromium``) with Playwright:
    another count), as ``tests/test_load.py`` does.
 
 It prints and writes ``artifacts/latency-bench.json``: per phase the samples, median,
-p95 and max, the errors seen (exception or error boxes, time-outs), the server's peak
+p95 and max, the server's own script-run times (app.py logs them when
+``DASHBOARD_TIMING_LOG`` names a file), the errors seen (exception or error boxes, time-outs), the server's peak
 resident memory, and the load average of the machine at the start and the end (the
 numbers depend on what else the machine runs; say so when you quote them).
 """
@@ -108,17 +109,28 @@ async def _phase(url: str, path: str, sessions: int, rounds: int) -> dict:
             "samples_ms": [round(s, 1) for s in samples]}
 
 
+def _server_runs(path: Path, since: int) -> dict:
+    """Server-side script run times logged by app.py (``DASHBOARD_TIMING_LOG``) after line ``since``."""
+    lines = path.read_text(encoding="utf-8").splitlines()[since:] if path.exists() else []
+    return stats([json.loads(line)["ms"] for line in lines])
+
+
 def run(loads: list[int]) -> dict:
+    timing = REPO / "artifacts" / "latency-server-runs.jsonl"
+    timing.parent.mkdir(exist_ok=True)
+    timing.write_text("")
+    os.environ["DASHBOARD_TIMING_LOG"] = str(timing)  # the server started below inherits it
     report: dict = {"when_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "cores": os.cpu_count(),
                     "loadavg_start": [round(x, 2) for x in os.getloadavg()], "phases": []}
     with streamlit_server() as url:
         port = int(url.rsplit(":", 1)[1])
         peak = 0.0
-        for path in ("timeline", "scaling"):
-            report["phases"].append({"name": f"quiet {path}", **asyncio.run(_phase(url, path, 1, 2))})
-            peak = max(peak, server_rss_mb(port) or 0.0)
-        for n in loads:
-            report["phases"].append({"name": f"{n} sessions timeline", **asyncio.run(_phase(url, "timeline", n, 1))})
+        phases = [(f"quiet {path}", path, 1, 2) for path in ("timeline", "scaling")]
+        phases += [(f"{n} sessions timeline", "timeline", n, 1) for n in loads]
+        for name, path, sessions, rounds in phases:
+            since = len(timing.read_text(encoding="utf-8").splitlines())
+            phase = asyncio.run(_phase(url, path, sessions, rounds))
+            report["phases"].append({"name": name, **phase, "server_runs": _server_runs(timing, since)})
             peak = max(peak, server_rss_mb(port) or 0.0)
         report["server_rss_peak_mb"] = round(peak, 1)
     report["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -134,8 +146,10 @@ def main() -> None:
     Path(args.out).parent.mkdir(exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2))
     for phase in report["phases"]:
+        runs = phase["server_runs"]
         print(f"{phase['name']:>22}: n={phase.get('n', 0)} median {phase.get('median_ms')} ms, "
-              f"p95 {phase.get('p95_ms')} ms, max {phase.get('max_ms')} ms, errors {phase['errors']}")
+              f"p95 {phase.get('p95_ms')} ms, max {phase.get('max_ms')} ms, errors {phase['errors']}; "
+              f"server script runs: median {runs.get('median_ms')} ms, p95 {runs.get('p95_ms')} ms (n={runs['n']})")
     print(f"server RSS peak {report['server_rss_peak_mb']} MB; load average {report['loadavg_start']} -> "
           f"{report['loadavg_end']} on {report['cores']} cores")
 

@@ -396,6 +396,8 @@ def chart(fig, key: str, name: str, *, cache_key: tuple | None = None, svg: Call
     """
     if cache_key is not None:
         fig = cached.figure(cache_key, fig)
+    elif fig.layout.uirevision is None:  # keep the zoom across control changes, on every chart
+        fig.update_layout(uirevision=key)
     event = st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, **kwargs)
     if note := fig.layout.meta.get("aggregated") if isinstance(fig.layout.meta, dict) else None:
         st.caption(note)

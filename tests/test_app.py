@@ -599,3 +599,21 @@ class TestUpload:
     def test_errors_name_row_and_column(self, text, message):
         with pytest.raises(sim.SimInputError, match=re.escape(message)):
             model_from_csv_text(text, "u.csv")
+
+
+class TestCharts:
+    @pytest.mark.parametrize("page", list(PAGES))
+    def test_every_chart_keeps_its_zoom_exports_and_keeps_legends_off_titles(self, page):
+        at = open_page(csv_app(), page)
+        no_exception(at)
+        charts = at.get("plotly_chart")
+        assert charts
+        downloads = [el.proto.label for el in at.get("download_button")]
+        assert downloads.count("SVG") == len(charts) and downloads.count("PDF") == len(charts)
+        for el in charts:
+            layout = json.loads(el.proto.spec)["layout"]
+            assert layout.get("uirevision") not in (None, False, ""), el.proto.id
+            legend = layout.get("legend") or {}
+            if layout.get("showlegend") is not False and legend:
+                # a horizontal legend sits below the plot, where no title is
+                assert legend.get("orientation") != "h" or legend.get("y", 1) < 0, (el.proto.id, legend)
