@@ -71,9 +71,13 @@ async def _session(browser, url: str, path: str, counts: list[int], rounds: int)
     page = await context.new_page()
     samples, problems = [], []
     try:
-        await page.goto(f"{url}/{path}")
-        await page.wait_for_selector(PLOT, state="attached")
-        await page.wait_for_selector(RUNNING, state="detached")
+        try:  # the first load of many sessions at once may take long: it is not a sample
+            await page.goto(f"{url}/{path}", timeout=180_000)
+            await page.wait_for_selector(PLOT, state="attached", timeout=180_000)
+            await page.wait_for_selector(RUNNING, state="detached", timeout=180_000)
+        except Exception as exc:
+            problems.append(f"{path}: first load: {type(exc).__name__}: {str(exc)[:120]}")
+            return {"samples_ms": samples, "problems": problems}
         for gpus in counts * rounds:
             box = page.locator(".st-key-gpus input")
             try:
@@ -130,8 +134,11 @@ def run(loads: list[int]) -> dict:
         for name, path, sessions, rounds in phases:
             since = len(timing.read_text(encoding="utf-8").splitlines())
             phase = asyncio.run(_phase(url, path, sessions, rounds))
-            report["phases"].append({"name": name, **phase, "server_runs": _server_runs(timing, since)})
+            report["phases"].append({"name": name, **phase, "server_runs": _server_runs(timing, since),
+                                      "loadavg_after": [round(x, 2) for x in os.getloadavg()]})
             peak = max(peak, server_rss_mb(port) or 0.0)
+            print(f"{name}: {json.dumps({k: v for k, v in report['phases'][-1].items() if k != 'samples_ms'})}",
+                  flush=True)
         report["server_rss_peak_mb"] = round(peak, 1)
     report["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     return report

@@ -56,7 +56,8 @@ _FIGURES_LOCK = threading.Lock()
 
 
 def figure(key: Hashable, build: Callable[[], go.Figure]) -> go.Figure:
-    """The figure ``build()`` makes, built once per ``key`` and shared by every session.
+    """The figure ``build()`` makes, built once per ``key`` and shared by every session
+    (a table derived from a cached result may be kept the same way).
 
     Building a Plotly figure (validating every trace) was most of a page's work per
     rerun (85 ms of the Timeline's). ``key`` must hold everything the figure

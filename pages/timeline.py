@@ -72,8 +72,10 @@ with figures_col:
               **ui.delta(m["scaling_efficiency"] * 100, b["scaling_efficiency"] * 100, baseline, "pts"),
               help="Speedup over one GPU divided by the GPU count.")
 
-messages = tables.message_table(res.timeline)
-with st.expander(f"{ui.plural(len(messages), 'message')} of {shown}", expanded=False):
+messages = cached.figure(("messages", cfg, scheduler, method, int(iterations)),
+                         lambda: tables.message_table(res.timeline))  # kept, like the chart: shared, never changed
+# A toggle, not an expander: a collapsed expander's table is still sent and drawn on every rerun.
+if st.toggle(f"Show the {ui.plural(len(messages), 'message')} of {shown}", key="show_messages"):
     st.dataframe(messages.head(MAX_MESSAGE_ROWS), hide_index=True)
     if len(messages) > MAX_MESSAGE_ROWS:
         st.caption(f"The first {MAX_MESSAGE_ROWS:,} of {len(messages):,} messages; the timeline downloads below "
@@ -82,5 +84,5 @@ with st.expander(f"{ui.plural(len(messages), 'message')} of {shown}", expanded=F
 stragglers_view.timeline_panel(cfg, scheduler, res.iteration_time_s)
 
 with st.container(horizontal=True):
-    ui.download_metrics(tables.metrics_table([m, b]), f"metrics-{cfg.model_label}-{cfg.gpus}gpus", "dl_metrics")
+    ui.download_metrics(lambda: tables.metrics_table([m, b]), f"metrics-{cfg.model_label}-{cfg.gpus}gpus", "dl_metrics")
     ui.download_trace(res.timeline, file_stem, "dl_trace", title=title)
