@@ -617,3 +617,24 @@ class TestCharts:
             if layout.get("showlegend") is not False and legend:
                 # a horizontal legend sits below the plot, where no title is
                 assert legend.get("orientation") != "h" or legend.get("y", 1) < 0, (el.proto.id, legend)
+
+
+class TestStop:
+    def test_a_stopped_sweep_says_so_and_continues_on_request(self):
+        at = new_app(scaling_stopped=True)  # what the Stop button's callback leaves
+        open_page(at, "scaling")
+        no_exception(at)
+        assert any(i.value.startswith("Stopped.") for i in at.info)
+        assert not at.get("plotly_chart")
+        at.button(key="scaling_continue").click().run()  # any rerun computes the rest
+        no_exception(at)
+        assert not any(i.value.startswith("Stopped.") for i in at.info)
+        assert chart(at, "scaling_chart")["data"]
+
+    def test_the_heavy_straggler_view_is_capped_and_says_so(self):
+        at = new_app(gpus=4096, per_node=1, strag=True)
+        open_page(at, "timeline")
+        no_exception(at)
+        assert not at.error
+        assert any("**Capped** at 40 of 200 iterations" in c.value for c in at.caption)
+        assert any("per-worker timeline is not drawn for 4,096 GPUs" in c.value for c in at.caption)
