@@ -25,6 +25,7 @@ from dashboard.state import (
     default,
     init_state,
 )
+from dashboard.upload import MAX_UPLOAD_MB
 from sim.trace import chrome_trace
 
 __all__ = [
@@ -250,7 +251,7 @@ def config_or_stop() -> Config:
         cached.model_of(cfg)
     except sim.SimInputError as exc:
         if cfg.model == UPLOAD and not cfg.csv_text and st.session_state.get("upload_error"):
-            st.error(st.session_state["upload_error"])  # the refused file is gone from the uploader
+            upload_error(st.session_state["upload_error"])  # the refused file is gone from the uploader
         elif cfg.model == UPLOAD and not cfg.csv_text:
             st.info("Upload a layer CSV in the sidebar (columns name, params, fwd_ms, bwd_ms), "
                     "or pick a zoo model.")
@@ -260,6 +261,35 @@ def config_or_stop() -> Config:
                 st.caption("Fix the setting in the sidebar; the other pages keep working.")
         st.stop()
     return cfg
+
+
+#: A file over the upload limit is refused by the browser itself and never reaches the server, so no
+#: rerun can take the last file's error away: this script, in the page, swaps that error for a note
+#: as soon as the uploader marks a refused file (its chip has aria-invalid="true").
+_REFUSED_UPLOAD_JS = """<style>.st-key-upload_refused { display: none; }</style>
+<script>
+(() => {
+  if (window.__ssgdUploadWatch) return;
+  window.__ssgdUploadWatch = new MutationObserver(() => {
+    const refused = document.querySelector('.st-key-upload [data-testid="stFileChip"][aria-invalid="true"]');
+    const error = document.querySelector('.st-key-upload_error');
+    const note = document.querySelector('.st-key-upload_refused');
+    if (refused && error && note) { error.style.display = 'none'; note.style.display = 'block'; }
+  });
+  window.__ssgdUploadWatch.observe(document.body, {subtree: true, childList: true, attributes: true,
+                                                    attributeFilter: ['aria-invalid']});
+})();
+</script>"""
+
+
+def upload_error(message: str) -> None:
+    """Why the last uploaded file was refused; replaced in the browser by a note when the
+    uploader itself refuses the next file (too large), see `_REFUSED_UPLOAD_JS`."""
+    st.container(key="upload_error").error(message)
+    st.container(key="upload_refused").info(
+        f"The uploader refused the new file (the limit is {MAX_UPLOAD_MB} MB; the sidebar says why). "
+        "Upload a layer CSV (columns name, params, fwd_ms, bwd_ms), or pick a zoo model.")
+    st.html(_REFUSED_UPLOAD_JS, unsafe_allow_javascript=True)
 
 
 def guarded(fn: Callable[..., T], *args, **kwargs) -> T:

@@ -158,3 +158,28 @@ def test_the_heavy_straggler_url_is_capped(browser, server):
         assert rss is None or rss < 1024, report
     finally:
         context.close()
+
+
+def test_an_oversized_upload_does_not_leave_the_last_files_error(browser, server):
+    """The browser refuses a file over the limit without asking the server; the page then
+    shows a note instead of the previous file's error, and the uploader lists one file."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(90_000)
+    page = context.new_page()
+    try:
+        page.goto(f"{server}/timeline")
+        wait_idle(page)
+        choose(page, "model", "Upload a layer CSV…")
+        upload = page.locator(".st-key-upload input[type=file]")
+        upload.wait_for(state="attached")
+        bad = b"name,params,fwd_ms,bwd_ms\nconv1,1000,1.0,2.0\nfc,lots,0.5,1.0\n"
+        upload.set_input_files(files=[{"name": "bad.csv", "mimeType": "text/csv", "buffer": bad}])
+        page.locator(".st-key-upload_error").wait_for(state="visible")
+        assert "bad.csv row 3" in page.locator(".st-key-upload_error").inner_text()
+        upload.set_input_files(files=[{"name": "large.csv", "mimeType": "text/csv", "buffer": b"a,1,1,1\n" * 900_000}])
+        page.locator(".st-key-upload_refused").wait_for(state="visible")
+        assert not page.locator(".st-key-upload_error").is_visible()
+        assert page.locator('.st-key-upload [data-testid="stFileChip"]').count() == 1  # large.csv only
+        assert_no_exception(page)
+    finally:
+        context.close()
