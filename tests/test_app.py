@@ -15,7 +15,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import sim
-from dashboard import state
+from dashboard import figures, state, ui
 from dashboard.upload import MAX_UPLOAD_BYTES, model_from_csv_text, read_layer_csv
 
 REPO = Path(__file__).resolve().parent.parent
@@ -638,3 +638,12 @@ class TestStop:
         assert not at.error
         assert any("**Capped** at 40 of 200 iterations" in c.value for c in at.caption)
         assert any("per-worker timeline is not drawn for 4,096 GPUs" in c.value for c in at.caption)
+
+
+@pytest.mark.skipif(ui.image_export_problem() is not None, reason=str(ui.image_export_problem()))
+def test_a_chart_exports_as_pdf_and_svg():
+    res = sim.simulate(model_from_csv_text(layer_csv(), "x.csv"), sim.Cluster(gpus=4, gpus_per_node=2), "wfbp",
+                       batch_size=8)
+    fig = figures.gantt_figure(res.timeline, "export")
+    assert ui.figure_image(fig, "pdf").startswith(b"%PDF")
+    assert b"<svg" in ui.figure_image(fig, "svg")[:400]
