@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import json
 import os
@@ -399,8 +400,10 @@ def download_trace(timeline: pd.DataFrame, name: str, key: str, title: str) -> N
                        help="Every task, one row each (the columns of sim.timeline).")
 
 
+@functools.lru_cache(maxsize=1)
 def image_export_problem() -> str | None:
-    """Why SVG and PDF export of a chart cannot work here (kaleido or a Chrome missing), or None."""
+    """Why SVG and PDF export of a chart cannot work here (kaleido or a Chrome missing), or None
+    (looked up once per process)."""
     if importlib.util.find_spec("kaleido") is None:
         return "SVG and PDF export needs the kaleido package: pip install -r requirements.txt"
     browsers = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
