@@ -22,7 +22,7 @@ from sim.core.plan import GradientLayers, gradient_layers
 from sim.schedulers.mgwfbp import mgwfbp
 from sim.schedulers.names import MGWFBP, OPTIMAL, SYNCEASGD, WFBP
 
-__all__ = ["COUNTER_ALPHA_US", "TIE_PCT", "Step", "alpha_claims", "claim_facts", "mgwfbp_steps", "steps_frame"]
+__all__ = ["COUNTER_ALPHA_US", "TIE_PCT", "Step", "alpha_claims", "claim_facts", "mgwfbp_steps", "steps_frame", "steps_text"]
 
 #: Iteration times within this many percent are called a tie on the Learn page.
 TIE_PCT = 0.5
@@ -107,10 +107,19 @@ def steps_frame(steps: list[Step]) -> pd.DataFrame:
         "next gradient": [s.next_layer for s in steps],
         "ready at (ms)": [s.next_ready_ms for s in steps],
         "decision": [f"merge {s.next_layer} in" if s.merged else "send the message" for s in steps],
-        "why": [s.why for s in steps],
         "α saved (µs)": [s.alpha_saved_us for s in steps],
         "α saved so far (µs)": np.cumsum([s.alpha_saved_us for s in steps]),
     })
+
+
+def steps_text(steps: list[Step]) -> str:
+    """The decisions as a numbered Markdown list, each with its reason in full."""
+    return "\n".join(
+        f"{i}. Message **{' + '.join(s.message)}** could start at {s.start_ms:.3f} ms and end at {s.end_ms:.3f} ms; "
+        f"**{s.next_layer}** is ready at {s.next_ready_ms:.3f} ms: "
+        f"**{'merge it in' if s.merged else 'send the message'}** — {s.why}"
+        + (f" (α saved: {s.alpha_saved_us:,.0f} µs)." if s.merged else ".")
+        for i, s in enumerate(steps, start=1))
 
 
 def claim_facts(sweep: pd.DataFrame, tie_pct: float = TIE_PCT) -> dict:

@@ -102,6 +102,7 @@ st.dataframe(learn_view.steps_frame(steps), hide_index=True, key="toy_steps",
              column_config={c: st.column_config.NumberColumn(format="%.3f") for c in
                             ("could start (ms)", "would end (ms)", "ready at (ms)")}
              | {c: st.column_config.NumberColumn(format="%.0f") for c in ("α saved (µs)", "α saved so far (µs)")})
+st.markdown(learn_view.steps_text(steps))
 st.caption(f"Result: messages **{_groups(results[MGWFBP])}**, "
            f"{sum(s.alpha_saved_us for s in steps):,.0f} µs of start-ups saved against one message per layer.")
 
