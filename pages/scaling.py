@@ -26,6 +26,10 @@ n_points = len(counts) * len(networks) * len(schedulers)
 sweep_key = ("scaling", cfg.replace(gpus=1), tuple(counts), tuple(networks), tuple(schedulers))
 
 
+if cached.cached_figure(sweep_key) is not None:  # nothing to compute: a Stop click from before no longer applies
+    st.session_state.pop("scaling_stopped", None)
+
+
 def _sweep():
     """Every point of the sweep; a bar (with a Stop button) once it takes over 0.3 s."""
     with ui.progress_after(0.3, f"Simulating {n_points} configurations…", key="scaling") as progress:
