@@ -7,6 +7,9 @@ own path (``/timeline``, ``/compare``, ...; `dashboard.links.PAGE_PATHS`); the
 root address opens the Timeline at ``/timeline``, keeping the query.
 """
 
+import json
+import os
+import time
 from pathlib import Path
 
 import streamlit as st
@@ -27,7 +30,24 @@ PAGES = {
 }
 
 
+#: Set to a file path to append one JSON line per script run (page, server time in ms): how
+#: bench/latency.py tells the server's work per rerun from the browser's and the machine's.
+TIMING_LOG = os.environ.get("DASHBOARD_TIMING_LOG")
+
+
 def main() -> None:
+    if not TIMING_LOG:
+        return frame()
+    started = time.perf_counter()
+    try:
+        frame()
+    finally:  # also when the page stops early (st.stop) or a rerun interrupts it
+        with open(TIMING_LOG, "a", encoding="utf-8") as log:
+            log.write(json.dumps({"path": st.context.url if hasattr(st.context, "url") else "",
+                                  "ms": round((time.perf_counter() - started) * 1e3, 1)}) + "\n")
+
+
+def frame() -> None:
     ui.ensure_frame(rerun=False)
     st.set_page_config(page_title="S-SGD Scaling Explorer", page_icon=":material/hub:", layout="wide")
     state.init_state(st.session_state)
@@ -42,6 +62,7 @@ def main() -> None:
         st.switch_page(pages["timeline"], query_params=links.query_items(st.query_params))
     ui.follow_timeline_request(pages["timeline"])  # a button asked for the Timeline (Compare, Scaling)
     ui.check_link(st.session_state, st.query_params)
+    ui.phone_layout()
     sidebar.render()
     ui.show_link_notes(st.session_state)
     ui.start_here(st.session_state)

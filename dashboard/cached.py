@@ -8,10 +8,13 @@ ever has to be hashed. Bad input raises `sim.SimInputError`, which
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 
 import networkx as nx
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 import sim
@@ -24,6 +27,8 @@ from sim.dag import build_dag
 
 __all__ = [
     "TOY_LAYERS",
+    "cached_figure",
+    "figure",
     "iteration_dag",
     "load_model",
     "model_of",
@@ -32,6 +37,8 @@ __all__ = [
     "simulate",
     "simulate_method",
     "stragglers",
+    "straggler_iterations",
+    "worker_timeline_rows",
     "single_gpu_s",
     "toy_alpha_sweep",
     "tune",
@@ -42,7 +49,42 @@ __all__ = [
 _CACHE = {"show_spinner": False, "max_entries": 512}
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+#: Figures kept for every session (`figure`); a merged 100k-layer timeline is a few hundred kB.
+MAX_FIGURES = 128
+_FIGURES: OrderedDict = OrderedDict()
+_FIGURES_LOCK = threading.Lock()
+
+
+def figure(key: Hashable, build: Callable[[], go.Figure]) -> go.Figure:
+    """The figure ``build()`` makes, built once per ``key`` and shared by every session
+    (a table derived from a cached result may be kept the same way).
+
+    Building a Plotly figure (validating every trace) was most of a page's work per
+    rerun (85 ms of the Timeline's). ``key`` must hold everything the figure
+    depends on (the `Config`, the scheduler, the title...). The figure is shared:
+    nobody may change it. The `MAX_FIGURES` most recently used are kept.
+    """
+    found = cached_figure(key)
+    if found is not None:
+        return found
+    fig = build()
+    with _FIGURES_LOCK:
+        _FIGURES[key] = fig
+        while len(_FIGURES) > MAX_FIGURES:
+            _FIGURES.popitem(last=False)
+    return fig
+
+
+def cached_figure(key: Hashable) -> go.Figure | None:
+    """The figure kept under ``key`` by `figure`, or None (a page may then skip computing its inputs)."""
+    with _FIGURES_LOCK:
+        fig = _FIGURES.get(key)
+        if fig is not None:
+            _FIGURES.move_to_end(key)
+        return fig
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
 def load_model(name: str, csv_text: str | None = None, csv_name: str | None = None) -> sim.Model:
     """A zoo model by name, or the uploaded CSV when ``name`` is `UPLOAD`.
 
@@ -82,9 +124,15 @@ def single_gpu_s(cfg: Config) -> float:
     return _single_gpu_s(_t1_key(cfg))
 
 
-@st.cache_data(**_CACHE)
+#: Simulation results are kept as they are (``st.cache_resource``), shared by every session:
+#: ``st.cache_data`` would unpickle a copy on every hit (0.7 s for a 100k-layer wfbp timeline).
+#: Nobody may change a result in place.
+_SHARED = {"show_spinner": False, "max_entries": 256}
+
+
+@st.cache_resource(**_SHARED)
 def simulate(cfg: Config, scheduler: str, iterations: int = 1) -> sim.SimResult:
-    """`sim.simulate` for the sidebar's configuration and one scheduler."""
+    """`sim.simulate` for the sidebar's configuration and one scheduler (shared: do not change it)."""
     return sim.simulate(
         model_of(cfg), cfg.cluster(), scheduler,
         batch_size=cfg.batch_size, precision=cfg.precision, iterations=iterations,
@@ -92,9 +140,9 @@ def simulate(cfg: Config, scheduler: str, iterations: int = 1) -> sim.SimResult:
     )
 
 
-@st.cache_data(**_CACHE)
+@st.cache_resource(**_SHARED)
 def simulate_method(cfg: Config, method: str, iterations: int = 1) -> sim.SimResult:
-    """`sim.simulate` of one of the survey's method presets (`sim.methods.METHODS`)."""
+    """`sim.simulate` of one of the survey's method presets (`sim.methods.METHODS`; shared: do not change it)."""
     return sim.simulate(
         model_of(cfg), cfg.cluster(), method=method,
         batch_size=cfg.batch_size, precision=cfg.precision, iterations=iterations,
@@ -104,50 +152,71 @@ def simulate_method(cfg: Config, method: str, iterations: int = 1) -> sim.SimRes
 
 #: Iterations of the per-worker engine behind the straggler panels (the first is start-up).
 STRAGGLER_ITERATIONS = 200
+#: The fewest iterations a straggler view runs when its work is capped (p50 and p99 then come from 39 periods).
+STRAGGLER_MIN_ITERATIONS = 40
 #: Tasks the per-worker engine may time for one request when the fast path does
 #: not apply (partitions, per-layer updates, parameter servers): about a second.
 STRAGGLER_TASK_BUDGET = 300_000
-
-
-def straggler_iterations(model, cfg: Config, scheduler: str) -> int:
-    """`STRAGGLER_ITERATIONS`, or fewer (at least 3) when the plan needs the general
-    engine and that many iterations of every worker would exceed `STRAGGLER_TASK_BUDGET`."""
-    res = sim.simulate(model, cfg.cluster(), scheduler, batch_size=cfg.batch_size, precision=cfg.precision)
-    if fast.supports(res.plan, cfg.cluster().comm_cost(model, cfg.precision), model.num_layers):
-        return STRAGGLER_ITERATIONS
-    per_iteration = cfg.gpus * 3 * model.num_layers + 4 * sum(len(g) for g in res.plan.groups)
-    return int(min(STRAGGLER_ITERATIONS, max(3, STRAGGLER_TASK_BUDGET // max(per_iteration, 1))))
-
-
-#: The most work one straggler request may ask of the per-worker engine, in GPUs x layers x
-#: iterations (about 3 s on one core; resnet50 on 2,048 GPUs); raise it here.
+#: GPU-layer-iterations one request runs at most before its iterations are cut (to no fewer than
+#: `STRAGGLER_MIN_ITERATIONS`): about 3 s and 300 MiB on one core (resnet50, 4,096 GPUs, 40 iterations:
+#: 2.6 s, 400 MiB peak for the whole process, measured 2026-11-23).
+STRAGGLER_WORK_BUDGET = 8_000_000
+#: The most work one straggler request may ask of the per-worker engine at its fewest iterations,
+#: in GPUs x layers x iterations: bigger views are refused; raise it here.
 MAX_STRAGGLER_WORK = 25_000_000
+#: The per-worker timeline (every worker's tasks) is built only up to this many rows; the figures
+#: above it come from every worker all the same (4,096 workers x 4 iterations of resnet50 are 1.9 M rows).
+MAX_WORKER_TIMELINE_ROWS = 300_000
+
+
+def straggler_iterations(model, cfg: Config, scheduler: str, budget: int = STRAGGLER_WORK_BUDGET) -> int:
+    """`STRAGGLER_ITERATIONS`, or fewer (at least `STRAGGLER_MIN_ITERATIONS`) when that many
+    iterations of every worker would exceed ``budget`` GPU-layer-iterations; at least 3 when
+    the plan needs the general engine and would exceed `STRAGGLER_TASK_BUDGET`."""
+    res = sim.simulate(model, cfg.cluster(), scheduler, batch_size=cfg.batch_size, precision=cfg.precision)
+    per_iteration = cfg.gpus * max(model.num_layers, 1)
+    capped = int(min(STRAGGLER_ITERATIONS, max(STRAGGLER_MIN_ITERATIONS, budget // per_iteration)))
+    if fast.supports(res.plan, cfg.cluster().comm_cost(model, cfg.precision), model.num_layers):
+        return capped
+    tasks = cfg.gpus * 3 * model.num_layers + 4 * sum(len(g) for g in res.plan.groups)
+    return int(min(capped, max(3, STRAGGLER_TASK_BUDGET // max(tasks, 1))))
 
 
 def check_straggler_work(gpus: int, layers: int) -> None:
-    """Refuse, before any work, a straggler view bigger than `MAX_STRAGGLER_WORK`."""
-    work = gpus * layers * STRAGGLER_ITERATIONS
+    """Refuse, before any work, a straggler view bigger than `MAX_STRAGGLER_WORK` even at its
+    fewest iterations."""
+    work = gpus * layers * STRAGGLER_MIN_ITERATIONS
     if work > MAX_STRAGGLER_WORK:
         raise sim.SimInputError(
             f"the straggler view is limited to {MAX_STRAGGLER_WORK:,} GPU-layer-iterations per request; "
-            f"{gpus:,} GPUs x {layers:,} layers x {STRAGGLER_ITERATIONS} iterations = {work:,}: use fewer GPUs, "
-            "or run python -m sim run --stragglers ... from the command line")
+            f"{gpus:,} GPUs x {layers:,} layers x {STRAGGLER_MIN_ITERATIONS} iterations (the fewest it runs) = "
+            f"{work:,}: use fewer GPUs, or run python -m sim run --stragglers ... from the command line")
+
+
+def worker_timeline_rows(gpus: int, layers: int, iterations: int) -> int:
+    """Rows of the per-worker timeline of ``iterations`` iterations (io, h2d, forward, backward, update, waits)."""
+    return gpus * iterations * (2 * layers + 5)
 
 
 @st.cache_data(**_CACHE)
-def stragglers(cfg: Config, scheduler: str, spec, seed: int, shown_iterations: int = 3):
+def stragglers(cfg: Config, scheduler: str, spec, seed: int, shown_iterations: int = 3,
+               budget: int = STRAGGLER_WORK_BUDGET):
     """`sim.workers.simulate_workers` for the sidebar's configuration: its metrics, the
-    per-worker timeline of iterations 1..``shown_iterations``, every iteration time and
-    the slow workers."""
+    per-worker timeline of iterations 1..``shown_iterations`` (None when it would exceed
+    `MAX_WORKER_TIMELINE_ROWS`), every iteration time and the slow workers. The
+    iterations are cut to fit ``budget`` (`straggler_iterations`; ``metrics["iterations"]``
+    says how many ran)."""
     from sim.workers import simulate_workers
 
     check_straggler_work(cfg.gpus, model_of(cfg).num_layers)
     model = resolve_model(model_of(cfg), cfg.cluster(), cfg.batch_size, cfg.precision, False,
                           cfg.calibrate_iteration_s)
     res = simulate_workers(model, cfg.cluster(), scheduler, batch_size=cfg.batch_size, straggler=spec,
-                           iterations=straggler_iterations(model, cfg, scheduler), seed=seed,
+                           iterations=straggler_iterations(model, cfg, scheduler, budget), seed=seed,
                            precision=cfg.precision, timeline_iterations=shown_iterations + 1)
-    early = coalesce(res.timeline.loc[res.timeline["iteration"].between(1, shown_iterations)])
+    early = None
+    if worker_timeline_rows(cfg.gpus, model.num_layers, shown_iterations + 1) <= MAX_WORKER_TIMELINE_ROWS:
+        early = coalesce(res.timeline.loc[res.timeline["iteration"].between(1, shown_iterations)])
     return res.metrics, early, res.iteration_times_s, res.straggler_workers
 
 

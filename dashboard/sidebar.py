@@ -11,7 +11,7 @@ import streamlit as st
 
 import sim
 from dashboard import state
-from dashboard.upload import MAX_UPLOAD_MB, read_layer_csv
+from dashboard.upload import MAX_UPLOAD_MB, model_from_csv_text, read_layer_csv
 
 __all__ = ["render"]
 
@@ -19,29 +19,37 @@ _BIND = "query-params"
 
 
 def _upload() -> None:
-    """Read the uploaded file into ``csv_text`` (from memory only)."""
-    file = st.file_uploader(
-        "Layer CSV (name, params, fwd_ms, bwd_ms) or Hugging Face config.json", type=["csv", "txt", "json"],
-        key="upload",
-        max_upload_size=MAX_UPLOAD_MB,
-        help="One row per layer, input to output: parameter count and forward/backward time in ms "
-             "on one GPU at your batch size. Optional columns: type, comm_ms, tensors. Or a BERT, GPT-2, "
-             "Llama or Mistral config.json (its compute times are estimated for the GPU).",
-    )
-    if file is not None:
+    """Read the uploaded file into ``csv_text`` (from memory only).
+
+    A file that cannot be used (too large, not text, not a layer table) is dropped
+    from the uploader at once (its key changes), and its one-line error is kept in
+    ``upload_error`` for the page (`dashboard.ui.config_or_stop`): so the uploader never
+    lists a refused file beside the next one, and the next file replaces the error.
+    """
+    session = st.session_state
+    with st.container(key="upload"):
+        file = st.file_uploader(
+            "Layer CSV (name, params, fwd_ms, bwd_ms) or Hugging Face config.json", type=["csv", "txt", "json"],
+            key=f"upload_file_{session['upload_gen']}", max_upload_size=MAX_UPLOAD_MB,
+            help="One row per layer, input to output: parameter count and forward/backward time in ms "
+                 "on one GPU at your batch size. Optional columns: type, comm_ms, tensors. Or a BERT, GPT-2, "
+                 "Llama or Mistral config.json (its compute times are estimated for the GPU).",
+        )
+    if file is not None and file.file_id != session.get("csv_upload_id"):
         try:
-            st.session_state["csv_text"] = read_layer_csv(file.name, file.getvalue())
-        except sim.SimInputError as exc:  # too large or not text: keep no table
-            st.session_state["csv_text"] = None
-            st.error(str(exc))
-        st.session_state["csv_name"] = file.name
-        st.session_state["csv_upload_id"] = file.file_id
-    elif st.session_state.get("csv_upload_id") is not None:
-        # The file was removed, or a new one refused (too large): its table and its error go with it.
+            text = read_layer_csv(file.name, file.getvalue())
+            model_from_csv_text(text, file.name)  # the same check the pages make, before the table is kept
+        except sim.SimInputError as exc:  # keep no table, forget the file, say why on the page
+            session.update(csv_text=None, csv_name=None, csv_upload_id=None, upload_error=str(exc),
+                           upload_gen=session["upload_gen"] + 1)
+            st.rerun()
+        session.update(csv_text=text, csv_name=file.name, csv_upload_id=file.file_id, upload_error=None)
+    elif file is None and session.get("csv_upload_id") is not None:
+        # The file was removed: its table goes with it.
         # A table handed over by the Validation page came from no upload and stays.
-        st.session_state.update(csv_text=None, csv_name=None, csv_upload_id=None)
-    if st.session_state.get("csv_name"):
-        st.caption(f"Using **{st.session_state['csv_name']}** (uploads are not part of a shared link).")
+        session.update(csv_text=None, csv_name=None, csv_upload_id=None)
+    if session.get("csv_name"):
+        st.caption(f"Using **{session['csv_name']}** (uploads are not part of a shared link).")
 
 
 def render() -> None:

@@ -70,8 +70,8 @@ def panel(cfg: Config) -> None:
     results = {n: ui.guarded(cached.simulate, c, scheduler) for n, c in configs.items()}
     titles = {n: f"<b>{n}</b>: {ui.fmt_ms(r.iteration_time_s)}, overlap "
                  f"{ui.fmt_overlap(r.metrics['comm_hidden_s'], r.metrics['comm_s'])}" for n, r in results.items()}
-    st.plotly_chart(figures.gantt_stack_figure({n: r.timeline for n, r in results.items()}, titles),
-                    key="snap_chart", config=ui.PLOTLY_CONFIG)
+    ui.chart(lambda: figures.gantt_stack_figure({n: r.timeline for n, r in results.items()}, titles), "snap_chart",
+             "snapshots", cache_key=("snapshots", scheduler, tuple(configs.items()), tuple(titles.items())))
     table = snapshots.diff_table({n: pinned[n] for n in picked}, {n: r.metrics for n, r in results.items()})
     st.dataframe(table, hide_index=True, key="snap_table")
     st.caption(f"Settings that differ, then key figures under {scheduler}; each Δ column is against "

@@ -105,6 +105,8 @@ SESSION_DEFAULTS: dict[str, object] = {
     "csv_text": None,
     "csv_name": None,
     "csv_upload_id": None,  # the uploader's file behind csv_text (None: no upload, e.g. a validation case)
+    "upload_gen": 0,  # the uploader's key suffix: a refused file is dropped from the uploader by a new key
+    "upload_error": None,  # why the last uploaded file was refused (shown until the next file)
     "link_checked": False,
     "link_notes": [],
     "timeline_request": None,  # (settings, note): a button asked for the Timeline page

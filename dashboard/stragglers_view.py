@@ -11,7 +11,7 @@ from dashboard import cached, state, ui
 from dashboard.state import Config
 from sim.schedulers.registry import get_spec
 
-__all__ = ["setting", "timeline_panel", "compare_table"]
+__all__ = ["setting", "timeline_panel", "compare_table", "limits_note"]
 
 SHOWN_ITERATIONS = 3
 
@@ -41,7 +41,8 @@ def timeline_panel(cfg: Config, scheduler: str, ideal_iteration_s: float) -> Non
     if not get_spec(scheduler).per_worker:
         st.info(f"The per-worker engine does not model {scheduler}; pick another scheduler to see stragglers.")
         return
-    metrics, early, _, slow = ui.guarded(cached.stragglers, cfg, scheduler, spec, seed, SHOWN_ITERATIONS)
+    with st.spinner(f"Running the per-worker engine on {ui.plural(cfg.gpus, 'GPU')}… (a control change stops it)"):
+        metrics, early, _, slow = ui.guarded(cached.stragglers, cfg, scheduler, spec, seed, SHOWN_ITERATIONS)
     cols = st.columns(4)
     cols[0].metric("Median iteration", ui.fmt_ms(metrics["iteration_p50_s"]),
                    f"{metrics['iteration_p50_s'] / ideal_iteration_s - 1:+.1%} vs identical workers",
@@ -51,11 +52,25 @@ def timeline_panel(cfg: Config, scheduler: str, ideal_iteration_s: float) -> Non
                    help="Mean iteration time over that of identical workers.")
     cols[3].metric("Mean wait per worker", ui.fmt_ms(metrics["wait_mean_s"]))
     lanes = list(dict.fromkeys([*slow, *range(cfg.gpus)]))[:4]
-    st.plotly_chart(af.worker_timeline_figure(early, sorted(lanes), slow,
-                                              f"{scheduler}, iterations 1-{SHOWN_ITERATIONS}: {_describe(spec)}"),
-                    key="timeline_stragglers", config=ui.PLOTLY_CONFIG)
+    if early is not None:
+        ui.chart(af.worker_timeline_figure(early, sorted(lanes), slow,
+                                           f"{scheduler}, iterations 1-{SHOWN_ITERATIONS}: {_describe(spec)}"),
+                 "timeline_stragglers", f"stragglers-{cfg.model_label}-{scheduler}-{cfg.gpus}gpus")
     st.caption(f"Per-worker engine (`sim.workers`), seed {seed}, {metrics['iterations']} iterations; "
-               "every all-reduce starts when the last worker's gradient is ready.")
+               "every all-reduce starts when the last worker's gradient is ready. " + limits_note(cfg, metrics, early))
+
+
+def limits_note(cfg: Config, metrics: dict, early) -> str:
+    """What the dashboard's work caps left out of a straggler view, in a sentence (or "")."""
+    notes = []
+    if metrics["iterations"] < cached.STRAGGLER_ITERATIONS:
+        notes.append(f"**Capped** at {metrics['iterations']} of {cached.STRAGGLER_ITERATIONS} iterations to keep "
+                     f"one request under {cached.STRAGGLER_WORK_BUDGET:,} GPU-layer-iterations (a few seconds); "
+                     "the CLI (`python -m sim run --stragglers ...`) has no such cap.")
+    if early is None:
+        notes.append(f"The per-worker timeline is not drawn for {cfg.gpus:,} GPUs (over "
+                     f"{cached.MAX_WORKER_TIMELINE_ROWS:,} rows); the figures above use every worker.")
+    return " ".join(notes)
 
 
 def compare_table(cfg: Config, schedulers: list[str], ideal_s: dict[str, float]) -> None:
@@ -64,11 +79,11 @@ def compare_table(cfg: Config, schedulers: list[str], ideal_s: dict[str, float])
     if chosen is None:
         return
     spec, seed = chosen
-    rows = []
-    for name in schedulers:
-        if name not in ideal_s or not get_spec(name).per_worker:
-            continue
-        metrics, *_ = ui.guarded(cached.stragglers, cfg, name, spec, seed, SHOWN_ITERATIONS)
+    rows, names = [], [n for n in schedulers if n in ideal_s and get_spec(n).per_worker]
+    budget = cached.STRAGGLER_WORK_BUDGET // max(len(names), 1)  # the whole table within one request's budget
+    for name in names:
+        with st.spinner(f"Stragglers under {name}…"):
+            metrics, *_ = ui.guarded(cached.stragglers, cfg, name, spec, seed, SHOWN_ITERATIONS, budget)
         rows.append({"scheduler": name, "identical workers (ms)": ideal_s[name] * 1e3,
                      "p50 (ms)": metrics["iteration_p50_s"] * 1e3, "p99 (ms)": metrics["iteration_p99_s"] * 1e3,
                      "slowdown": metrics["straggler_slowdown"]})
@@ -78,3 +93,6 @@ def compare_table(cfg: Config, schedulers: list[str], ideal_s: dict[str, float])
                      column_config={c: st.column_config.NumberColumn(format="%.2f")
                                     for c in ("identical workers (ms)", "p50 (ms)", "p99 (ms)")}
                      | {"slowdown": st.column_config.NumberColumn(format="%.3f×")})
+        if rows and (iterations := metrics["iterations"]) < cached.STRAGGLER_ITERATIONS:
+            st.caption(f"**Capped** at {iterations} iterations per scheduler, so that the table stays within "
+                       f"{cached.STRAGGLER_WORK_BUDGET:,} GPU-layer-iterations per request.")

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.util
 import json
+import os
+import shutil
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -22,11 +26,13 @@ from dashboard.state import (
     default,
     init_state,
 )
+from dashboard.upload import MAX_UPLOAD_MB
 from sim.trace import chrome_trace
 
 __all__ = [
     "PLOTLY_CONFIG",
     "assumptions",
+    "chart",
     "check_link",
     "config_or_stop",
     "delta",
@@ -35,12 +41,15 @@ __all__ = [
     "ensure_frame",
     "fmt_alpha",
     "fmt_ms",
+    "figure_image",
     "fmt_overlap",
     "follow_timeline_request",
     "guarded",
     "home_page",
+    "image_export_problem",
     "open_timeline",
     "metric_columns",
+    "phone_layout",
     "plural",
     "progress_after",
     "request_timeline",
@@ -105,6 +114,24 @@ START_HERE = """\
 
 Every view is a link: copy the address bar to share exactly what you see.
 """
+
+
+#: Narrow screens (a 390 px phone): tighter margins, smaller headings, wide formulas and
+#: tables scroll inside their own box instead of being cut off.
+PHONE_CSS = """<style>
+@media (max-width: 640px) {
+  [data-testid="stMainBlockContainer"] { padding-left: 0.75rem; padding-right: 0.75rem; }
+  [data-testid="stMain"] h1 { font-size: 1.75rem; }
+  .katex-display { overflow-x: auto; overflow-y: hidden; max-width: 100%; }
+  [data-testid="stMarkdownContainer"] { overflow-wrap: anywhere; }
+  [data-testid="stMarkdownContainer"] table { display: block; overflow-x: auto; }
+}
+</style>"""
+
+
+def phone_layout() -> None:
+    """Add `PHONE_CSS` to the page (no visible element)."""
+    st.html(PHONE_CSS)
 
 
 def start_here(session) -> None:
@@ -224,7 +251,9 @@ def config_or_stop() -> Config:
         cfg.cluster()
         cached.model_of(cfg)
     except sim.SimInputError as exc:
-        if cfg.model == UPLOAD and not cfg.csv_text:
+        if cfg.model == UPLOAD and not cfg.csv_text and st.session_state.get("upload_error"):
+            upload_error(st.session_state["upload_error"])  # the refused file is gone from the uploader
+        elif cfg.model == UPLOAD and not cfg.csv_text:
             st.info("Upload a layer CSV in the sidebar (columns name, params, fwd_ms, bwd_ms), "
                     "or pick a zoo model.")
         else:
@@ -233,6 +262,35 @@ def config_or_stop() -> Config:
                 st.caption("Fix the setting in the sidebar; the other pages keep working.")
         st.stop()
     return cfg
+
+
+#: A file over the upload limit is refused by the browser itself and never reaches the server, so no
+#: rerun can take the last file's error away: this script, in the page, swaps that error for a note
+#: as soon as the uploader marks a refused file (its chip has aria-invalid="true").
+_REFUSED_UPLOAD_JS = """<style>.st-key-upload_refused { display: none; }</style>
+<script>
+(() => {
+  if (window.__ssgdUploadWatch) return;
+  window.__ssgdUploadWatch = new MutationObserver(() => {
+    const refused = document.querySelector('.st-key-upload [data-testid="stFileChip"][aria-invalid="true"]');
+    const error = document.querySelector('.st-key-upload_error');
+    const note = document.querySelector('.st-key-upload_refused');
+    if (refused && error && note) { error.style.display = 'none'; note.style.display = 'block'; }
+  });
+  window.__ssgdUploadWatch.observe(document.body, {subtree: true, childList: true, attributes: true,
+                                                    attributeFilter: ['aria-invalid']});
+})();
+</script>"""
+
+
+def upload_error(message: str) -> None:
+    """Why the last uploaded file was refused; replaced in the browser by a note when the
+    uploader itself refuses the next file (too large), see `_REFUSED_UPLOAD_JS`."""
+    st.container(key="upload_error").error(message)
+    st.container(key="upload_refused").info(
+        f"The uploader refused the new file (the limit is {MAX_UPLOAD_MB} MB; the sidebar says why). "
+        "Upload a layer CSV (columns name, params, fwd_ms, bwd_ms), or pick a zoo model.")
+    st.html(_REFUSED_UPLOAD_JS, unsafe_allow_javascript=True)
 
 
 def guarded(fn: Callable[..., T], *args, **kwargs) -> T:
@@ -285,15 +343,36 @@ def delta(value: float, reference: float, against: str, unit: str = "%", inverse
 
 
 @contextlib.contextmanager
-def progress_after(seconds: float, text: str):
-    """Yield a ``progress(fraction)`` callback that shows a bar only once the work
-    has taken ``seconds`` (fast, cached runs show nothing); the bar goes at the end."""
+def progress_after(seconds: float, text: str, key: str = "work"):
+    """Yield a ``progress(fraction)`` callback that shows a bar and a **Stop** button only
+    once the work has taken ``seconds`` (fast, cached runs show nothing); both go at the end.
+
+    How stopping works (Streamlit's rerun semantics): a click on Stop, or on any other
+    control, asks for a new run; Streamlit ends the running one at its next Streamlit
+    call, which ``progress`` makes after every step. Stop's callback leaves a flag, so
+    the new run shows "Stopped" instead of starting over; the steps already done stay
+    cached, and "Continue" (or any control) runs the rest.
+    """
+    session = st.session_state
+    if session.pop(f"{key}_stopped", False):
+        st.info("Stopped. What was computed so far is kept; **Continue** (or any change of a control) "
+                "computes the rest.", icon=":material/stop_circle:")
+        st.button("Continue", key=f"{key}_continue", icon=":material/play_arrow:")
+        st.stop()
     slot = st.empty()
     started = time.perf_counter()
+    shown: list = []
 
     def progress(done: float) -> None:
-        if time.perf_counter() - started > seconds:
-            slot.progress(done, text=text)
+        if time.perf_counter() - started <= seconds:
+            return
+        if not shown:
+            box = slot.container()
+            shown.append(box.progress(done, text=text))
+            box.button("Stop", key=f"{key}_stop", icon=":material/stop:",
+                       on_click=lambda: session.update({f"{key}_stopped": True}))
+        else:
+            shown[0].progress(done, text=text)
 
     try:
         yield progress
@@ -301,13 +380,68 @@ def progress_after(seconds: float, text: str):
         slot.empty()
 
 
-def download_metrics(frame: pd.DataFrame, name: str, key: str, label: str = "Metrics (CSV)") -> None:
-    st.download_button(label, frame.to_csv(index=False).encode(), file_name=f"{name}.csv",
+def download_metrics(frame: pd.DataFrame | Callable[[], pd.DataFrame], name: str, key: str,
+                     label: str = "Metrics (CSV)") -> None:
+    """A CSV download of ``frame``; a function making the frame is called only on a click."""
+    data = (lambda: frame().to_csv(index=False).encode()) if callable(frame) else frame.to_csv(index=False).encode()
+    st.download_button(label, data, file_name=f"{name}.csv",
                        mime="text/csv", key=key, icon=":material/download:", on_click="ignore")
 
 
 def download_trace(timeline: pd.DataFrame, name: str, key: str, title: str) -> None:
-    trace = json.dumps(chrome_trace(timeline, title=title))
-    st.download_button("Timeline (Chrome trace JSON)", trace.encode(), file_name=f"{name}.trace.json",
-                       mime="application/json", key=key, icon=":material/download:", on_click="ignore",
-                       help="Open in https://ui.perfetto.dev or chrome://tracing")
+    """The full timeline (every task, never merged) as a Chrome trace and as CSV; both are
+    written only when the button is clicked (Streamlit's deferred download)."""
+    st.download_button("Timeline (Chrome trace JSON)", lambda: json.dumps(chrome_trace(timeline, title=title)).encode(),
+                       file_name=f"{name}.trace.json", mime="application/json", key=key,
+                       icon=":material/download:", on_click="ignore",
+                       help="Every task. Open in https://ui.perfetto.dev or chrome://tracing")
+    st.download_button("Timeline (CSV)", lambda: timeline.to_csv(index=False).encode(), file_name=f"{name}.csv",
+                       mime="text/csv", key=f"{key}_csv", icon=":material/download:", on_click="ignore",
+                       help="Every task, one row each (the columns of sim.timeline).")
+
+
+@functools.lru_cache(maxsize=1)
+def image_export_problem() -> str | None:
+    """Why SVG and PDF export of a chart cannot work here (kaleido or a Chrome missing), or None
+    (looked up once per process)."""
+    if importlib.util.find_spec("kaleido") is None:
+        return "SVG and PDF export needs the kaleido package: pip install -r requirements.txt"
+    browsers = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
+    if not os.environ.get("BROWSER_PATH") and not any(shutil.which(b) for b in browsers):
+        return "SVG and PDF export (kaleido) needs Chrome or Chromium: e.g. apt-get install chromium"
+    return None
+
+
+def figure_image(fig, fmt: str, width: int = 1200) -> bytes:
+    """``fig`` as an ``svg`` or ``pdf`` file, drawn by kaleido (headless Chromium)."""
+    return fig.to_image(format=fmt, width=width, height=fig.layout.height or 450)
+
+
+def chart(fig, key: str, name: str, *, cache_key: tuple | None = None, svg: Callable[[], str] | None = None,
+          **kwargs):
+    """``st.plotly_chart`` with the dashboard's config, then SVG and PDF downloads beside
+    the modebar's PNG camera, and the note of a timeline merged for display.
+
+    With ``cache_key``, ``fig`` is a function that builds the figure; the figure is
+    built once per key for every session (`dashboard.cached.figure`). ``svg``, when
+    given, writes the SVG without kaleido (the Timeline's own SVG).
+    Returns what ``st.plotly_chart`` returns (the selection when ``on_select`` is set).
+    """
+    if cache_key is not None:
+        fig = cached.figure(cache_key, fig)
+    elif fig.layout.uirevision is None:  # keep the zoom across control changes, on every chart
+        fig.update_layout(uirevision=key)
+    event = st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, **kwargs)
+    if note := fig.layout.meta.get("aggregated") if isinstance(fig.layout.meta, dict) else None:
+        st.caption(note)
+    problem = image_export_problem()
+    with st.container(horizontal=True, key=f"export_{key}", gap="small"):
+        for fmt, mime in (("svg", "image/svg+xml"), ("pdf", "application/pdf")):
+            own = fmt == "svg" and svg is not None
+            data = (lambda: svg().encode()) if own else (lambda f=fmt: figure_image(fig, f))
+            st.download_button(fmt.upper(), data, file_name=f"{name}.{fmt}", mime=mime, key=f"{key}_{fmt}",
+                               type="tertiary", icon=":material/download:", on_click="ignore",
+                               disabled=problem is not None and not own,
+                               help=problem if problem and not own else
+                               f"The chart as {fmt.upper()} (vector); the camera above the chart saves a PNG.")
+    return event

@@ -9,7 +9,7 @@ import streamlit as st
 
 import sim
 from dashboard import algorithms_figures as af
-from dashboard import cached, state, tables, ui
+from dashboard import cached, state, stragglers_view, tables, ui
 from dashboard.state import Config
 from sim.algorithms import ALGORITHMS, AlgorithmConfig, sweep_algorithms
 from sim.api import resolve_model
@@ -103,7 +103,7 @@ st.subheader("Throughput as workers are added")
 counts = tuple(p for p in tables.scaling_gpu_counts(cfg.gpus_per_node, cfg.gpus, MAX_SWEEP_WORKERS)
                if p <= max(cfg.gpus, 8))
 sweep = ui.guarded(_sweep, cfg, algorithms, counts, int(seed), knobs, no_noise)
-st.plotly_chart(af.throughput_figure(sweep, picked_workers=cfg.gpus), key="alg_throughput", config=ui.PLOTLY_CONFIG)
+ui.chart(af.throughput_figure(sweep, picked_workers=cfg.gpus), "alg_throughput", f"algorithms-throughput-{cfg.model_label}")
 st.caption(f"{SWEEP_STEPS} steps per worker at each count. The parameter server's link carries one message at a "
            "time: once it is busy all the time, more workers add nothing to BSP, ASP and SSP.")
 
@@ -112,8 +112,10 @@ shown = ["algorithm", "throughput_samples_per_s", "time_to_accuracy_s", "final_a
          "server_bytes", "server_link_utilisation", "staleness_mean", "staleness_max", "worker_idle_fraction"]
 st.dataframe(table[shown], hide_index=True, key="alg_table")
 left, right = st.columns(2)
-left.plotly_chart(af.training_figure(curves, target), key="alg_training", config=ui.PLOTLY_CONFIG)
-right.plotly_chart(af.staleness_figure(stale), key="alg_staleness", config=ui.PLOTLY_CONFIG)
+with left:
+    ui.chart(af.training_figure(curves, target), "alg_training", "algorithms-training")
+with right:
+    ui.chart(af.staleness_figure(stale), "alg_staleness", "algorithms-staleness")
 ui.download_metrics(table, f"algorithms-{cfg.model_label}", "dl_algorithms", label="Algorithm metrics (CSV)")
 
 st.subheader("Stragglers")
@@ -141,15 +143,19 @@ m[1].metric("p99 iteration", ui.fmt_ms(metrics["iteration_p99_s"]))
 m[2].metric("Slowdown vs identical workers", f"{metrics['straggler_slowdown']:.3f}×")
 m[3].metric("Mean wait per worker", ui.fmt_ms(metrics["wait_mean_s"]))
 lanes = list(dict.fromkeys([*slow_workers, *range(cfg.gpus)]))[:4]
-st.plotly_chart(af.worker_timeline_figure(early, sorted(lanes), slow_workers,
-                                          f"iterations 1-{TIMELINE_ITERATIONS}: who waits for whom"),
-                key="strag_timeline", config=ui.PLOTLY_CONFIG)
+if early is not None:
+    ui.chart(af.worker_timeline_figure(early, sorted(lanes), slow_workers,
+                                       f"iterations 1-{TIMELINE_ITERATIONS}: who waits for whom"),
+             "strag_timeline", f"stragglers-{cfg.model_label}-{scheduler}-{cfg.gpus}gpus")
+if note := stragglers_view.limits_note(cfg, metrics, early):
+    st.caption(note)
 left, right = st.columns(2)
-left.plotly_chart(af.iteration_time_figure(times, metrics["ideal_iteration_time_s"]), key="strag_hist",
-                  config=ui.PLOTLY_CONFIG)
+with left:
+    ui.chart(af.iteration_time_figure(times, metrics["ideal_iteration_time_s"]), "strag_hist", "stragglers-histogram")
 mc_counts = tuple(p for p in tables.scaling_gpu_counts(cfg.gpus_per_node, None, MAX_SWEEP_WORKERS) if p >= 1)
 mc = ui.guarded(_monte_carlo, cfg, spec, mc_counts, int(seed))
-right.plotly_chart(af.straggler_scaling_figure(mc), key="strag_mc", config=ui.PLOTLY_CONFIG)
+with right:
+    ui.chart(af.straggler_scaling_figure(mc), "strag_mc", "stragglers-scaling")
 agree = mc.dropna(subset=["closed_form_s"])
 if len(agree):
     worst = agree.loc[agree["rel_error"].abs().idxmax()]
@@ -163,6 +169,6 @@ with st.expander("Fine-grained against coarse-grained prediction (Li et al., TPD
     overlap = st.slider("Overlap heuristic ρ (share of the backward pass that hides communication)", 0.0, 1.0, 0.5,
                         0.05, key="alg_overlap")
     frame = ui.guarded(_coarse, cfg, tuple(p for p in counts if p > 1) or (2,), float(overlap))
-    st.plotly_chart(af.coarse_fine_figure(frame), key="alg_coarse", config=ui.PLOTLY_CONFIG)
+    ui.chart(af.coarse_fine_figure(frame), "alg_coarse", "coarse-fine")
     st.caption("Coarse: io + h2d + forward + backward + one all-reduce of every gradient + update, in sequence. "
                "It equals the fine simulation of synceasgd and overestimates schedulers that overlap.")

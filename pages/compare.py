@@ -55,7 +55,6 @@ if compression != "none":
         st.info("None of the chosen schedulers all-reduces its gradients: nothing to compress.")
 for name in methods:
     res = ui.guarded(cached.simulate_method, cfg, name)
-    res.metrics["scheduler"] = name  # label the row by the method (a copy: cached results are copied per call)
     results[name] = res
 results.update(with_compression)
 mg = ui.guarded(cached.simulate, cfg, MGWFBP)
@@ -79,12 +78,14 @@ else:
 
 titles = {s: f"<b>{s}</b>: {ui.fmt_ms(r.iteration_time_s)}, {ui.plural(r.metrics['num_messages'], 'message')}"
           for s, r in results.items()}
-st.plotly_chart(figures.gantt_stack_figure({s: r.timeline for s, r in results.items()}, titles),
-                key="compare_chart", config=ui.PLOTLY_CONFIG)
+ui.chart(lambda: figures.gantt_stack_figure({s: r.timeline for s, r in results.items()}, titles), "compare_chart",
+         f"compare-{cfg.model_label}-{cfg.gpus}gpus", cache_key=("compare", cfg, tuple(titles.items())))
 
-metrics = pd.DataFrame([r.metrics for r in results.values()])
+# each row labelled by its scheduler or method (cached results are shared: never changed in place)
+labelled = [{**r.metrics, "scheduler": name} for name, r in results.items()]
+metrics = pd.DataFrame(labelled)
 st.subheader("Where the time goes")
-st.plotly_chart(figures.breakdown_figure(metrics), key="breakdown_chart", config=ui.PLOTLY_CONFIG)
+ui.chart(figures.breakdown_figure(metrics), "breakdown_chart", f"breakdown-{cfg.model_label}-{cfg.gpus}gpus")
 st.caption("Along each row: compute, then exposed communication (time the GPUs wait), then idle time "
            "(neither), adding up to the iteration (the diamond). The thin light bar inside compute is the "
            "communication hidden behind it; overlap = hidden ÷ all communication, as HTA reports it.")
@@ -95,7 +96,7 @@ if len(over):
                            for r in over.itertuples()))
 
 st.subheader("Metrics")
-table = tables.metrics_table(r.metrics for r in results.values())
+table = tables.metrics_table(labelled)
 st.dataframe(table, hide_index=True, key="metrics_table", column_config=ui.metric_columns())
 ui.download_metrics(table, f"compare-{cfg.model_label}-{cfg.gpus}gpus", "dl_compare")
 
@@ -115,7 +116,7 @@ knob = st.selectbox("Knob", list(TUNE_VALUES), key="tune_knob",
                     help="; ".join(f"{label} ({TUNABLE[label][1]}): {KNOBS[TUNABLE[label][0]].help}"
                                    for label in TUNE_VALUES))
 frame, best = ui.guarded(cached.tune, cfg, knob, TUNE_VALUES[knob])
-st.plotly_chart(figures.tune_figure(frame, best), key="tune_chart", config=ui.PLOTLY_CONFIG)
+ui.chart(figures.tune_figure(frame, best), "tune_chart", f"tune-{knob}")
 st.caption(f"Best {knob} = {best['value']:g} ({best['scheduler']}): {ui.fmt_ms(best['iteration_time_s'])} per "
            f"iteration, {best['gain_pct']:+.1f} % against the default {best['default_value']:g}. "
            "PyTorch users ask for exactly this (pytorch/pytorch#118421). CLI: `python -m sim tune --knob ...`.")

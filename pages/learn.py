@@ -2,12 +2,14 @@
 
 import streamlit as st
 
-from dashboard import cached, figures, state, ui
+import sim
+from dashboard import cached, figures, learn_view, state, ui
 from sim.schedulers.names import MGWFBP, OPTIMAL, SYNCEASGD, WFBP
 
 ALPHAS_US = [10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000]
 BETA_S_PER_BYTE = 1e-9  # 1 ns per byte: a 1 GB/s all-reduce
 SCHEDULERS = (WFBP, MGWFBP, OPTIMAL)
+COUNTER_ALPHA_US = learn_view.COUNTER_ALPHA_US
 
 ui.ensure_frame()
 
@@ -57,9 +59,9 @@ st.latex(r"T(M_1) + T(M_2) = 2\alpha + \beta (M_1 + M_2) \;>\; T(M_1 + M_2) = \a
 st.markdown(
     """
 The price: a merged message can only start when its *last* gradient is ready. **MG-WFBP**
-(Shi, Chu and Li, INFOCOM 2019) walks from the output layer down and merges layer *l* into the next
-message when that message would be waiting for the channel anyway, or when waiting for layer *l − 1*
-costs less than the α it saves. It is greedy: each decision is final and looks one layer ahead.
+(Shi, Chu and Li, INFOCOM 2019) walks from the output layer down. When the gradient of layer *l − 1*
+is ready before the current message would be done, it merges it in if the message would be waiting for
+the channel anyway, or if waiting for layer *l − 1* costs less than the α it saves. It is greedy: each decision is final and looks one layer ahead.
 **optimal** tries every grouping of consecutive layers (dynamic programming) and keeps the fastest.
 """
 )
@@ -76,50 +78,67 @@ def _groups(res) -> str:
 
 
 titles = {s: f"<b>{s}</b>: {ui.fmt_ms(r.iteration_time_s)} — messages {_groups(r)}" for s, r in results.items()}
-st.plotly_chart(figures.gantt_stack_figure({s: r.timeline for s, r in results.items()}, titles),
-                key="toy_chart", config=ui.PLOTLY_CONFIG)
+ui.chart(lambda: figures.gantt_stack_figure({s: r.timeline for s, r in results.items()}, titles), "toy_chart",
+         f"toy-alpha{alpha_us}us", cache_key=("toy", alpha_us, tuple(titles.items())))
 wf, mg, opt = (results[s].iteration_time_s for s in SCHEDULERS)
 c = st.columns(3)
 c[0].metric(WFBP, ui.fmt_ms(wf), ui.plural(len(results[WFBP].groups), "message"), delta_color="off",
             delta_arrow="off")
-c[1].metric(MGWFBP, ui.fmt_ms(mg), f"{mg / wf - 1:+.1%} vs wfbp", delta_color="inverse")
-c[2].metric(OPTIMAL, ui.fmt_ms(opt), f"{opt / wf - 1:+.1%} vs wfbp", delta_color="inverse")
+c[1].metric(MGWFBP, ui.fmt_ms(mg), **ui.delta(mg, wf, WFBP, inverse=True))
+c[2].metric(OPTIMAL, ui.fmt_ms(opt), **ui.delta(opt, wf, WFBP, inverse=True))
+
+st.subheader(f"MG-WFBP's decisions, step by step (α = {alpha_us} µs)")
+toy = cached.toy_model()
+steps = learn_view.mgwfbp_steps(toy, sim.Cluster(gpus=2, alpha_s=alpha_us * 1e-6,
+                                                 beta_s_per_byte=BETA_S_PER_BYTE).comm_cost(toy, "fp32"))
+st.markdown(
+    "MG-WFBP starts with the output layer's gradient as the current message and walks down. At each step it "
+    "compares when the current message could start and end with when the next gradient is ready, and either "
+    "**merges** that gradient in (one α fewer) or **sends** the message and starts a new one. Each decision below "
+    "is the real scheduler's (`sim/schedulers/mgwfbp.py`, run on the layers seen so far); times are from the start "
+    "of backward."
+)
+st.dataframe(learn_view.steps_frame(steps), hide_index=True, key="toy_steps",
+             column_config={c: st.column_config.NumberColumn(format="%.3f") for c in
+                            ("could start (ms)", "would end (ms)", "ready at (ms)")}
+             | {c: st.column_config.NumberColumn(format="%.0f") for c in ("α saved (µs)", "α saved so far (µs)")})
+st.markdown(learn_view.steps_text(steps))
+st.caption(f"Result: messages **{_groups(results[MGWFBP])}**, "
+           f"{sum(s.alpha_saved_us for s in steps):,.0f} µs of start-ups saved against one message per layer.")
 
 st.header("5. Why MG-WFBP is not always optimal")
-mg_groups, opt_groups = results[MGWFBP].groups, results[OPTIMAL].groups
-if mg > opt * (1 + 1e-9):
+example = ui.guarded(cached.toy_results, COUNTER_ALPHA_US * 1e-6, BETA_S_PER_BYTE, (MGWFBP, OPTIMAL))
+ex_mg, ex_opt = example[MGWFBP], example[OPTIMAL]
+st.markdown(
+    f"""
+A counter-example on the same toy model, at α = {COUNTER_ALPHA_US} µs (a search over small models in
+`tests/test_learn.py` finds many such cases; this is the one shown). MG-WFBP sends **{_groups(ex_mg)}** and
+takes {ui.fmt_ms(ex_mg.iteration_time_s)}; the optimal plan sends **{_groups(ex_opt)}** and takes
+{ui.fmt_ms(ex_opt.iteration_time_s)}, {1 - ex_opt.iteration_time_s / ex_mg.iteration_time_s:.1%} less.
+"""
+)
+if len(ex_mg.groups[0]) > 1 and len(ex_opt.groups[0]) == 1:
     st.markdown(
         f"""
-At α = {alpha_us} µs, MG-WFBP sends **{_groups(results[MGWFBP])}** and takes {ui.fmt_ms(mg)}, while the
-optimal plan sends **{_groups(results[OPTIMAL])}** and takes {ui.fmt_ms(opt)} ({1 - opt / mg:.1%} less).
-"""
-    )
-    if len(mg_groups[0]) > 1 and len(opt_groups[0]) == 1:
-        st.markdown(
-            f"""
-MG-WFBP merged **{mg_groups[0][0]}**, the first gradient ready, with the layers below it: each merge
-looked cheaper than paying another α, but together they made the first message wait until
-**{mg_groups[0][-1]}** was ready, and the network idled meanwhile. The optimal plan sends
-**{opt_groups[0][0]}** alone at once and merges the rest behind it. Greedy, one-layer-ahead decisions
+MG-WFBP merged **{ex_mg.groups[0][0]}**, the first gradient ready, with the layers below it: each merge looked
+cheaper than paying another α, but together they kept the first message waiting until **{ex_mg.groups[0][-1]}**
+was ready, and the network idled meanwhile. The optimal plan sends **{ex_opt.groups[0][0]}** alone at once and
+merges the rest behind it. A greedy rule that decides one layer at a time, and never revisits a decision,
 cannot see that trade.
 """
-        )
-else:
-    st.markdown(
-        f"At α = {alpha_us} µs, MG-WFBP finds an optimal plan (**{_groups(results[OPTIMAL])}**). "
-        "Move the slider to **2000 µs** to see a case where its greedy choice costs time."
     )
+ex_titles = {s: f"<b>{s}</b>: {ui.fmt_ms(r.iteration_time_s)} — messages {_groups(r)}" for s, r in example.items()}
+ui.chart(lambda: figures.gantt_stack_figure({s: r.timeline for s, r in example.items()}, ex_titles),
+         "counter_chart", f"mgwfbp-counter-example-alpha{COUNTER_ALPHA_US}us",
+         cache_key=("toy-counter", COUNTER_ALPHA_US, tuple(ex_titles.items())))
 
 st.subheader("Where merging starts to pay")
 sweep = ui.guarded(cached.toy_alpha_sweep, tuple(a * 1e-6 for a in ALPHAS_US), BETA_S_PER_BYTE,
                    SCHEDULERS + (SYNCEASGD,))
-st.plotly_chart(figures.alpha_sweep_figure(sweep, marked_alpha_us=alpha_us), key="alpha_chart",
-                config=ui.PLOTLY_CONFIG)
-st.markdown(
-    """
-With a small α, one message per layer (**wfbp**) is best: everything overlaps and start-ups are cheap.
-As α grows, merging pays: **mgwfbp** and **optimal** send fewer messages, and at large α they approach
-**synceasgd** (one message after backward). In between, where the two effects balance, the greedy rule
-can miss the best plan.
-"""
-)
+left, right = st.columns([3, 2])
+with left:
+    ui.chart(lambda: figures.alpha_sweep_figure(sweep, marked_alpha_us=alpha_us), "alpha_chart", "toy-alpha-sweep",
+             cache_key=("toy-sweep", alpha_us))
+with right:
+    st.markdown("Read off the chart beside (the same simulations):")
+    st.markdown("\n".join(f"- {claim}" for claim in learn_view.alpha_claims(sweep)))

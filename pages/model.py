@@ -39,15 +39,13 @@ if cfg.gpus > 1:
 else:
     st.caption("One GPU: no all-reduce, so the α and β·M bars are empty. Pick more GPUs in the sidebar.")
 
-st.plotly_chart(figures.layer_figure(layers), key="layer_chart", config=ui.PLOTLY_CONFIG)
+ui.chart(figures.layer_figure(layers), "layer_chart", f"layers-{cfg.model_label}")
 
 st.subheader("Iteration DAG")
 if model.num_layers <= MAX_DAG_LAYERS:
     dag = ui.guarded(cached.iteration_dag, cfg, scheduler)
-    st.plotly_chart(
-        figures.dag_figure(dag, f"{dag.number_of_nodes()} tasks, {dag.number_of_edges()} dependencies ({scheduler})"),
-        key="dag_chart", config=ui.PLOTLY_CONFIG,
-    )
+    ui.chart(figures.dag_figure(dag, f"{dag.number_of_nodes()} tasks, {dag.number_of_edges()} dependencies ({scheduler})"),
+             "dag_chart", f"dag-{cfg.model_label}-{scheduler}")
     st.caption("Top row: forward, input to output. Middle: backward, which runs right to left. "
                "Bottom: all-reduce messages, each under the layers whose gradients it carries; "
                "the update waits for all of them.")

@@ -23,8 +23,17 @@ networks = [cfg.network, *extra]
 counts = tables.scaling_gpu_counts(cfg.gpus_per_node, cfg.gpus)
 
 n_points = len(counts) * len(networks) * len(schedulers)
-with ui.progress_after(0.3, f"Simulating {n_points} configurations…") as progress:
-    sweep = ui.guarded(cached.scaling_frame, cfg, counts, networks, schedulers, progress=progress)
+sweep_key = ("scaling", cfg.replace(gpus=1), tuple(counts), tuple(networks), tuple(schedulers))
+
+
+if cached.cached_figure(sweep_key) is not None:  # nothing to compute: a Stop click from before no longer applies
+    st.session_state.pop("scaling_stopped", None)
+
+
+def _sweep():
+    """Every point of the sweep; a bar (with a Stop button) once it takes over 0.3 s."""
+    with ui.progress_after(0.3, f"Simulating {n_points} configurations…", key="scaling") as progress:
+        return ui.guarded(cached.scaling_frame, cfg, counts, networks, schedulers, progress=progress)
 
 
 def _clicked() -> None:
@@ -33,9 +42,17 @@ def _clicked() -> None:
         st.session_state["gpus"] = int(round(points[0]["x"]))
 
 
-st.plotly_chart(resources_view.grey_unfit(figures.scaling_figure(sweep, picked_gpus=cfg.gpus), sweep),
-                key="scaling_chart", on_select=_clicked,
-                selection_mode="points", config=ui.PLOTLY_CONFIG)
+# A figure already built (this sweep, by any session) is shown without touching the sweep's points.
+
+
+def _figure():
+    points = _sweep()
+    return resources_view.grey_unfit(figures.scaling_figure(points), points)
+
+
+base = cached.figure(sweep_key, _figure)
+ui.chart(figures.mark_gpus(base, cfg.gpus), "scaling_chart", f"scaling-{cfg.model_label}", on_select=_clicked,
+         selection_mode="points")
 st.caption(f"GPU counts that do not fill whole nodes of {cfg.gpus_per_node} are skipped. "
            "Click a point (or use the slider) to see that configuration's timeline. Grey points do not fit in "
            "GPU memory (momentum SGD; see the Timeline page's memory panel).")
@@ -61,11 +78,15 @@ c[0].metric("Iteration", ui.fmt_ms(res.iteration_time_s))
 c[1].metric("Samples/s", f"{m['throughput_samples_per_s']:,.0f}")
 c[2].metric("Speedup", f"{m['speedup']:.1f}×")
 c[3].metric("Scaling efficiency", f"{m['scaling_efficiency']:.0%}")
-title = f"{cfg.model_label} · {chosen} · {ui.plural(cfg.gpus, 'GPU')} · {cfg.network} · iteration {ui.fmt_ms(res.iteration_time_s)}"
-st.plotly_chart(figures.gantt_figure(res.timeline, title), key="scaling_timeline", config=ui.PLOTLY_CONFIG)
+title = (f"{cfg.model_label} · {chosen} · {ui.plural(cfg.gpus, 'GPU')} · {cfg.network}"
+         f"<br>iteration {ui.fmt_ms(res.iteration_time_s)}")
+ui.chart(lambda: figures.gantt_figure(res.timeline, title), "scaling_timeline",
+         f"timeline-{cfg.model_label}-{chosen}-{cfg.gpus}gpus", cache_key=("scaling-timeline", cfg, chosen, title),
+         svg=lambda: figures.gantt_svg(res.timeline, title))
 st.button(f"Open {chosen} at {ui.plural(cfg.gpus, 'GPU')} in the Timeline", key="scaling_open",
           icon=":material/open_in_new:", on_click=ui.request_timeline,
           args=({"scheduler": chosen, "method": "", "gpus": cfg.gpus},))
 
-resources_view.cost_section(sweep, cfg.gpu)
-ui.download_metrics(sweep, f"scaling-{cfg.model_label}", "dl_scaling", label="Sweep metrics (CSV)")
+resources_view.cost_section(_sweep(), cfg.gpu)
+ui.download_metrics(lambda: cached.scaling_frame(cfg, counts, networks, schedulers), f"scaling-{cfg.model_label}",
+                    "dl_scaling", label="Sweep metrics (CSV)")

@@ -4,6 +4,9 @@ import streamlit as st
 
 from dashboard import cached, figures, resources_view, state, stragglers_view, tables, ui
 
+#: Rows of the message table sent to the browser (a 100k-layer model has 100k messages under wfbp).
+MAX_MESSAGE_ROWS = 1000
+
 cfg = ui.config_or_stop()
 st.title("Timeline of an iteration")
 if note := st.session_state.pop("validation_note", None):
@@ -34,12 +37,15 @@ base = ui.guarded(cached.simulate, cfg, baseline, 1)
 m, b = res.metrics, base.metrics
 shown = method or scheduler
 
-title = (f"{cfg.model_label} · {shown} · {ui.plural(cfg.gpus, 'GPU')} ({ui.plural(m['nodes'], 'node')}) "
-         f"· {cfg.network} · iteration {ui.fmt_ms(res.iteration_time_s)}")
+# two lines, so that a phone's narrow chart does not cut the title off
+title = (f"{cfg.model_label} · {shown} · {ui.plural(cfg.gpus, 'GPU')} ({ui.plural(m['nodes'], 'node')})"
+         f"<br>{cfg.network} · iteration {ui.fmt_ms(res.iteration_time_s)}")
 chart, figures_col = st.columns([4, 1])
+file_stem = f"timeline-{cfg.model_label}-{shown}-{cfg.gpus}gpus"
 with chart:
-    st.plotly_chart(figures.gantt_figure(res.timeline, title, height=400), key="timeline_chart",
-                    config=ui.PLOTLY_CONFIG)
+    ui.chart(lambda: figures.gantt_figure(res.timeline, title, height=400), "timeline_chart", file_stem,
+             cache_key=("timeline", cfg, scheduler, method, int(iterations), title),
+             svg=lambda: figures.gantt_svg(res.timeline, title))
     st.caption("Hover a bar for its layer, bytes, start and duration. All-reduce messages are outlined and filled "
                "light where they are hidden behind compute, red where they are exposed (the GPU waits); "
                "a merged message is labelled with its group and layer count, e.g. *g3 (5 layers)*.")
@@ -66,18 +72,18 @@ with figures_col:
               **ui.delta(m["scaling_efficiency"] * 100, b["scaling_efficiency"] * 100, baseline, "pts"),
               help="Speedup over one GPU divided by the GPU count.")
 
-messages = tables.message_table(res.timeline)
-with st.expander(f"{ui.plural(len(messages), 'message')} of {shown}", expanded=False):
-    st.dataframe(messages, hide_index=True)
+messages = cached.figure(("messages", cfg, scheduler, method, int(iterations)),
+                         lambda: tables.message_table(res.timeline))  # kept, like the chart: shared, never changed
+# A toggle, not an expander: a collapsed expander's table is still sent and drawn on every rerun.
+if st.toggle(f"Show the {ui.plural(len(messages), 'message')} of {shown}", key="show_messages"):
+    st.dataframe(messages.head(MAX_MESSAGE_ROWS), hide_index=True)
+    if len(messages) > MAX_MESSAGE_ROWS:
+        st.caption(f"The first {MAX_MESSAGE_ROWS:,} of {len(messages):,} messages; the timeline downloads below "
+                   "hold them all.")
 
 stragglers_view.timeline_panel(cfg, scheduler, res.iteration_time_s)
 resources_view.memory_panel(res, cfg.batch_size, cfg.precision)
 
 with st.container(horizontal=True):
-    ui.download_metrics(tables.metrics_table([m, b]), f"metrics-{cfg.model_label}-{cfg.gpus}gpus", "dl_metrics")
-    ui.download_trace(res.timeline, f"timeline-{cfg.model_label}-{shown}-{cfg.gpus}gpus", "dl_trace",
-                      title=title)
-    st.download_button("Chart (SVG)", figures.gantt_svg(res.timeline, title).encode(),
-                       file_name=f"timeline-{cfg.model_label}-{shown}-{cfg.gpus}gpus.svg", mime="image/svg+xml",
-                       key="dl_svg", icon=":material/download:", on_click="ignore",
-                       help="The chart as a vector image; the camera above the chart saves a PNG.")
+    ui.download_metrics(lambda: tables.metrics_table([m, b]), f"metrics-{cfg.model_label}-{cfg.gpus}gpus", "dl_metrics")
+    ui.download_trace(res.timeline, file_stem, "dl_trace", title=title)

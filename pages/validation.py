@@ -35,7 +35,7 @@ c3.metric("Worst |error|", f"{overall.worst_abs_error_pct:.1f} %", help=str(over
 left, right = st.columns(2)
 with left:
     st.subheader("Measured against simulated")
-    st.plotly_chart(validation_view.parity_figure(results), key="parity_chart", config=ui.PLOTLY_CONFIG)
+    ui.chart(validation_view.parity_figure(results), "parity_chart", "validation-parity")
 with right:
     st.subheader("Error by source")
     st.dataframe(summary, hide_index=True, column_config={
@@ -68,7 +68,7 @@ if rows:
                                    f"{chosen.simulated:,.1f} samples/s against {chosen.measured:,.1f} measured.")
 
 st.subheader("Error by case")
-st.plotly_chart(validation_view.error_figure(results), key="error_chart", config=ui.PLOTLY_CONFIG)
+ui.chart(validation_view.error_figure(results), "error_chart", "validation-errors")
 
 st.subheader("Sources")
 for citation, grp in results.groupby("citation", sort=False):

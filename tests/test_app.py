@@ -15,7 +15,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import sim
-from dashboard import state
+from dashboard import figures, state, ui
 from dashboard.upload import MAX_UPLOAD_BYTES, model_from_csv_text, read_layer_csv
 
 REPO = Path(__file__).resolve().parent.parent
@@ -192,7 +192,8 @@ class TestTimeline:
     def test_offers_metrics_and_trace_downloads(self):
         at = open_page(csv_app(), "timeline")
         labels = [el.proto.label for el in at.get("download_button")]
-        assert labels == ["Metrics (CSV)", "Timeline (Chrome trace JSON)", "Chart (SVG)"]
+        # the chart's own SVG and PDF beside the modebar's PNG, then the data
+        assert labels == ["SVG", "PDF", "Metrics (CSV)", "Timeline (Chrome trace JSON)", "Timeline (CSV)"]
 
 
 class TestOverrides:
@@ -332,7 +333,24 @@ class TestLearn:
         at.select_slider(key="toy_alpha_us").set_value(50).run()
         no_exception(at)
         assert metric(at, "mgwfbp") == pytest.approx(metric(at, "optimal"))
-        assert any("finds an optimal plan" in m.value for m in at.markdown)
+        # the counter-example stays on the page whatever the slider says, at its own alpha
+        assert any("counter-example" in m.value and "2000 µs" in m.value for m in at.markdown)
+
+    def test_shows_mgwfbps_decisions_step_by_step(self):
+        at = open_page(new_app(), "learn")
+        steps = next(d.value for d in at.dataframe if "decision" in d.value.columns)
+        assert len(steps) == 3  # four layers: three decisions
+        assert set(steps["decision"].str.split().str[0]) <= {"merge", "send"}
+        merges = int((steps["α saved (µs)"] > 0).sum())
+        assert merges == 2  # at the default 2000 µs MG-WFBP sends fc2+fc1+conv2 | conv1
+        assert any("fc2+fc1+conv2 | conv1" in c.value for c in at.caption)
+        assert steps["α saved so far (µs)"].iloc[-1] == pytest.approx(2000 * merges)
+
+    def test_claims_beside_the_alpha_chart_come_from_it(self):
+        at = open_page(new_app(), "learn")
+        text = " ".join(m.value for m in at.markdown)
+        assert "within 0.5 %" in text and "slower than optimal" in text
+        assert "wfbp**) is best" not in text
 
 
 # --- bad input: an error box, never an exception ---------------------------------------
@@ -521,8 +539,9 @@ class TestState:
     def test_init_state_sets_only_keys_no_widget_owns(self):
         session = {"csv_name": "mine.csv"}
         state.init_state(session)
-        assert session == {"csv_name": "mine.csv", "csv_text": None, "csv_upload_id": None, "link_checked": False,
-                           "link_notes": [], "timeline_request": None, "intro_seen": False, "snapshots": {}}
+        assert session == {"csv_name": "mine.csv", "csv_text": None, "csv_upload_id": None, "upload_gen": 0,
+                           "upload_error": None, "link_checked": False, "link_notes": [], "timeline_request": None,
+                           "intro_seen": False, "snapshots": {}}
 
     def test_defaults_are_copies(self):
         state.default("compare").append("bucket")
@@ -580,3 +599,52 @@ class TestUpload:
     def test_errors_name_row_and_column(self, text, message):
         with pytest.raises(sim.SimInputError, match=re.escape(message)):
             model_from_csv_text(text, "u.csv")
+
+
+class TestCharts:
+    @pytest.mark.parametrize("page", list(PAGES))
+    def test_every_chart_keeps_its_zoom_exports_and_keeps_legends_off_titles(self, page):
+        at = open_page(csv_app(), page)
+        no_exception(at)
+        charts = at.get("plotly_chart")
+        assert charts
+        downloads = [el.proto.label for el in at.get("download_button")]
+        assert downloads.count("SVG") == len(charts) and downloads.count("PDF") == len(charts)
+        for el in charts:
+            layout = json.loads(el.proto.spec)["layout"]
+            assert layout.get("uirevision") not in (None, False, ""), el.proto.id
+            legend = layout.get("legend") or {}
+            if layout.get("showlegend") is not False and legend:
+                # a horizontal legend sits below the plot, where no title is
+                assert legend.get("orientation") != "h" or legend.get("y", 1) < 0, (el.proto.id, legend)
+
+
+class TestStop:
+    def test_a_stopped_sweep_says_so_and_continues_on_request(self):
+        # what the Stop button's callback leaves, on a sweep no other test has computed (figures are kept)
+        at = new_app(scaling_stopped=True, batch=33)
+        open_page(at, "scaling")
+        no_exception(at)
+        assert any(i.value.startswith("Stopped.") for i in at.info)
+        assert not at.get("plotly_chart")
+        at.button(key="scaling_continue").click().run()  # any rerun computes the rest
+        no_exception(at)
+        assert not any(i.value.startswith("Stopped.") for i in at.info)
+        assert chart(at, "scaling_chart")["data"]
+
+    def test_the_heavy_straggler_view_is_capped_and_says_so(self):
+        at = new_app(gpus=4096, per_node=1, strag=True)
+        open_page(at, "timeline")
+        no_exception(at)
+        assert not at.error
+        assert any("**Capped** at 40 of 200 iterations" in c.value for c in at.caption)
+        assert any("per-worker timeline is not drawn for 4,096 GPUs" in c.value for c in at.caption)
+
+
+@pytest.mark.skipif(ui.image_export_problem() is not None, reason=str(ui.image_export_problem()))
+def test_a_chart_exports_as_pdf_and_svg():
+    res = sim.simulate(model_from_csv_text(layer_csv(), "x.csv"), sim.Cluster(gpus=4, gpus_per_node=2), "wfbp",
+                       batch_size=8)
+    fig = figures.gantt_figure(res.timeline, "export")
+    assert ui.figure_image(fig, "pdf").startswith(b"%PDF")
+    assert b"<svg" in ui.figure_image(fig, "svg")[:400]

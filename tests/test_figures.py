@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -10,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import sim
-from dashboard import figures, tables
+from dashboard import aggregate, figures, tables
 from sim.dag import build_dag
 
 LAYERS = pd.DataFrame(
@@ -332,3 +334,55 @@ class TestTables:
         for p in counts:
             sim.Cluster(gpus=p, gpus_per_node=per_node)  # does not raise
             assert p <= 1024 or p == current
+
+
+class TestLargeTimelines:
+    """Over `MAX_BARS` bars a timeline is merged for display; the full trace stays downloadable."""
+
+    @staticmethod
+    def _model(n: int):
+        rng = np.random.default_rng(0)
+        frame = pd.DataFrame({"name": [f"l{i}" for i in range(n)], "params": rng.integers(0, 50_000, n),
+                              "fwd_ms": np.round(rng.uniform(0.001, 0.02, n), 4),
+                              "bwd_ms": np.round(rng.uniform(0.002, 0.04, n), 4)})
+        return sim.model_from_frame(frame, "big")
+
+    def test_small_timelines_are_drawn_bar_by_bar(self):
+        res = sim.simulate(self._model(50), sim.Cluster(gpus=16, gpus_per_node=4), "wfbp", batch_size=32)
+        fig = figures.gantt_figure(res.timeline)
+        assert figures.aggregation_note(fig) is None
+        drawn = sum(len(t.x) for t in fig.data if t.hoverinfo != "skip")
+        assert drawn == len(figures.gantt_frame(res.timeline))
+
+    def test_a_100k_layer_model_is_merged_under_5_mb_and_10_s(self):
+        model = self._model(100_000)
+        res = sim.simulate(model, sim.Cluster(gpus=16, gpus_per_node=4), "wfbp", batch_size=32)
+        started = time.perf_counter()
+        fig = figures.gantt_figure(res.timeline, "100k layers")
+        spec = fig.to_json()
+        elapsed = time.perf_counter() - started
+        assert len(spec.encode()) < 5 * 2**20  # the chart data Streamlit sends (23.4 MB before merging)
+        assert elapsed < 10
+        bars = figures.gantt_frame(res.timeline)
+        assert len(bars) > figures.MAX_BARS
+        note = figures.aggregation_note(fig)
+        assert note and f"{len(bars):,} bars" in note
+        drawn = [t for t in fig.data if t.hoverinfo != "skip"]
+        assert sum(len(t.x) for t in drawn) <= figures.MAX_BARS
+        # every task's time is in some merged bar: per kind, the busy time adds up
+        merged = aggregate.merge_bars(bars)
+        for kind, part in bars.groupby("kind"):
+            assert merged.loc[merged["kind"] == kind, "busy_ms"].sum() == pytest.approx(part["duration_ms"].sum())
+            assert merged.loc[merged["kind"] == kind, "tasks"].sum() == len(part)
+        # the downloads keep every task
+        assert len(res.timeline) >= len(bars)
+
+    def test_merged_bars_cover_their_tasks(self):
+        res = sim.simulate(self._model(3000), sim.Cluster(gpus=16, gpus_per_node=4), "wfbp", batch_size=32)
+        bars = figures.gantt_frame(res.timeline)
+        merged = aggregate.merge_bars(bars, bins=50)
+        end = merged["start_ms"] + merged["duration_ms"]
+        assert (merged["busy_ms"] <= merged["duration_ms"] * (1 + 1e-9) + 1e-9).all()
+        assert merged["start_ms"].min() == pytest.approx(bars["start_ms"].min())
+        assert end.max() == pytest.approx((bars["start_ms"] + bars["duration_ms"]).max())
+        assert len(merged) <= 50 * bars.groupby(["lane", "kind"]).ngroups

@@ -1,0 +1,165 @@
+"""Control -> chart latency of the dashboard in a real browser, quiet and under load.
+
+``python bench/latency.py`` starts ``streamlit run app.py`` on a free port and drives
+Debian's Chromium (``/usr/bin/chromium``) with Playwright:
+
+1. **quiet**: one session types GPU counts into the sidebar (32, 64, 8, 128, 16, twice
+   over) on the Timeline and on the Scaling page; each sample is the time from pressing
+   Enter to the chart whose title names the new count being drawn in the page;
+2. **load**: 10, then 20 sessions at once do the same on the Timeline (each starting at
+   another count), as ``tests/test_load.py`` does.
+
+It prints and writes ``artifacts/latency-bench.json``: per phase the samples, median,
+p95 and max, the server's own script-run times (app.py logs them when
+``DASHBOARD_TIMING_LOG`` names a file), the errors seen (exception or error boxes, time-outs), the server's peak
+resident memory, and the load average of the machine at the start and the end (the
+numbers depend on what else the machine runs; say so when you quote them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from browser_util import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    EXCEPTION,
+    PLOT,
+    RUNNING,
+    VIEWPORT,
+    streamlit_server,
+)
+from soak import server_rss_mb  # noqa: E402
+
+COUNTS = [32, 64, 8, 128, 16]
+ERROR_BOX = '[data-testid="stAlertContentError"]'
+TITLE_HAS = """([key, needle]) => {
+    const el = document.querySelector(`.st-key-${key} .js-plotly-plot`);
+    return !!(el && el.layout && el.layout.title && String(el.layout.title.text).includes(needle)
+              && el.querySelector('.main-svg'));
+}"""
+CHART_OF = {"timeline": "timeline_chart", "scaling": "scaling_timeline"}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def stats(samples: list[float]) -> dict:
+    if not samples:
+        return {"n": 0}
+    return {"n": len(samples), "median_ms": round(statistics.median(samples), 1),
+            "p95_ms": round(percentile(samples, 0.95), 1), "max_ms": round(max(samples), 1)}
+
+
+async def _session(browser, url: str, path: str, counts: list[int], rounds: int) -> dict:
+    context = await browser.new_context(viewport=VIEWPORT)
+    context.set_default_timeout(60_000)
+    page = await context.new_page()
+    samples, problems = [], []
+    try:
+        try:  # the first load of many sessions at once may take long: it is not a sample
+            await page.goto(f"{url}/{path}", timeout=180_000)
+            await page.wait_for_selector(PLOT, state="attached", timeout=180_000)
+            await page.wait_for_selector(RUNNING, state="detached", timeout=180_000)
+        except Exception as exc:
+            problems.append(f"{path}: first load: {type(exc).__name__}: {str(exc)[:120]}")
+            return {"samples_ms": samples, "problems": problems}
+        for gpus in counts * rounds:
+            box = page.locator(".st-key-gpus input")
+            try:
+                t0 = time.perf_counter()
+                await box.fill(str(gpus))
+                await box.press("Enter")
+                await page.wait_for_function(TITLE_HAS, arg=[CHART_OF[path], f"· {gpus} GPUs"])
+                samples.append((time.perf_counter() - t0) * 1e3)
+            except Exception as exc:  # a time-out is an error of the run
+                problems.append(f"{path} gpus={gpus}: {type(exc).__name__}: {str(exc)[:120]}")
+            for selector, what in ((EXCEPTION, "exception"), (ERROR_BOX, "error box")):
+                if await page.locator(selector).count():
+                    problems.append(f"{what} after gpus={gpus}")
+    finally:
+        await context.close()
+    return {"samples_ms": samples, "problems": problems}
+
+
+async def _phase(url: str, path: str, sessions: int, rounds: int) -> dict:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            runs = await asyncio.gather(*(
+                _session(browser, url, path, COUNTS[i % len(COUNTS):] + COUNTS[: i % len(COUNTS)], rounds)
+                for i in range(sessions)))
+        finally:
+            await browser.close()
+    samples = [s for r in runs for s in r["samples_ms"]]
+    return {"page": path, "sessions": sessions, "rounds": rounds, **stats(samples),
+            "errors": sum(len(r["problems"]) for r in runs), "problems": [p for r in runs for p in r["problems"]][:20],
+            "samples_ms": [round(s, 1) for s in samples]}
+
+
+def _server_runs(path: Path, since: int) -> dict:
+    """Server-side script run times logged by app.py (``DASHBOARD_TIMING_LOG``) after line ``since``."""
+    lines = path.read_text(encoding="utf-8").splitlines()[since:] if path.exists() else []
+    return stats([json.loads(line)["ms"] for line in lines])
+
+
+def run(loads: list[int]) -> dict:
+    timing = REPO / "artifacts" / "latency-server-runs.jsonl"
+    timing.parent.mkdir(exist_ok=True)
+    timing.write_text("")
+    os.environ["DASHBOARD_TIMING_LOG"] = str(timing)  # the server started below inherits it
+    report: dict = {"when_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "cores": os.cpu_count(),
+                    "loadavg_start": [round(x, 2) for x in os.getloadavg()], "phases": []}
+    with streamlit_server() as url:
+        port = int(url.rsplit(":", 1)[1])
+        peak = 0.0
+        phases = [(f"quiet {path}", path, 1, 2) for path in ("timeline", "scaling")]
+        phases += [(f"{n} sessions timeline", "timeline", n, 1) for n in loads]
+        for name, path, sessions, rounds in phases:
+            since = len(timing.read_text(encoding="utf-8").splitlines())
+            phase = asyncio.run(_phase(url, path, sessions, rounds))
+            report["phases"].append({"name": name, **phase, "server_runs": _server_runs(timing, since),
+                                      "loadavg_after": [round(x, 2) for x in os.getloadavg()]})
+            peak = max(peak, server_rss_mb(port) or 0.0)
+            print(f"{name}: {json.dumps({k: v for k, v in report['phases'][-1].items() if k != 'samples_ms'})}",
+                  flush=True)
+        report["server_rss_peak_mb"] = round(peak, 1)
+    report["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--loads", default="10,20", help="concurrent session counts, comma-separated")
+    parser.add_argument("--out", default=str(REPO / "artifacts" / "latency-bench.json"))
+    args = parser.parse_args()
+    report = run([int(x) for x in args.loads.split(",") if x])
+    Path(args.out).parent.mkdir(exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2))
+    for phase in report["phases"]:
+        runs = phase["server_runs"]
+        print(f"{phase['name']:>22}: n={phase.get('n', 0)} median {phase.get('median_ms')} ms, "
+              f"p95 {phase.get('p95_ms')} ms, max {phase.get('max_ms')} ms, errors {phase['errors']}; "
+              f"server script runs: median {runs.get('median_ms')} ms, p95 {runs.get('p95_ms')} ms (n={runs['n']})")
+    print(f"server RSS peak {report['server_rss_peak_mb']} MB; load average {report['loadavg_start']} -> "
+          f"{report['loadavg_end']} on {report['cores']} cores")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""The Learn page's live explanations, computed from the simulator (no Streamlit here).
+
+* `mgwfbp_steps`: MG-WFBP's merge decisions one by one. Each decision is the real
+  scheduler's (`sim.schedulers.mgwfbp.mgwfbp`), run on the layers it has seen so
+  far: the walk goes from the output layer down and never revisits a decision, so
+  the plan it makes for gradients l-1 .. n-1 holds its decision about layer l. The
+  times beside each decision (when the current message would start and end, when
+  the next gradient is ready) explain it; a test checks that the explanation's
+  rule gives the real decision at every step.
+* `alpha_claims`: the sentences under the α sweep, written from the sweep itself,
+  so the text cannot say what the chart does not show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from sim.core.plan import GradientLayers, gradient_layers
+from sim.schedulers.mgwfbp import mgwfbp
+from sim.schedulers.names import MGWFBP, OPTIMAL, SYNCEASGD, WFBP
+
+__all__ = ["COUNTER_ALPHA_US", "TIE_PCT", "Step", "alpha_claims", "claim_facts", "mgwfbp_steps", "steps_frame", "steps_text"]
+
+#: Iteration times within this many percent are called a tie on the Learn page.
+TIE_PCT = 0.5
+#: The α (µs) of the Learn page's counter-example on its toy model: optimal is strictly faster
+#: than MG-WFBP there (tests/test_learn.py checks it, and finds other cases by search).
+COUNTER_ALPHA_US = 2000
+
+
+@dataclass(frozen=True)
+class Step:
+    """One of MG-WFBP's decisions: merge layer ``layer`` 's message with the next gradient, or send it."""
+
+    layer: str  # the layer whose gradient closes the current message so far
+    message: tuple[str, ...]  # the current message's layers, output side first
+    start_ms: float  # when the current message could start (channel free and its gradients ready)
+    end_ms: float  # when it would end if sent now
+    next_layer: str  # the gradient below it
+    next_ready_ms: float  # when that gradient is ready
+    merged: bool  # the real scheduler's decision
+    why: str
+    alpha_saved_us: float  # the start-up a merge saves (0 when sent)
+
+
+def _suffix(grads: GradientLayers, lo: int) -> GradientLayers:
+    """Gradient positions ``lo .. n-1`` (the layers from ``lo`` up to the output)."""
+    return GradientLayers(index=grads.index[lo:], ready_s=grads.ready_s[lo:], nbytes=grads.nbytes[lo:])
+
+
+def _merged_by_mgwfbp(grads: GradientLayers, cost, l: int) -> bool:
+    """The real scheduler's decision about gradient position ``l`` (merge it with ``l - 1``?)."""
+    plan = mgwfbp(_suffix(grads, l - 1), cost)
+    a, b = int(grads.index[l]), int(grads.index[l - 1])
+    return any(a in members and b in members for members in plan.groups)
+
+
+def _why(merged: bool, start: float, end: float, ready: float, alpha: float) -> str:
+    ms = 1e3
+    if ready >= end:
+        return (f"the message would be sent by {end * ms:.3g} ms, before the next gradient is ready "
+                f"({ready * ms:.3g} ms): send it now")
+    if start > ready:
+        return (f"the channel is busy until {start * ms:.3g} ms, after the next gradient is ready "
+                f"({ready * ms:.3g} ms): merging costs no wait and saves one α")
+    wait = (ready - start) * ms
+    if merged:
+        return f"waiting {wait:.3g} ms for the next gradient costs less than the α = {alpha * ms:.3g} ms it saves"
+    return f"waiting {wait:.3g} ms for the next gradient would cost more than the α = {alpha * ms:.3g} ms it saves"
+
+
+def mgwfbp_steps(model, cost, precision: str = "fp32") -> list[Step]:
+    """MG-WFBP's decisions on ``model`` with the all-reduce cost ``cost`` (a `sim.comm.CommCost`),
+    from the output layer down; the merged groups they make are `sim.simulate`'s."""
+    grads = gradient_layers(model, precision)
+    names, r, n = model.layer_names, grads.ready_s, grads.n
+    steps: list[Step] = []
+    prev_end, hi, nbytes = -np.inf, n - 1, float(grads.nbytes[n - 1]) if n else 0.0
+    for l in range(n - 1, 0, -1):
+        start = max(prev_end, float(r[l]))
+        end = start + float(cost.time_s(nbytes))
+        merged = _merged_by_mgwfbp(grads, cost, l)
+        steps.append(Step(
+            layer=names[int(grads.index[l])], message=tuple(names[int(i)] for i in grads.index[l:hi + 1][::-1]),
+            start_ms=start * 1e3, end_ms=end * 1e3, next_layer=names[int(grads.index[l - 1])],
+            next_ready_ms=float(r[l - 1]) * 1e3, merged=merged,
+            why=_why(merged, start, end, float(r[l - 1]), cost.alpha_s),
+            alpha_saved_us=cost.alpha_s * 1e6 if merged else 0.0,
+        ))
+        if merged:
+            nbytes += float(grads.nbytes[l - 1])
+        else:
+            prev_end, hi, nbytes = end, l - 1, float(grads.nbytes[l - 1])
+    return steps
+
+
+def steps_frame(steps: list[Step]) -> pd.DataFrame:
+    """The decisions as a table for the page."""
+    return pd.DataFrame({
+        "step": range(1, len(steps) + 1),
+        "message so far": [" + ".join(s.message) for s in steps],
+        "could start (ms)": [s.start_ms for s in steps],
+        "would end (ms)": [s.end_ms for s in steps],
+        "next gradient": [s.next_layer for s in steps],
+        "ready at (ms)": [s.next_ready_ms for s in steps],
+        "decision": [f"merge {s.next_layer} in" if s.merged else "send the message" for s in steps],
+        "α saved (µs)": [s.alpha_saved_us for s in steps],
+        "α saved so far (µs)": np.cumsum([s.alpha_saved_us for s in steps]),
+    })
+
+
+def steps_text(steps: list[Step]) -> str:
+    """The decisions as a numbered Markdown list, each with its reason in full."""
+    return "\n".join(
+        f"{i}. Message **{' + '.join(s.message)}** could start at {s.start_ms:.3f} ms and end at {s.end_ms:.3f} ms; "
+        f"**{s.next_layer}** is ready at {s.next_ready_ms:.3f} ms: "
+        f"**{'merge it in' if s.merged else 'send the message'}** — {s.why}"
+        + (f" (α saved: {s.alpha_saved_us:,.0f} µs)." if s.merged else ".")
+        for i, s in enumerate(steps, start=1))
+
+
+def claim_facts(sweep: pd.DataFrame, tie_pct: float = TIE_PCT) -> dict:
+    """What the α sweep shows (``alpha_us, scheduler, iteration_ms`` rows), as numbers:
+
+    * ``tie_upto_us``: the largest α up to which wfbp, mgwfbp and optimal stay within
+      ``tie_pct`` % of each other (None if they never do);
+    * ``merging_pays_from_us``: the smallest α at which optimal is more than ``tie_pct`` %
+      faster than wfbp;
+    * ``greedy_misses_us``: the α at which mgwfbp is strictly slower than optimal;
+    * ``all_merged_from_us``: the smallest α from which mgwfbp and optimal both equal
+      synceasgd (one message) to the last α of the sweep;
+    * ``wfbp_never_better``: optimal is never slower than wfbp.
+    """
+    table = sweep.pivot(index="alpha_us", columns="scheduler", values="iteration_ms").sort_index()
+    three = table[[WFBP, MGWFBP, OPTIMAL]]
+    spread = (three.max(axis=1) / three.min(axis=1) - 1) * 100
+    tie = spread <= tie_pct
+    tie_upto = None
+    for alpha, ok in tie.items():
+        if not ok:
+            break
+        tie_upto = float(alpha)
+    pays = table.index[(table[WFBP] / table[OPTIMAL] - 1) * 100 > tie_pct]
+    misses = table.index[table[MGWFBP] > table[OPTIMAL] * (1 + 1e-9)]
+    same = None
+    if SYNCEASGD in table:
+        same = pd.Series(np.isclose(table[MGWFBP], table[SYNCEASGD], rtol=1e-9)
+                         & np.isclose(table[OPTIMAL], table[SYNCEASGD], rtol=1e-9), index=table.index)
+    all_merged = None
+    if same is not None:
+        for alpha in table.index[::-1]:
+            if not same[alpha]:
+                break
+            all_merged = float(alpha)
+    return {
+        "tie_upto_us": tie_upto,
+        "merging_pays_from_us": float(pays[0]) if len(pays) else None,
+        "greedy_misses_us": [float(a) for a in misses],
+        "all_merged_from_us": all_merged,
+        "wfbp_never_better": bool((table[OPTIMAL] <= table[WFBP] * (1 + 1e-9)).all()),
+    }
+
+
+def alpha_claims(sweep: pd.DataFrame) -> list[str]:
+    """The sentences under the α sweep, each one read off ``sweep`` (`claim_facts`)."""
+    facts = claim_facts(sweep)
+    out = []
+    if facts["tie_upto_us"] is not None:
+        out.append(f"Up to α = {facts['tie_upto_us']:g} µs the three plans are **within {TIE_PCT:g} %** of each "
+                   "other: nearly all communication hides behind backward and start-ups are cheap, so one message "
+                   "per layer (**wfbp**) is as good as any merging.")
+    if facts["merging_pays_from_us"] is not None:
+        out.append(f"From α = {facts['merging_pays_from_us']:g} µs merging pays: **optimal** is more than "
+                   f"{TIE_PCT:g} % faster than wfbp, and the gap grows with α.")
+    if facts["greedy_misses_us"]:
+        listed = ", ".join(f"{a:g}" for a in facts["greedy_misses_us"])
+        out.append(f"At α = {listed} µs MG-WFBP's greedy merging is **slower than optimal** (section 5).")
+    if facts["all_merged_from_us"] is not None:
+        out.append(f"From α = {facts['all_merged_from_us']:g} µs both send everything as one message after "
+                   "backward, exactly like **synceasgd**.")
+    if facts["wfbp_never_better"]:
+        out.append("**optimal** is never slower than wfbp: one message per layer is one of the plans it weighs.")
+    return out

@@ -1,0 +1,185 @@
+"""The dashboard on a 390 px phone, and heavy inputs, in a real browser (Debian's Chromium).
+
+* At 390 x 844 px, no page's main content is cut off at the right: the page does not
+  scroll sideways, every block fits the viewport, and chart titles fit their chart
+  (wide formulas and tables scroll inside their own box).
+* A 100k-layer model uploaded as CSV draws its Timeline within 10 s of the upload,
+  merged for display, with under 5 MB of chart data.
+* The heavy URL ``?gpus=4096&per_node=1&strag=true`` finishes within 10 s, says that
+  its straggler work was capped, and the server stays under 1 GiB.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from browser_util import (
+    ARTIFACTS,
+    SCREENSHOTS,
+    assert_no_exception,
+    choose,
+    launch,
+    skip_reason,
+    streamlit_server,
+    wait_idle,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))]
+
+PHONE = {"width": 390, "height": 844}
+RUNNING = '[data-testid="stStatusWidget"]'
+
+_OVERFLOW_JS = """() => {
+    const vw = window.innerWidth;
+    const main = document.querySelector('[data-testid="stMain"]');
+    const cut = [];
+    for (const el of main.querySelectorAll('[data-testid="stElementContainer"], .gtitle, .g-gtitle text')) {
+        const r = el.getBoundingClientRect();
+        if (r.width > 0 && r.right > vw + 1) cut.push(`${el.getAttribute('data-testid') || el.getAttribute('class')} right=${Math.round(r.right)}`);
+    }
+    return {scroll: document.documentElement.scrollWidth, main: main.scrollWidth, vw, cut};
+}"""
+
+
+@pytest.fixture(scope="module")
+def server():
+    with streamlit_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = launch(p)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def phone(browser):
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    context.set_default_timeout(90_000)
+    pg = context.new_page()
+    yield pg
+    context.close()
+
+
+@pytest.mark.parametrize("path", ["timeline", "scaling", "compare", "learn"])
+def test_a_390px_phone_sees_the_whole_width(phone, server, path):
+    phone.goto(f"{server}/{path}")
+    wait_idle(phone)
+    assert_no_exception(phone)
+    phone.wait_for_timeout(500)
+    found = phone.evaluate(_OVERFLOW_JS)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    phone.screenshot(path=str(SCREENSHOTS / f"phone-{path}.png"))
+    assert found["scroll"] <= found["vw"], found
+    assert found["main"] <= found["vw"], found
+    assert not found["cut"], found
+
+
+def _big_csv(n: int = 100_000) -> bytes:
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"name": [f"l{i}" for i in range(n)], "params": rng.integers(0, 50_000, n),
+                          "fwd_ms": np.round(rng.uniform(0.001, 0.02, n), 4),
+                          "bwd_ms": np.round(rng.uniform(0.002, 0.04, n), 4)})
+    return frame.to_csv(index=False).encode()
+
+
+def test_a_100k_layer_upload_renders_within_10_s_under_5_mb(browser, server):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(90_000)
+    page = context.new_page()
+    try:
+        page.goto(f"{server}/timeline")
+        wait_idle(page)
+        choose(page, "model", "Upload a layer CSV…")
+        upload = page.locator(".st-key-upload input[type=file]")
+        upload.wait_for(state="attached")
+        data = _big_csv()
+        assert len(data) < 5 * 2**20  # within the upload limit
+        started = time.perf_counter()
+        upload.set_input_files(files=[{"name": "big100k.csv", "mimeType": "text/csv", "buffer": data}])
+        page.wait_for_function("""() => {
+            const el = document.querySelector('.st-key-timeline_chart .js-plotly-plot');
+            return !!(el && el.layout && el.layout.title && String(el.layout.title.text).includes('big100k.csv')
+                      && el.querySelector('.main-svg'));
+        }""", timeout=60_000)
+        elapsed = time.perf_counter() - started
+        chart_bytes = page.evaluate("""() => {
+            const el = document.querySelector('.st-key-timeline_chart .js-plotly-plot');
+            return JSON.stringify({data: el.data, layout: el.layout}).length;
+        }""")
+        assert_no_exception(page)
+        note = page.get_by_text("adjacent bars of the same lane and kind are merged")
+        report = {"upload_to_chart_s": round(elapsed, 2), "chart_json_bytes": chart_bytes,
+                  "note_shown": note.count() > 0}
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / "big-model.json").write_text(json.dumps(report, indent=2))
+        assert report["note_shown"]
+        assert chart_bytes < 5 * 2**20, report
+        assert elapsed < 10, report
+    finally:
+        context.close()
+
+
+def _rss_mb(url: str) -> float | None:
+    import sys
+
+    sys.path.insert(0, str(ARTIFACTS.parent / "bench"))
+    from soak import server_rss_mb
+
+    return server_rss_mb(int(url.rsplit(":", 1)[1]))
+
+
+def test_the_heavy_straggler_url_is_capped(browser, server):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(60_000)
+    page = context.new_page()
+    try:
+        started = time.perf_counter()
+        page.goto(f"{server}/timeline?gpus=4096&per_node=1&strag=true")
+        page.get_by_text("Capped", exact=False).first.wait_for(timeout=30_000)
+        page.wait_for_selector(RUNNING, state="detached")
+        elapsed = time.perf_counter() - started
+        assert_no_exception(page)
+        rss = _rss_mb(server)
+        report = {"url": "?gpus=4096&per_node=1&strag=true", "seconds": round(elapsed, 2), "server_rss_mb": rss}
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / "heavy-url.json").write_text(json.dumps(report, indent=2))
+        assert page.get_by_text("Median iteration").count() == 1
+        assert elapsed < 10, report
+        assert rss is None or rss < 1024, report
+    finally:
+        context.close()
+
+
+def test_an_oversized_upload_does_not_leave_the_last_files_error(browser, server):
+    """The browser refuses a file over the limit without asking the server; the page then
+    shows a note instead of the previous file's error, and the uploader lists one file."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(90_000)
+    page = context.new_page()
+    try:
+        page.goto(f"{server}/timeline")
+        wait_idle(page)
+        choose(page, "model", "Upload a layer CSV…")
+        upload = page.locator(".st-key-upload input[type=file]")
+        upload.wait_for(state="attached")
+        bad = b"name,params,fwd_ms,bwd_ms\nconv1,1000,1.0,2.0\nfc,lots,0.5,1.0\n"
+        upload.set_input_files(files=[{"name": "bad.csv", "mimeType": "text/csv", "buffer": bad}])
+        page.locator(".st-key-upload_error").wait_for(state="visible")
+        assert "bad.csv row 3" in page.locator(".st-key-upload_error").inner_text()
+        upload.set_input_files(files=[{"name": "large.csv", "mimeType": "text/csv", "buffer": b"a,1,1,1\n" * 900_000}])
+        page.locator(".st-key-upload_refused").wait_for(state="visible")
+        assert not page.locator(".st-key-upload_error").is_visible()
+        assert page.locator('.st-key-upload [data-testid="stFileChip"]').count() == 1  # large.csv only
+        assert_no_exception(page)
+    finally:
+        context.close()
