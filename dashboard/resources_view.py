@@ -68,7 +68,7 @@ def memory_panel(res: sim.SimResult, batch_size: int, precision: str) -> None:
             est = ui.guarded(run_memory, res.model, gpus=res.cluster.gpus, scheduler=m["scheduler"], groups=res.groups,
                              batch_size=batch_size, precision=precision, optimizer=optimizer)
             m = {**m, **est.metrics(m["gpu_memory_bytes"])}
-        st.plotly_chart(memory_figure(m), key="memory_chart", config=ui.PLOTLY_CONFIG)
+        ui.chart(memory_figure(m), "memory_chart", "memory-per-gpu")
         if m["memory_activations_bytes"] == 0:
             st.caption("Activations are not estimated for a layer CSV (it has no layer shapes): a lower bound.")
         st.caption("Weights, gradients and optimizer state as in the ZeRO paper (Rajbhandari et al., SC 2020); "
@@ -124,7 +124,7 @@ def cost_section(sweep: pd.DataFrame, gpu: str) -> None:
         st.info(f"No on-demand price for {gpu} in data/prices.csv: the command line takes one "
                 "(--price-usd-per-hour).")
         return
-    st.plotly_chart(samples_per_dollar_figure(sweep), key="samples_per_dollar_chart", config=ui.PLOTLY_CONFIG)
+    ui.chart(samples_per_dollar_figure(sweep), "samples_per_dollar_chart", "samples-per-dollar")
     st.caption(f"At ${row.price_usd_per_hour:g} per GPU-hour ({row.price_source}) and {row.power_w:g} W per GPU "
                f"({row.power_source}); energy = board power × GPUs × iteration time, an upper bound. Grey points "
                "do not fit in GPU memory.")
