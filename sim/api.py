@@ -13,9 +13,9 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from sim.checks import check_float
 from sim.cluster import Cluster
@@ -31,6 +31,9 @@ from sim.model import Model
 from sim.schedulers import DEFAULT_BUCKET_MB, SchedulerOptions, make_plan
 from sim.schedulers.names import WFBP
 from sim.schedulers.registry import get_spec, settings_of
+
+if TYPE_CHECKING:  # pandas is imported where a frame is built, not with sim
+    import pandas as pd
 
 __all__ = [
     "ARCHITECTURES", "COMPUTE_KINDS", "METRIC_KEYS", "SimResult", "calibrate", "check_run_args", "comm_costs",

@@ -37,14 +37,17 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from sim.core.cost import NO_COMM, CommCost, PSCost
 from sim.core.lower import WorkerTimes
 from sim.core.plan import Plan
 from sim.core.timeline import frame
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["FastRun", "evaluate", "message_times_s", "single_gpu_iteration_s", "supports"]
 
