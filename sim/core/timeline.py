@@ -28,6 +28,7 @@ Rows are sorted by start, end and iteration, ties kept in task order.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -76,6 +77,14 @@ def frame(columns: dict) -> pd.DataFrame:
     return _data_frame(data)
 
 
+@functools.lru_cache(maxsize=1)
+def _column_index():
+    """The columns' index, built once (not converted again for every timeline)."""
+    import pandas as pd
+
+    return pd.Index(list(TIMELINE_COLUMNS))
+
+
 def _in_order(start: np.ndarray, end: np.ndarray, iteration: np.ndarray) -> bool:
     """True when the rows are already sorted by (start, end, iteration)."""
     if start.size < 2:
@@ -94,7 +103,7 @@ def _data_frame(arrays: list) -> pd.DataFrame:
     from_arrays = getattr(pd.DataFrame, "_from_arrays", None)
     if from_arrays is not None:  # pandas' own constructor without inference (stable since pandas 0.23)
         try:
-            return from_arrays(arrays, columns=pd.Index(names), index=pd.RangeIndex(n), verify_integrity=False)
+            return from_arrays(arrays, columns=_column_index(), index=pd.RangeIndex(n), verify_integrity=False)
         except TypeError:  # a pandas whose signature differs: the public constructor below
             pass
     return pd.DataFrame({k: pd.Series(v, dtype=v.dtype, copy=False) for k, v in zip(names, arrays, strict=True)})
