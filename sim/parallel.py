@@ -28,6 +28,7 @@ pool or to a Dask cluster, and each row is filled from its evaluation.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 from collections.abc import Callable, Sequence
 from itertools import repeat
@@ -45,10 +46,10 @@ from sim.core.workload import check_run_args, resolve_model
 from sim.errors import SimInputError
 from sim.model import Model, load_model
 from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
-from sim.schedulers.names import OPTIMAL, WFBP
+from sim.schedulers.names import BUCKET, DDP, HOROVOD, OPTIMAL, SEQUENTIAL, SYNCEASGD, WFBP
 from sim.schedulers.registry import knob_reads
 
-__all__ = ["GRID_KEYS", "MAX_CONFIGS", "MAX_JOBS_PER_CORE", "SERIAL_WORK_LIMIT", "check_grid_size", "default_jobs",
+__all__ = ["GRID_KEYS", "MAX_CONFIGS", "ConfigProduct", "MAX_JOBS_PER_CORE", "SERIAL_WORK_LIMIT", "check_grid_size", "default_jobs",
            "max_jobs", "run_grid"]
 
 _CLUSTER_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Cluster)}
@@ -76,6 +77,51 @@ _PHASES = PHASE_KEYS
 
 Progress = Callable[[int, int], None]
 
+#: What a scheduler's plan reads besides the layers' gradient sizes (and its bucket size): these
+#: read nothing else, so one plan serves every network, GPU count and batch size of a model ...
+_PLAN_READS_SIZES_ONLY = frozenset({SEQUENTIAL, WFBP, SYNCEASGD, BUCKET, DDP})
+#: ... these read the ready times too (one plan per workload), never the cost; any other reads the cost.
+_PLAN_READS_READY_TIMES = frozenset({HOROVOD})
+
+
+class ConfigProduct(Sequence):
+    """Every combination of some values, as configuration dicts made on demand.
+
+    ``ConfigProduct(model=["resnet50", "vgg16"], gpus=[2, 4], batch_size=32)``
+    is the four configurations of the two models and GPU counts (a value that
+    is not a list or tuple is the same in every one), the last key varying
+    fastest. `run_grid` takes it as it takes a list, without a million dicts
+    held at once.
+    """
+
+    def __init__(self, **axes):
+        unknown = sorted(set(axes) - set(GRID_KEYS))
+        if unknown:
+            raise SimInputError(f"unknown key(s) {', '.join(unknown)}; valid: {', '.join(GRID_KEYS)}")
+        self.keys = tuple(axes)
+        self.values = tuple(tuple(v) if isinstance(v, list | tuple) else (v,) for v in axes.values())
+        self._len = int(np.prod([len(v) for v in self.values], dtype=object)) if self.values else 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self):
+        keys = self.keys
+        for combo in itertools.product(*self.values):
+            yield dict(zip(keys, combo, strict=True))
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._len))]
+        if not -self._len <= i < self._len:
+            raise IndexError("configuration index out of range")
+        i %= self._len
+        combo = []
+        for values in reversed(self.values):
+            i, k = divmod(i, len(values))
+            combo.append(values[k])
+        return dict(zip(self.keys, reversed(combo), strict=True))
+
 
 def _timing_cost(cost: CommCost) -> CommCost:
     """``cost`` without its label when only alpha and beta time it, so that
@@ -85,8 +131,9 @@ def _timing_cost(cost: CommCost) -> CommCost:
 
 #: Worker processes at most per core: more only compete for the same cores (raise it here).
 MAX_JOBS_PER_CORE = 4
-#: Configurations in one grid at most (raise it here; each is a full simulation).
-MAX_CONFIGS = 200_000
+#: Configurations in one grid at most (raise it here). A million configurations of
+#: the zoo take under a minute on 2 cores and under 1 GiB (BENCHMARKS.md).
+MAX_CONFIGS = 2_000_000
 
 
 def max_jobs() -> int:
@@ -234,28 +281,16 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
     the phase metrics, ``num_messages`` and ``groups`` (layer names).
     """
     workloads, units = payload
-    grads: dict[int, GradientLayers] = {}
+    plans = _Plans(workloads)
     by_plan: dict[tuple, list[int]] = {}
-    plans: dict[tuple, Plan] = {}
     for pos, (_, wid, scheduler, bucket_mb, cost) in enumerate(units):
-        w = workloads[wid]
-        if scheduler is None:
-            plan = Plan("", ())
-        else:
-            if wid not in grads:
-                grads[wid] = gradient_layers(w.model, w.precision)
-            bucket_mb = DEFAULT_BUCKET_MB if bucket_mb is None else bucket_mb
-            plan = make_plan(scheduler, grads[wid], cost, bucket_mb=bucket_mb)
-        key = (wid, plan)
-        plans.setdefault(key, plan)
-        by_plan.setdefault(key, []).append(pos)
+        by_plan.setdefault((wid, plans.get(wid, scheduler, bucket_mb, cost)), []).append(pos)
     size = len(units)
     out: dict = {k: np.empty(size) for k in ("iteration_time_s", *_PHASES)}
     out["num_messages"] = np.empty(size, dtype=np.int64)
     out["groups"] = [None] * size
-    for key, positions in by_plan.items():
-        wid, plan = key[0], plans[key]
-        w = workloads[wid]
+    for (wid, plan_id), positions in by_plan.items():
+        plan, w = plans.by_id[plan_id], workloads[wid]
         costs = [units[p][4] for p in positions]
         idx = np.asarray(positions)
         timing = time_plan(w.model, plan, costs, precision=w.precision, iterations=1, prefetch=w.prefetch,
@@ -269,6 +304,48 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
         for p in positions:
             out["groups"][p] = groups  # one list per plan, shared by its rows
     return np.array([u[0] for u in units], dtype=np.int64), out
+
+
+class _Plans:
+    """Each distinct plan of a worker's evaluations, made once: a plan that reads only the
+    gradient sizes serves every workload of the model, one that reads the ready times every
+    cost of its workload (`_PLAN_READS_SIZES_ONLY`, `_PLAN_READS_READY_TIMES`)."""
+
+    def __init__(self, workloads: dict):
+        self.workloads = workloads
+        self.grads: dict[int, GradientLayers] = {}
+        self.ids: dict[tuple, int] = {}  # plan key -> plan id
+        self.by_value: dict[Plan, int] = {}  # equal plans made under different keys share an id
+        self.by_id: list[Plan] = []
+        self.layout: dict[int, tuple] = {}
+
+    def get(self, wid: int, scheduler, bucket_mb, cost) -> int:
+        w = self.workloads[wid]
+        if scheduler is None:  # one GPU: no message
+            key: tuple = (None,)
+        elif scheduler in _PLAN_READS_SIZES_ONLY:
+            if wid not in self.layout:
+                self.layout[wid] = (w.model.layer_names, w.model.params.tobytes(), w.precision)
+            key = (self.layout[wid], scheduler, bucket_mb)
+        elif scheduler in _PLAN_READS_READY_TIMES:
+            key = (wid, scheduler, bucket_mb)
+        else:
+            key = (wid, scheduler, bucket_mb, cost)
+        plan_id = self.ids.get(key)
+        if plan_id is None:
+            plan = self.make(wid, scheduler, bucket_mb, cost)
+            plan_id = self.ids[key] = self.by_value.setdefault(plan, len(self.by_id))
+            if plan_id == len(self.by_id):
+                self.by_id.append(plan)
+        return plan_id
+
+    def make(self, wid: int, scheduler, bucket_mb, cost) -> Plan:
+        if scheduler is None:
+            return Plan("", ())
+        w = self.workloads[wid]
+        if wid not in self.grads:
+            self.grads[wid] = gradient_layers(w.model, w.precision)
+        return make_plan(scheduler, self.grads[wid], cost, bucket_mb=DEFAULT_BUCKET_MB if bucket_mb is None else bucket_mb)
 
 
 def _pool_context():
@@ -314,7 +391,7 @@ def run_grid(
 
     Parameters
     ----------
-    configs : sequence of dict
+    configs : sequence of dict, or ConfigProduct
         Each with ``model`` (a `sim.Model`, a zoo name or a CSV path) and
         ``batch_size``, and any of ``scheduler``, ``precision``,
         ``prefetch``, ``bucket_mb``, ``calibrate_iteration_s`` and the
@@ -344,7 +421,8 @@ def run_grid(
     """
     if jobs is not None:
         check_int("jobs", jobs, 1, max_jobs())
-    configs = list(configs)
+    if not isinstance(configs, ConfigProduct):
+        configs = list(configs)
     check_grid_size(len(configs))
     grid = Grid(configs)
     if not grid.units:

@@ -50,7 +50,7 @@ from sim.core.timeline import frame
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["FastRun", "evaluate", "message_times_s", "single_gpu_iteration_s", "supports"]
+__all__ = ["FastRun", "evaluate", "message_times_s", "single_gpu_iteration_s", "supports", "supports_cost"]
 
 #: Above this many rows the channel recurrence steps through messages with
 #: numpy over all rows; below it, plain floats row by row are faster.
@@ -87,6 +87,11 @@ def supports(plan: Plan, cost, num_layers: int | None = None) -> bool:
             return False
         prev_low = low
     return True
+
+
+def supports_cost(cost) -> bool:
+    """True when the fast path times messages under ``cost`` (an all-reduce cost, not a parameter server's)."""
+    return not isinstance(cost, PSCost)
 
 
 def _chain_ends(start: np.ndarray, durations: np.ndarray) -> np.ndarray:

@@ -60,7 +60,9 @@ def time_plan(model, plan: Plan, costs, *, precision: str = "fp32", iterations: 
         raise SimInputError(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}")
     costs = list(costs)
     n_run = iterations_to_run(plan, iterations)
-    if engine == "auto" and all(fast.supports(plan, c, model.num_layers) for c in costs):
+    # the plan's structure is checked once, each cost's kind on its own
+    if engine == "auto" and costs and fast.supports(plan, costs[0], model.num_layers) and all(
+            fast.supports_cost(c) for c in costs[1:]):
         run = fast.evaluate(model, plan, costs, precision=precision, iterations=n_run, prefetch=prefetch)
         return Timing(run.iteration_time_s, run.phase_metrics(), _Timelines(run, None, iterations), True)
     t_iter = np.empty(len(costs))

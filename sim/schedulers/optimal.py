@@ -41,11 +41,12 @@ def optimal(grads: GradientLayers, cost: CommCost) -> Plan:
     `CommCost`), every later j gives ``E[j-1] - beta S_j + alpha + beta
     S_{i+1}`` (S the byte prefix sums): the best j is the minimum of a key over
     a sliding window, kept in a monotone queue, so the DP takes O(n) time
-    amortised and O(n) memory. The exact ends of the few candidates whose keys
-    are within rounding of the minimum are then compared as the definition
-    computes them, so the plan is the same as the O(n^2) search's to the bit
-    (a step with more near-ties than `_MAX_NEAR_TIES` evaluates its whole
-    window). Any other cost (measured per-layer times, other cost models):
+    amortised and O(n) memory when the minimum is clear. The exact ends of the
+    candidates whose keys are within rounding of the minimum are compared as
+    the definition computes them, so the plan is the same as the O(n^2)
+    search's to the bit; a step with ends tied up to rounding (messages that
+    cost the same either way, common when the channel is far behind) searches
+    its whole window, vectorised, so the worst case stays O(n * backlog). Any other cost (measured per-layer times, other cost models):
     the window [lo, i] searched vectorised, O(n * backlog), O(n^2) at worst.
     """
     n = grads.n
@@ -105,30 +106,28 @@ class _Window:
     """The keys ``E[j-1] - beta S_j`` of j in (lo, i], as a monotone queue.
 
     The queue holds the j whose key is below every later key (its front is
-    the minimum); a j pushed out by a later j' with a key within twice
-    ``slack`` of its own stays attached to j' (``near``), since rounding may
-    still make it the exact minimum (each key is within ``slack`` of its end).
+    the minimum). A j pushed out by a later j' with a key within twice
+    ``slack`` of its own may still be the exact minimum after rounding (each
+    key is within ``slack`` of its end): j' counts such j (``near``), and a
+    step whose minimum has any is searched over its whole window.
     """
 
     def __init__(self, slack: float):
         self.slack = slack
-        self.queue: deque = deque()  # (key, j, near: list of (key, j) or None when too many)
+        self.queue: deque = deque()  # (key, j, near-ties pushed out by it)
 
     def push(self, key: float, j: int) -> None:
-        near: list | None = []
+        near = 0
         queue, bound = self.queue, key + 2 * self.slack
         while queue and queue[-1][0] >= key:
-            k_old, j_old, near_old = queue.pop()
-            if k_old <= bound and near is not None:
-                if near_old is None or len(near) + len(near_old) >= _MAX_NEAR_TIES:
-                    near = None
-                else:
-                    near.append((k_old, j_old))
-                    near.extend(x for x in near_old if x[0] <= bound)
+            k_old, _, near_old = queue.pop()
+            if k_old <= bound:
+                near += 1 + near_old
         queue.append((key, j, near))
 
     def candidates(self, lo: int) -> list[int] | None:
-        """Every j > lo whose key is within twice the slack of the minimum; None when too many."""
+        """Every j > lo whose key is within twice the slack of the minimum; None when
+        some j pushed out of the queue may be one (then the caller searches the window)."""
         queue = self.queue
         while queue and queue[0][1] <= lo:
             queue.popleft()
@@ -139,12 +138,9 @@ class _Window:
         for key, j, near in queue:
             if key > bound:
                 break
-            if near is None:
+            if near or len(found) >= _MAX_NEAR_TIES:
                 return None
             found.append(j)
-            found.extend(jj for kk, jj in near if jj > lo and kk <= bound)
-            if len(found) > _MAX_NEAR_TIES:
-                return None
         return found
 
 
