@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+from array import array
 from collections.abc import Callable, Sequence
 from itertools import repeat
 
@@ -180,7 +181,8 @@ class Grid:
         self._workload_ids: dict[tuple, int] = {}
         self._unit_ids: dict[tuple, int] = {}
         known = set(GRID_KEYS)
-        rows: list[tuple[int, int, int, str]] = []
+        cids, wids, uids = array("q"), array("q"), array("q")  # per row, compact (a million rows: 24 MB)
+        self.scheduler_of_row: list[str] = []
         for row, config in enumerate(configs):
             try:
                 if not isinstance(config, dict):
@@ -188,14 +190,17 @@ class Grid:
                 if not config.keys() <= known:
                     unknown = ", ".join(sorted(map(str, config.keys() - known)))
                     raise SimInputError(f"unknown key(s) {unknown}; valid: {', '.join(GRID_KEYS)}")
-                rows.append(self._resolve(tuple(map(config.get, GRID_KEYS, repeat(_MISSING)))))
+                cid, wid, uid, scheduler = self._resolve(tuple(map(config.get, GRID_KEYS, repeat(_MISSING))))
             except (SimInputError, TypeError) as exc:
                 raise SimInputError(f"configuration {row}: {exc}") from None
-        cids, wids, uids, schedulers = zip(*rows, strict=True) if rows else ((), (), (), ())
-        self.cluster_of_row = np.array(cids, dtype=np.int64)
-        self.workload_of_row = np.array(wids, dtype=np.int64)
-        self.unit_of_row = np.array(uids, dtype=np.int64)
-        self.scheduler_of_row = list(schedulers)
+            cids.append(cid)
+            wids.append(wid)
+            uids.append(uid)
+            self.scheduler_of_row.append(scheduler)
+        self.cluster_of_row = np.frombuffer(cids, dtype=np.int64).copy()
+        self.workload_of_row = np.frombuffer(wids, dtype=np.int64).copy()
+        self.unit_of_row = np.frombuffer(uids, dtype=np.int64).copy()
+        self._unit_ids = {}  # only needed while rows are resolved
 
     def _resolve(self, values: tuple) -> tuple[int, int, int, str]:
         """Validate one distinct configuration (values in `GRID_KEYS` order);
@@ -361,7 +366,7 @@ def _pool_context():
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
-def _run_chunks(payloads: list, jobs: int, client, report: Callable) -> None:
+def _run_chunks(payloads, jobs: int, client, report: Callable, count: int) -> None:
     if client is not None:
         from distributed import as_completed
 
@@ -373,11 +378,17 @@ def _run_chunks(payloads: list, jobs: int, client, report: Callable) -> None:
         for p in payloads:
             report(_evaluate_units(p))
         return
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    with ProcessPoolExecutor(max_workers=min(jobs, len(payloads)), mp_context=_pool_context()) as pool:
-        for future in as_completed([pool.submit(_evaluate_units, p) for p in payloads]):
-            report(future.result())
+    workers = min(jobs, count)
+    pending = iter(payloads)  # made as they are sent: at most two per worker held at once
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
+        running = {pool.submit(_evaluate_units, p) for p in itertools.islice(pending, 2 * workers)}
+        while running:
+            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                report(future.result())
+                running |= {pool.submit(_evaluate_units, p) for p in itertools.islice(pending, 1)}
 
 
 def run_grid(
@@ -437,7 +448,8 @@ def run_grid(
     parts = workers * _CHUNKS_PER_WORKER if parallel else (16 if progress else 1)
     chunks = grid.chunks(min(parts, len(grid.units)))
     collector = _Results(grid, len(configs), progress)
-    _run_chunks([grid.payload(c) for c in chunks], workers if parallel else 1, client, collector)
+    payloads = [grid.payload(c) for c in chunks] if client is not None else (grid.payload(c) for c in chunks)
+    _run_chunks(payloads, workers if parallel else 1, client, collector, len(chunks))
     return _frame(grid, collector.results)
 
 
