@@ -26,6 +26,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from sim.schedulers.names import BUCKET, DDP, HOROVOD, MGWFBP, OPTIMAL, SEQUENTIAL, SYNCEASGD, WFBP  # noqa: E402
 
 #: Code every child starts with: the reference recurrence, a CPU timer, synthetic models.
 PRELUDE = r'''
@@ -98,7 +101,8 @@ def child(body: str, timeout_s: float) -> dict:
 
 def growth(sizes, times) -> list[str]:
     out = []
-    for (n1, t1), (n2, t2) in zip(zip(sizes, times), zip(sizes[1:], times[1:])):
+    pairs = list(zip(sizes, times, strict=True))
+    for (n1, t1), (n2, t2) in zip(pairs, pairs[1:], strict=False):
         out.append(f"n^{math.log(t2 / t1) / math.log(n2 / n1):.2f}" if t1 and t2 else "")
     return out
 
@@ -251,7 +255,7 @@ done(ref=ref, t=t)
 
 
 #: Schedulers timed by the fast path (the rest and every parameter-server method use the general engine).
-_FAST_SCHEDULERS = ("sequential", "wfbp", "synceasgd", "mgwfbp", "optimal", "bucket", "horovod", "ddp")
+_FAST_SCHEDULERS = (SEQUENTIAL, WFBP, SYNCEASGD, MGWFBP, OPTIMAL, BUCKET, HOROVOD, DDP)
 
 
 def bench_workers(out) -> dict:
@@ -327,7 +331,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="10 batch sizes, fewer repeats, no 100k general-engine runs")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--output", type=Path, default=None)
-    parser.add_argument("--only", default=None, help="comma-separated: import,simulate,sweep,optimal,schedulers,workers")
+    parser.add_argument("--only", default=None, help="comma-separated: import,simulate,sweep,dp (the optimal scheduler),schedulers,workers")
     args = parser.parse_args(argv)
     lines: list[str] = []
 
@@ -345,7 +349,7 @@ def main(argv=None) -> int:
         "import": lambda: bench_import(out, 5 if args.quick else 9),
         "simulate": lambda: bench_simulate(out),
         "sweep": lambda: bench_sweep(out, 10 if args.quick else 190, args.jobs),
-        "optimal": lambda: bench_optimal(out, [1000, 10000, 100000]),
+        "dp": lambda: bench_optimal(out, [1000, 10000, 100000]),
         "schedulers": lambda: bench_schedulers(out, [1000, 10000, 100000], args.quick),
         "workers": lambda: bench_workers(out),
     }

@@ -41,14 +41,15 @@ from sim.checks import check_int
 from sim.cluster import Cluster
 from sim.core.cost import NO_COMM, CommCost
 from sim.core.metrics import METRIC_KEYS, PHASE_KEYS, rates
-from sim.core.plan import NO_GRADIENTS, GradientLayers, Plan, gradient_layers
+from sim.core.plan import NO_GRADIENTS
 from sim.core.run import single_gpu_iteration_s, time_plan
 from sim.core.workload import check_run_args, resolve_model
 from sim.errors import SimInputError
 from sim.model import Model, load_model
 from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
-from sim.schedulers.names import BUCKET, DDP, HOROVOD, OPTIMAL, SEQUENTIAL, SYNCEASGD, WFBP
+from sim.schedulers.names import OPTIMAL, WFBP
 from sim.schedulers.registry import knob_reads
+from sim.sweep_plans import PlanCache
 
 __all__ = ["GRID_KEYS", "MAX_CONFIGS", "ConfigProduct", "MAX_JOBS_PER_CORE", "SERIAL_WORK_LIMIT", "check_grid_size", "default_jobs",
            "max_jobs", "run_grid"]
@@ -77,13 +78,6 @@ _MISSING = object()
 _PHASES = PHASE_KEYS
 
 Progress = Callable[[int, int], None]
-
-#: What a scheduler's plan reads besides the layers' gradient sizes (and its bucket size): these
-#: read nothing else, so one plan serves every network, GPU count and batch size of a model ...
-_PLAN_READS_SIZES_ONLY = frozenset({SEQUENTIAL, WFBP, SYNCEASGD, BUCKET, DDP})
-#: ... these read the ready times too (one plan per workload), never the cost; any other reads the cost.
-_PLAN_READS_READY_TIMES = frozenset({HOROVOD})
-
 
 class ConfigProduct(Sequence):
     """Every combination of some values, as configuration dicts made on demand.
@@ -286,7 +280,7 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
     the phase metrics, ``num_messages`` and ``groups`` (layer names).
     """
     workloads, units = payload
-    plans = _Plans(workloads)
+    plans = PlanCache(workloads)
     by_plan: dict[tuple, list[int]] = {}
     for pos, (_, wid, scheduler, bucket_mb, cost) in enumerate(units):
         by_plan.setdefault((wid, plans.get(wid, scheduler, bucket_mb, cost)), []).append(pos)
@@ -309,48 +303,6 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
         for p in positions:
             out["groups"][p] = groups  # one list per plan, shared by its rows
     return np.array([u[0] for u in units], dtype=np.int64), out
-
-
-class _Plans:
-    """Each distinct plan of a worker's evaluations, made once: a plan that reads only the
-    gradient sizes serves every workload of the model, one that reads the ready times every
-    cost of its workload (`_PLAN_READS_SIZES_ONLY`, `_PLAN_READS_READY_TIMES`)."""
-
-    def __init__(self, workloads: dict):
-        self.workloads = workloads
-        self.grads: dict[int, GradientLayers] = {}
-        self.ids: dict[tuple, int] = {}  # plan key -> plan id
-        self.by_value: dict[Plan, int] = {}  # equal plans made under different keys share an id
-        self.by_id: list[Plan] = []
-        self.layout: dict[int, tuple] = {}
-
-    def get(self, wid: int, scheduler, bucket_mb, cost) -> int:
-        w = self.workloads[wid]
-        if scheduler is None:  # one GPU: no message
-            key: tuple = (None,)
-        elif scheduler in _PLAN_READS_SIZES_ONLY:
-            if wid not in self.layout:
-                self.layout[wid] = (w.model.layer_names, w.model.params.tobytes(), w.precision)
-            key = (self.layout[wid], scheduler, bucket_mb)
-        elif scheduler in _PLAN_READS_READY_TIMES:
-            key = (wid, scheduler, bucket_mb)
-        else:
-            key = (wid, scheduler, bucket_mb, cost)
-        plan_id = self.ids.get(key)
-        if plan_id is None:
-            plan = self.make(wid, scheduler, bucket_mb, cost)
-            plan_id = self.ids[key] = self.by_value.setdefault(plan, len(self.by_id))
-            if plan_id == len(self.by_id):
-                self.by_id.append(plan)
-        return plan_id
-
-    def make(self, wid: int, scheduler, bucket_mb, cost) -> Plan:
-        if scheduler is None:
-            return Plan("", ())
-        w = self.workloads[wid]
-        if wid not in self.grads:
-            self.grads[wid] = gradient_layers(w.model, w.precision)
-        return make_plan(scheduler, self.grads[wid], cost, bucket_mb=DEFAULT_BUCKET_MB if bucket_mb is None else bucket_mb)
 
 
 def _pool_context():

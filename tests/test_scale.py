@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import sim
-from sim import parallel
+from sim import sweep_plans
 from sim.comm import CommCost
 from sim.core.plan import GradientLayers, gradient_layers
 from sim.parallel import ConfigProduct, run_grid
@@ -68,12 +68,12 @@ def test_plans_declared_cost_free_do_not_read_the_cost_or_batch():
     costs = [CommCost(0.0, 0.0), CommCost(1e-3, 1e-9), CommCost(5e-5, 1e-11)]
     for batch in (8, 64):
         grads = gradient_layers(model.timed(gpu="v100-sxm2", batch_size=batch), "fp32")
-        for name in sorted(parallel._PLAN_READS_SIZES_ONLY):
+        for name in sorted(sweep_plans.PLAN_READS_SIZES_ONLY):
             plans = {make_plan(name, grads, c, bucket_mb=4.0) for c in costs}
             ref = make_plan(name, gradient_layers(model.timed(gpu="v100-sxm2", batch_size=32), "fp32"), costs[0],
                             bucket_mb=4.0)
             assert plans == {ref}, name
-        for name in sorted(parallel._PLAN_READS_READY_TIMES):
+        for name in sorted(sweep_plans.PLAN_READS_READY_TIMES):
             assert len({make_plan(name, grads, c) for c in costs}) == 1, name
 
 
@@ -91,3 +91,22 @@ def test_a_product_gives_the_rows_of_its_list():
 def test_a_product_names_an_unknown_key():
     with pytest.raises(sim.SimInputError, match="gpu_count"):
         ConfigProduct(gpu_count=[1])
+
+
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_single_gpu_time_on_floats_equals_the_fast_path(prefetch):
+    """`sim.core.run.single_gpu_iteration_s` times one GPU on plain floats: the same bits as the arrays."""
+    from sim.core import fast
+    from sim.core import run as core_run
+    from sim.core.cost import NO_COMM
+    from sim.core.plan import Plan
+
+    rng = np.random.default_rng(int(prefetch))
+    for _ in range(200):
+        n = int(rng.integers(1, 300))
+        fwd = rng.uniform(0, 1e-2, n) * (rng.random(n) > 0.1)
+        model = sim.Model("m", tuple(f"l{i}" for i in range(n)), rng.integers(0, 10**6, n), fwd,
+                          rng.uniform(0, 2e-2, n), io_s=float(rng.choice([0, 1e-3, 5e-2])),
+                          h2d_s=float(rng.choice([0, 1e-3, 3e-2])), update_s=float(rng.choice([0, 2e-3])))
+        arrays = fast.evaluate(model, Plan("", ()), NO_COMM, iterations=2, prefetch=prefetch)
+        assert core_run.single_gpu_iteration_s(model, prefetch=prefetch) == float(arrays.iteration_time_s[0])
