@@ -288,6 +288,7 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
     out: dict = {k: np.empty(size) for k in ("iteration_time_s", *_PHASES)}
     out["num_messages"] = np.empty(size, dtype=np.int64)
     out["groups"] = [None] * size
+    named: dict[tuple, list] = {}  # one groups list per plan and layer names, shared by every workload's rows
     for (wid, plan_id), positions in by_plan.items():
         plan, w = plans.by_id[plan_id], workloads[wid]
         costs = [units[p][4] for p in positions]
@@ -298,7 +299,9 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
         for name, values in timing.phases.items():
             out[name][idx] = values
         names = w.model.layer_names
-        groups = [[names[i] for i in members] for members in plan.groups]
+        groups = named.get((plan_id, names))
+        if groups is None:
+            groups = named[(plan_id, names)] = [[names[i] for i in members] for members in plan.groups]
         out["num_messages"][idx] = len(groups)
         for p in positions:
             out["groups"][p] = groups  # one list per plan, shared by its rows
