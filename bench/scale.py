@@ -19,6 +19,7 @@ import argparse
 import json
 import math
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -96,7 +97,10 @@ def child(body: str, timeout_s: float) -> dict:
         if line.startswith("RESULT "):
             return json.loads(line[7:])
     last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-    return {"error": ("refused: " if "SimInputError" in last else "failed: ") + last[-160:]}
+    budget = re.search(r"about ([\d,]+) tasks", last)
+    if budget:
+        return {"error": f"refused: about {budget.group(1)} tasks > MAX_TASKS"}
+    return {"error": ("refused: " if "SimInputError" in last else "failed: ") + last[-120:]}
 
 
 def growth(sizes, times) -> list[str]:
