@@ -476,4 +476,4 @@ def _frame(grid: Grid, results: dict) -> pd.DataFrame:
         "num_messages": results["num_messages"][unit],
         "groups": [results["groups"][u] for u in unit.tolist()],
     }
-    return pd.DataFrame(data, columns=list(METRIC_KEYS))
+    return pd.DataFrame(data, columns=list(METRIC_KEYS), copy=False)  # the arrays are this frame's alone
