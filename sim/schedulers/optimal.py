@@ -13,7 +13,7 @@ from sim.schedulers.base import plan_from_spans
 from sim.schedulers.names import OPTIMAL
 from sim.schedulers.registry import SchedulerSpec, ignoring_options, register
 
-__all__ = ["optimal"]
+__all__ = ["optimal", "plan_from_choices"]
 
 #: Near-tied candidates (see `_choices_affine`) evaluated one by one at most; more, and
 #: that step evaluates its whole window, vectorised, as the general DP does.
@@ -59,6 +59,13 @@ def optimal(grads: GradientLayers, cost: CommCost) -> Plan:
     choice = _choices_affine(r, cum, cost) if monotone and _is_affine(cost) else None
     if choice is None:
         choice = _choices_general(grads, r, b, cum, cost, monotone)
+    return plan_from_choices(grads, choice)
+
+
+def plan_from_choices(grads: GradientLayers, choice) -> Plan:
+    """The plan of the DP's choices: ``choice[i]`` is the first sending position of
+    the message that ends at position i (output layer first)."""
+    n = grads.n
     spans_send: list[tuple[int, int]] = []
     i = n - 1
     while i >= 0:
