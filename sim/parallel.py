@@ -311,13 +311,24 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
 def _pool_context():
     """How to start worker processes: fork when this process runs one thread
     (fastest, nothing re-imported); forking a threaded process (a dashboard,
-    a Dask client) may deadlock, so then from a fork server, else spawn."""
+    a Dask client) may deadlock, so then from a fork server, else spawn.
+
+    Both of those import the main module again in every worker. A main
+    *script* (``python sweep.py``, no ``if __name__ == "__main__"`` guard
+    needed with fork) would run again there, start its own Dask client or
+    sweep, and break the pool: then None, and the caller runs the chunks in
+    this process (the same rows; pass the Dask client as ``client=`` to use
+    its workers instead)."""
     import multiprocessing
+    import sys
     import threading
 
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
+    main = sys.modules.get("__main__")
+    if getattr(getattr(main, "__spec__", None), "name", None) is None and getattr(main, "__file__", None):
+        return None  # a main script: a worker would run it again
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
@@ -329,7 +340,8 @@ def _run_chunks(payloads, jobs: int, client, report: Callable, count: int) -> No
         for future in as_completed(futures):
             report(future.result())
         return
-    if jobs <= 1:
+    context = _pool_context() if jobs > 1 else None
+    if context is None:
         for p in payloads:
             report(_evaluate_units(p))
         return
@@ -337,7 +349,7 @@ def _run_chunks(payloads, jobs: int, client, report: Callable, count: int) -> No
 
     workers = min(jobs, count)
     pending = iter(payloads)  # made as they are sent: at most two per worker held at once
-    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context()) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         running = {pool.submit(_evaluate_units, p) for p in itertools.islice(pending, 2 * workers)}
         while running:
             finished, running = wait(running, return_when=FIRST_COMPLETED)

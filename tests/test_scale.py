@@ -110,3 +110,26 @@ def test_single_gpu_time_on_floats_equals_the_fast_path(prefetch):
                           h2d_s=float(rng.choice([0, 1e-3, 3e-2])), update_s=float(rng.choice([0, 2e-3])))
         arrays = fast.evaluate(model, Plan("", ()), NO_COMM, iterations=2, prefetch=prefetch)
         assert core_run.single_gpu_iteration_s(model, prefetch=prefetch) == float(arrays.iteration_time_s[0])
+
+
+def test_a_threaded_main_script_is_not_run_again_by_the_pool(tmp_path):
+    """The fork-server trap: after a Dask client (any thread) exists, worker processes would import
+    an unguarded main script again and run it; run_grid then stays in this process instead."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "sweep_script.py"
+    script.write_text(
+        "import sys, threading, time\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})\n"
+        "print('main ran', flush=True)\n"
+        "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+        "import sim\n"
+        "from sim.parallel import ConfigProduct, run_grid\n"
+        "grid = ConfigProduct(model=sim.load_model('resnet50'), gpus=[2, 4], network=['10gbe', '100gbe'], "
+        "batch_size=[8, 16])\n"
+        "print(len(run_grid(grid, jobs=2)), flush=True)\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-500:]
+    assert proc.stdout.split() == ["main", "ran", "8"]
