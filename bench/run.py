@@ -37,8 +37,8 @@ from sim.api import simulate_dag  # noqa: E402
 from sim.comm import CommCost  # noqa: E402
 from sim.dag import build_dag, gradient_layers  # noqa: E402
 from sim.schedulers import GradientLayers, Plan, make_plan, optimal  # noqa: E402
-from sim.schedulers.base import plan_from_spans  # noqa: E402
 from sim.schedulers.names import BUCKET, MGWFBP, OPTIMAL, SEQUENTIAL, SYNCEASGD, WFBP  # noqa: E402
+from sim.schedulers.optimal import plan_from_choices  # noqa: E402
 
 CNN150 = ROOT / "bench" / "data" / "cnn150.csv"
 GPU_COUNTS = [2**k for k in range(11)]  # 1 .. 1024
@@ -125,13 +125,7 @@ def optimal_quadratic(grads: GradientLayers, cost: CommCost) -> Plan:
         choice[i] = j
         if i + 1 < n:
             prev[i + 1] = ends[j]
-    spans, i = [], n - 1
-    while i >= 0:
-        j = int(choice[i])
-        spans.append((j, i))
-        i = j - 1
-    spans.reverse()
-    return plan_from_spans(OPTIMAL, grads, [(n - 1 - j, n - 1 - i) for j, i in spans])
+    return plan_from_choices(grads, choice)
 
 
 def synthetic_grads(n: int, seed: int = 0) -> GradientLayers:

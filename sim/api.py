@@ -13,9 +13,9 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from sim.catalog import get_gpu
 from sim.checks import check_choice, check_float
@@ -29,7 +29,7 @@ from sim.core.run import single_gpu_iteration_s, time_plan
 from sim.core.timeline import COMPUTE_KINDS, interval_overlap_s
 from sim.core.workload import calibrate, check_run_args, resolve_model
 from sim.errors import SimInputError
-from sim.frameworks import resolve_framework
+from sim.frameworks import framework_name
 from sim.memory import DEFAULT_OPTIMIZER, OPTIMIZERS
 from sim.model import Model, bytes_per_param
 from sim.resources import RESOURCE_KEYS, resource_columns, resource_metrics
@@ -37,6 +37,9 @@ from sim.schedulers import DEFAULT_BUCKET_MB, SchedulerOptions, make_plan
 from sim.schedulers.names import WFBP
 from sim.schedulers.registry import get_spec, settings_of
 from sim.tensors import GRADIENTS, gradients_of, with_parent_layers
+
+if TYPE_CHECKING:  # pandas is imported where a frame is built, not with sim
+    import pandas as pd
 
 __all__ = [
     "ARCHITECTURES", "COMPUTE_KINDS", "GRADIENTS", "METRIC_KEYS", "OPTIMIZERS", "RESOURCE_KEYS", "SimResult",
@@ -269,9 +272,7 @@ def run_metrics(model: Model, cluster: Cluster, scheduler: str, batch_size: int,
         "throughput_samples_per_s": batch_size * cluster.gpus / t_iter, **phases,
         **{k: v for k, v in rates(batch_size, cluster.gpus, t_iter, single_s).items() if k != "throughput_samples_per_s"},
         "num_messages": len(groups), "groups": groups, "params": model.total_params, "gradients": gradients_of(model),
-        # the framework whose per-message costs the run includes (sim.frameworks); none with a fixed alpha-beta
-        "framework": "none" if cluster.alpha_s is not None else
-        resolve_framework(cluster.framework, scheduler, architecture).name,
+        "framework": framework_name(cluster, scheduler, architecture),  # sim.frameworks
         "interference_s": float(phases.get("interference_s", 0.0)),
     }
 

@@ -44,7 +44,8 @@ from sim.schedulers.names import (
     WFBP,
 )
 
-__all__ = ["AUTO", "DEFAULT_FRAMEWORK", "FRAMEWORKS_PATH", "Framework", "framework_for", "framework_names",
+__all__ = ["AUTO", "DEFAULT_FRAMEWORK", "FRAMEWORKS_PATH", "Framework", "framework_for", "framework_name",
+           "framework_names",
            "get_framework", "resolve_framework", "with_framework"]
 
 FRAMEWORKS_PATH = DATA_DIR / "frameworks.csv"
@@ -131,6 +132,13 @@ def resolve_framework(name: str, scheduler: str, architecture: str = "allreduce"
     if launch_us is not None:
         fw = dataclasses.replace(fw, launch_s=float(launch_us) * 1e-6)
     return fw
+
+
+def framework_name(cluster, scheduler: str, architecture: str = "allreduce") -> str:
+    """The framework whose per-message costs a run includes (``none`` with a fixed alpha-beta)."""
+    if cluster.alpha_s is not None:
+        return "none"
+    return resolve_framework(cluster.framework, scheduler, architecture).name
 
 
 def _plus(cost, alpha_s: float, beta_s_per_byte: float, label: str):

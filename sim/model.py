@@ -20,9 +20,9 @@ import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from sim.checks import check_int
 from sim.errors import SimInputError
@@ -35,6 +35,9 @@ from sim.tensors import (
     tensor_view_fields,
     tensors_cell,
 )
+
+if TYPE_CHECKING:  # pandas is imported where a table is read or built, not with sim
+    import pandas as pd
 
 __all__ = [
     "BYTES_PER_PARAM",
@@ -226,6 +229,8 @@ class Model:
 
     def layers_frame(self) -> pd.DataFrame:
         """The layer table in CSV units (milliseconds)."""
+        import pandas as pd
+
         frame = pd.DataFrame({"name": list(self.layer_names), "params": self.params})
         if self.fwd_s is not None:
             frame["fwd_ms"] = self.fwd_s * 1e3
@@ -258,10 +263,8 @@ class Model:
             return self
         from sim.compute import layer_times_s, update_time_s
 
-        fwd, bwd = layer_times_s(
-            self.layer_types, self.fwd_flops, self.params, self.out_elems,
-            gpu=gpu, batch_size=batch_size, precision=precision,
-        )
+        fwd, bwd = layer_times_s(self.layer_types, self.fwd_flops, self.params, self.out_elems,
+                                 gpu=gpu, batch_size=batch_size, precision=precision)
         update = self.update_s + update_time_s(self.total_params, gpu=gpu, precision=precision,
                                                **({"optimizer": optimizer} if optimizer else {}))
         extra = {**self.extra, "times": f"estimated for {gpu}, batch {batch_size}, {precision} (roofline)"}
@@ -269,6 +272,8 @@ class Model:
 
 
 def _numeric_column(frame: pd.DataFrame, column: str, where: str, *, integer: bool) -> np.ndarray:
+    import pandas as pd
+
     values = pd.to_numeric(frame[column], errors="coerce")
     for i, (raw, val) in enumerate(zip(frame[column], values, strict=True)):
         row = i + 2  # header is line 1
@@ -362,6 +367,8 @@ def check_csv_shape(text: str, where: str) -> None:
 
 
 def _read_csv(text_or_path: str | Path, where: str) -> pd.DataFrame:
+    import pandas as pd
+
     try:
         text = text_or_path.read_text(encoding="utf-8") if isinstance(text_or_path, Path) else text_or_path
         check_csv_shape(text, where)

@@ -28,7 +28,9 @@ pool or to a Dask cluster, and each row is filled from its evaluation.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
+from array import array
 from collections.abc import Callable, Sequence
 from itertools import repeat
 
@@ -39,18 +41,19 @@ from sim.checks import check_int
 from sim.cluster import Cluster
 from sim.core.cost import NO_COMM, CommCost
 from sim.core.metrics import METRIC_KEYS, PHASE_KEYS, rates
-from sim.core.plan import NO_GRADIENTS, GradientLayers, Plan, gradient_layers
+from sim.core.plan import NO_GRADIENTS
 from sim.core.run import single_gpu_iteration_s, time_plan
 from sim.core.workload import check_run_args, resolve_model
 from sim.errors import SimInputError
-from sim.frameworks import resolve_framework
+from sim.frameworks import framework_name
 from sim.model import Model, load_model
 from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
 from sim.schedulers.names import OPTIMAL, WFBP
 from sim.schedulers.registry import knob_reads
+from sim.sweep_plans import PlanCache
 from sim.tensors import gradients_of
 
-__all__ = ["GRID_KEYS", "MAX_CONFIGS", "MAX_JOBS_PER_CORE", "SERIAL_WORK_LIMIT", "check_grid_size", "default_jobs",
+__all__ = ["GRID_KEYS", "MAX_CONFIGS", "ConfigProduct", "MAX_JOBS_PER_CORE", "SERIAL_WORK_LIMIT", "check_grid_size", "default_jobs",
            "max_jobs", "run_grid"]
 
 _CLUSTER_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Cluster)}
@@ -78,6 +81,44 @@ _PHASES = (*PHASE_KEYS, "interference_s")
 
 Progress = Callable[[int, int], None]
 
+class ConfigProduct(Sequence):
+    """Every combination of some values, as configuration dicts made on demand.
+
+    ``ConfigProduct(model=["resnet50", "vgg16"], gpus=[2, 4], batch_size=32)``
+    is the four configurations of the two models and GPU counts (a value that
+    is not a list or tuple is the same in every one), the last key varying
+    fastest. `run_grid` takes it as it takes a list, without a million dicts
+    held at once.
+    """
+
+    def __init__(self, **axes):
+        unknown = sorted(set(axes) - set(GRID_KEYS))
+        if unknown:
+            raise SimInputError(f"unknown key(s) {', '.join(unknown)}; valid: {', '.join(GRID_KEYS)}")
+        self.keys = tuple(axes)
+        self.values = tuple(tuple(v) if isinstance(v, list | tuple) else (v,) for v in axes.values())
+        self._len = int(np.prod([len(v) for v in self.values], dtype=object)) if self.values else 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self):
+        keys = self.keys
+        for combo in itertools.product(*self.values):
+            yield dict(zip(keys, combo, strict=True))
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._len))]
+        if not -self._len <= i < self._len:
+            raise IndexError("configuration index out of range")
+        i %= self._len
+        combo = []
+        for values in reversed(self.values):
+            i, k = divmod(i, len(values))
+            combo.append(values[k])
+        return dict(zip(self.keys, reversed(combo), strict=True))
+
 
 def _timing_cost(cost: CommCost) -> CommCost:
     """``cost`` without its label when only alpha and beta (and size regimes) time it, so that
@@ -87,8 +128,9 @@ def _timing_cost(cost: CommCost) -> CommCost:
 
 #: Worker processes at most per core: more only compete for the same cores (raise it here).
 MAX_JOBS_PER_CORE = 4
-#: Configurations in one grid at most (raise it here; each is a full simulation).
-MAX_CONFIGS = 200_000
+#: Configurations in one grid at most (raise it here). A million configurations of
+#: the zoo take under a minute on 2 cores and under 1 GiB (BENCHMARKS.md).
+MAX_CONFIGS = 2_000_000
 
 
 def max_jobs() -> int:
@@ -135,7 +177,8 @@ class Grid:
         self._workload_ids: dict[tuple, int] = {}
         self._unit_ids: dict[tuple, int] = {}
         known = set(GRID_KEYS)
-        rows: list[tuple[int, int, int, str]] = []
+        cids, wids, uids = array("q"), array("q"), array("q")  # per row, compact (a million rows: 24 MB)
+        self.scheduler_of_row: list[str] = []
         for row, config in enumerate(configs):
             try:
                 if not isinstance(config, dict):
@@ -143,14 +186,17 @@ class Grid:
                 if not config.keys() <= known:
                     unknown = ", ".join(sorted(map(str, config.keys() - known)))
                     raise SimInputError(f"unknown key(s) {unknown}; valid: {', '.join(GRID_KEYS)}")
-                rows.append(self._resolve(tuple(map(config.get, GRID_KEYS, repeat(_MISSING)))))
+                cid, wid, uid, scheduler = self._resolve(tuple(map(config.get, GRID_KEYS, repeat(_MISSING))))
             except (SimInputError, TypeError) as exc:
                 raise SimInputError(f"configuration {row}: {exc}") from None
-        cids, wids, uids, schedulers = zip(*rows, strict=True) if rows else ((), (), (), ())
-        self.cluster_of_row = np.array(cids, dtype=np.int64)
-        self.workload_of_row = np.array(wids, dtype=np.int64)
-        self.unit_of_row = np.array(uids, dtype=np.int64)
-        self.scheduler_of_row = list(schedulers)
+            cids.append(cid)
+            wids.append(wid)
+            uids.append(uid)
+            self.scheduler_of_row.append(scheduler)
+        self.cluster_of_row = np.frombuffer(cids, dtype=np.int64).copy()
+        self.workload_of_row = np.frombuffer(wids, dtype=np.int64).copy()
+        self.unit_of_row = np.frombuffer(uids, dtype=np.int64).copy()
+        self._unit_ids = {}  # only needed while rows are resolved
 
     def _resolve(self, values: tuple) -> tuple[int, int, int, str]:
         """Validate one distinct configuration (values in `GRID_KEYS` order);
@@ -237,28 +283,17 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
     the phase metrics, ``num_messages`` and ``groups`` (layer names).
     """
     workloads, units = payload
-    grads: dict[int, GradientLayers] = {}
+    plans = PlanCache(workloads)
     by_plan: dict[tuple, list[int]] = {}
-    plans: dict[tuple, Plan] = {}
     for pos, (_, wid, scheduler, bucket_mb, cost) in enumerate(units):
-        w = workloads[wid]
-        if scheduler is None:
-            plan = Plan("", ())
-        else:
-            if wid not in grads:
-                grads[wid] = gradient_layers(w.model, w.precision)
-            bucket_mb = DEFAULT_BUCKET_MB if bucket_mb is None else bucket_mb
-            plan = make_plan(scheduler, grads[wid], cost, bucket_mb=bucket_mb)
-        key = (wid, plan)
-        plans.setdefault(key, plan)
-        by_plan.setdefault(key, []).append(pos)
+        by_plan.setdefault((wid, plans.get(wid, scheduler, bucket_mb, cost)), []).append(pos)
     size = len(units)
     out: dict = {k: np.empty(size) for k in ("iteration_time_s", *_PHASES)}
     out["num_messages"] = np.empty(size, dtype=np.int64)
     out["groups"] = [None] * size
-    for key, positions in by_plan.items():
-        wid, plan = key[0], plans[key]
-        w = workloads[wid]
+    named: dict[tuple, list] = {}  # one groups list per plan and layer names, shared by every workload's rows
+    for (wid, plan_id), positions in by_plan.items():
+        plan, w = plans.by_id[plan_id], workloads[wid]
         costs = [units[p][4] for p in positions]
         idx = np.asarray(positions)
         timing = time_plan(w.model, plan, costs, precision=w.precision, iterations=1, prefetch=w.prefetch,
@@ -267,7 +302,9 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
         for name, values in timing.phases.items():
             out[name][idx] = values
         names = w.model.layer_names
-        groups = [[names[i] for i in members] for members in plan.groups]
+        groups = named.get((plan_id, names))
+        if groups is None:
+            groups = named[(plan_id, names)] = [[names[i] for i in members] for members in plan.groups]
         out["num_messages"][idx] = len(groups)
         for p in positions:
             out["groups"][p] = groups  # one list per plan, shared by its rows
@@ -277,17 +314,28 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
 def _pool_context():
     """How to start worker processes: fork when this process runs one thread
     (fastest, nothing re-imported); forking a threaded process (a dashboard,
-    a Dask client) may deadlock, so then from a fork server, else spawn."""
+    a Dask client) may deadlock, so then from a fork server, else spawn.
+
+    Both of those import the main module again in every worker. A main
+    *script* (``python sweep.py``, no ``if __name__ == "__main__"`` guard
+    needed with fork) would run again there, start its own Dask client or
+    sweep, and break the pool: then None, and the caller runs the chunks in
+    this process (the same rows; pass the Dask client as ``client=`` to use
+    its workers instead)."""
     import multiprocessing
+    import sys
     import threading
 
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
+    main = sys.modules.get("__main__")
+    if getattr(getattr(main, "__spec__", None), "name", None) is None and getattr(main, "__file__", None):
+        return None  # a main script: a worker would run it again
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
-def _run_chunks(payloads: list, jobs: int, client, report: Callable) -> None:
+def _run_chunks(payloads, jobs: int, client, report: Callable, count: int) -> None:
     if client is not None:
         from distributed import as_completed
 
@@ -295,15 +343,22 @@ def _run_chunks(payloads: list, jobs: int, client, report: Callable) -> None:
         for future in as_completed(futures):
             report(future.result())
         return
-    if jobs <= 1:
+    context = _pool_context() if jobs > 1 else None
+    if context is None:
         for p in payloads:
             report(_evaluate_units(p))
         return
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    with ProcessPoolExecutor(max_workers=min(jobs, len(payloads)), mp_context=_pool_context()) as pool:
-        for future in as_completed([pool.submit(_evaluate_units, p) for p in payloads]):
-            report(future.result())
+    workers = min(jobs, count)
+    pending = iter(payloads)  # made as they are sent: at most two per worker held at once
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        running = {pool.submit(_evaluate_units, p) for p in itertools.islice(pending, 2 * workers)}
+        while running:
+            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                report(future.result())
+                running |= {pool.submit(_evaluate_units, p) for p in itertools.islice(pending, 1)}
 
 
 def run_grid(
@@ -317,7 +372,7 @@ def run_grid(
 
     Parameters
     ----------
-    configs : sequence of dict
+    configs : sequence of dict, or ConfigProduct
         Each with ``model`` (a `sim.Model`, a zoo name or a CSV path) and
         ``batch_size``, and any of ``scheduler``, ``precision``,
         ``prefetch``, ``bucket_mb``, ``calibrate_iteration_s`` and the
@@ -347,7 +402,8 @@ def run_grid(
     """
     if jobs is not None:
         check_int("jobs", jobs, 1, max_jobs())
-    configs = list(configs)
+    if not isinstance(configs, ConfigProduct):
+        configs = list(configs)
     check_grid_size(len(configs))
     grid = Grid(configs)
     if not grid.units:
@@ -362,7 +418,8 @@ def run_grid(
     parts = workers * _CHUNKS_PER_WORKER if parallel else (16 if progress else 1)
     chunks = grid.chunks(min(parts, len(grid.units)))
     collector = _Results(grid, len(configs), progress)
-    _run_chunks([grid.payload(c) for c in chunks], workers if parallel else 1, client, collector)
+    payloads = [grid.payload(c) for c in chunks] if client is not None else (grid.payload(c) for c in chunks)
+    _run_chunks(payloads, workers if parallel else 1, client, collector, len(chunks))
     return _frame(grid, collector.results)
 
 
@@ -433,14 +490,9 @@ def _frame(grid: Grid, results: dict) -> pd.DataFrame:
         **{k: v for k, v in rates(batch, gpus, t_iter, single).items() if k != "throughput_samples_per_s"},
         "num_messages": results["num_messages"][unit],
         "groups": [results["groups"][u] for u in unit.tolist()],
-        "framework": [_framework_name(grid.clusters[c][0], s) for c, s in zip(cl.tolist(), grid.scheduler_of_row,
-                                                                               strict=True)],
+        "framework": [framework_name(grid.clusters[c][0], s) for c, s in zip(cl.tolist(), grid.scheduler_of_row,
+                                                                              strict=True)],
         "params": per_workload(lambda w: w.model.total_params, np.int64),
         "gradients": per_workload(lambda w: gradients_of(w.model)),
     }
-    return pd.DataFrame(data, columns=list(METRIC_KEYS))
-
-
-def _framework_name(cluster: Cluster, scheduler: str) -> str:
-    """The framework a row's run includes, as `sim.api.run_metrics` names it."""
-    return "none" if cluster.alpha_s is not None else resolve_framework(cluster.framework, scheduler).name
+    return pd.DataFrame(data, columns=list(METRIC_KEYS), copy=False)  # the arrays are this frame's alone

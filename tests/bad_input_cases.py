@@ -391,7 +391,7 @@ API_CASES: list[tuple[str, str, str]] = [
     ("sweep_jobs_huge", "sweep(tiny, Cluster(gpus=1), gpus=[2] * 40, schedulers=['wfbp'], batch_size=8, jobs=100000)",
      "jobs must be a whole number <="),
     ("sweep_jobs_zero", "sweep(tiny, Cluster(gpus=1), gpus=[2], schedulers=['wfbp'], batch_size=8, jobs=0)", "jobs"),
-    ("sweep_too_big", "sweep(tiny, Cluster(gpus=1), gpus=list(range(1, 1001)), schedulers=['wfbp'] * 300, "
+    ("sweep_too_big", "sweep(tiny, Cluster(gpus=1), gpus=list(range(1, 10001)), schedulers=['wfbp'] * 300, "
      "batch_size=8)", "MAX_CONFIGS"),
     ("sweep_bad_scheduler", "sweep(tiny, Cluster(gpus=1), gpus=[2], schedulers=['nosuch'], batch_size=8)", "nosuch"),
     ("sweep_empty_networks", "sweep(tiny, Cluster(gpus=1), gpus=[2], schedulers=['wfbp'], batch_size=8, networks=[])",

@@ -179,7 +179,7 @@ def test_the_old_networkx_path_gives_the_same_timeline():
     from sim.tensors import with_parent_layers
     from sim.timeline import timeline_frame
 
-    cluster = sim.Cluster(gpus=8)
+    cluster = sim.Cluster(gpus=8, interference=False)  # the old path has no interference fixed point
     for scheduler in ("mgwfbp", "bytescheduler"):
         res = sim.simulate(sim.load_model("resnet50"), cluster, scheduler, batch_size=8, iterations=8)
         g = build_dag(res.model, res.plan, cluster.framework_cost(cluster.comm_cost(), scheduler), iterations=8)

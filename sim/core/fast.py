@@ -35,18 +35,23 @@ The DAG and the engine stay the reference and the independent check
 
 from __future__ import annotations
 
+import functools
 import heapq
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from sim.core.cost import NO_COMM, CommCost, PSCost
 from sim.core.lower import WorkerTimes
+from sim.core.overlap import hidden_s, time_order
 from sim.core.plan import Plan
 from sim.core.timeline import frame
 
-__all__ = ["FastRun", "evaluate", "message_times_s", "single_gpu_iteration_s", "supports"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["FastRun", "evaluate", "message_times_s", "single_gpu_iteration_s", "supports", "supports_cost"]
 
 #: Above this many rows the channel recurrence steps through messages with
 #: numpy over all rows; below it, plain floats row by row are faster.
@@ -83,6 +88,11 @@ def supports(plan: Plan, cost, num_layers: int | None = None) -> bool:
             return False
         prev_low = low
     return True
+
+
+def supports_cost(cost) -> bool:
+    """True when the fast path times messages under ``cost`` (an all-reduce cost, not a parameter server's)."""
+    return not isinstance(cost, PSCost)
 
 
 def _chain_ends(start: np.ndarray, durations: np.ndarray) -> np.ndarray:
@@ -155,15 +165,6 @@ def _channel_by_priority(free_s: float, ready_s: list[float], t_c_s: list[float]
     return start, end
 
 
-def _time_order(c_start: np.ndarray, c_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's messages in the timeline's order (start, end, then plan order)."""
-    if np.all(c_start[:, 1:] >= c_start[:, :-1]) and np.all(c_end[:, 1:] >= c_end[:, :-1]):
-        return c_start, c_end  # served in plan order
-    plan_order = np.broadcast_to(np.arange(c_start.shape[1]), c_start.shape)
-    order = np.lexsort((plan_order, c_end, c_start), axis=-1)
-    return np.take_along_axis(c_start, order, axis=1), np.take_along_axis(c_end, order, axis=1)
-
-
 @dataclass(frozen=True, eq=False)
 class FastRun:
     """Task times of ``N`` iterations under K communication costs and one plan.
@@ -216,9 +217,9 @@ class FastRun:
         forward = (fwd_end - fwd_start).sum(axis=1)
         backward = (bwd_end - bwd_start).sum(axis=1)
         update = self.update_end_s[:, -1] - self.update_start_s[:, -1]
-        c_start, c_end = _time_order(self.comm_start_s[:, -1], self.comm_end_s[:, -1])
+        c_start, c_end = time_order(self.comm_start_s[:, -1], self.comm_end_s[:, -1])
         comm = np.ascontiguousarray(c_end - c_start).sum(axis=1)
-        hidden = np.minimum(_hidden_s(c_start, c_end, bwd_end[:, -1]), comm)
+        hidden = np.minimum(hidden_s(c_start, c_end, bwd_end[:, -1]), comm)
         return {
             "compute_s": forward + backward + update,
             "forward_s": forward,
@@ -244,14 +245,31 @@ class FastRun:
         parts.append(self._comm_columns(0 if self.comm_start_s.shape[0] == 1 else rows[0], n_it, -1))
         return frame({key: np.concatenate([p[key] for p in parts]) for key in parts[0]})
 
-    def _worker_columns(self, r: int, n_it: int, named: bool) -> dict:
-        """One worker's io, h2d, forward, backward and update, iteration by iteration."""
+    @functools.cached_property
+    def _static(self) -> dict:
+        """What every iteration's rows share (names, kinds, lanes, layers, messages), built once."""
         n = self.model.num_layers
         names = list(self.model.layer_names)
         group_of = {i: gi for gi, members in enumerate(self.groups) for i in members}
         layer_group = [group_of.get(i, -1) for i in range(n)]
         kinds = ["io", "h2d"] + ["forward"] * n + ["backward"] * n + ["update"]
         tails = ["0", "0"] + names + names[::-1] + ["0"]
+        labels = ["+".join(names[i] for i in members) for members in self.groups]
+        return {
+            "kind_tail": [f"{kind}/{tail}" for kind, tail in zip(kinds, tails, strict=True)],
+            "lane": np.array(["io", "h2d"] + ["compute"] * (2 * n + 1), dtype=object),
+            "kind": np.array(kinds, dtype=object),
+            "layer": np.array(["", ""] + names + names[::-1] + [""], dtype=object),
+            "message": np.asarray([-1, -1] + layer_group + layer_group[::-1] + [-1], np.int64),
+            "bytes": np.concatenate([np.zeros(2 + n, np.int64), self.layer_bytes[::-1], np.zeros(1, np.int64)]),
+            "comm_labels": labels,
+            "comm_layer": np.array(labels, dtype=object),
+        }
+
+    def _worker_columns(self, r: int, n_it: int, named: bool) -> dict:
+        """One worker's io, h2d, forward, backward and update, iteration by iteration."""
+        static = self._static
+        per_it = len(static["kind"])
         who = f"w{r}/" if named and r > 0 else ""
         fwd_end, bwd_end = self.fwd_end_s[r, :n_it], self.bwd_end_s[r, :n_it]
         start = np.concatenate([self.io_start_s[r, :n_it, None], self.h2d_start_s[r, :n_it, None],
@@ -259,63 +277,34 @@ class FastRun:
                                 self.update_start_s[r, :n_it, None]], axis=1).ravel()
         end = np.concatenate([self.io_end_s[r, :n_it, None], self.h2d_end_s[r, :n_it, None], fwd_end, bwd_end,
                               self.update_end_s[r, :n_it, None]], axis=1).ravel()
-        nbytes = np.concatenate([np.zeros(2 + n, np.int64), self.layer_bytes[::-1], np.zeros(1, np.int64)])
+        names = []
+        for k in range(n_it):
+            head = f"it{k}/{who}"
+            names += [head + tail for tail in static["kind_tail"]]
         return {
-            "iteration": np.repeat(np.arange(n_it, dtype=np.int64), len(kinds)),
-            "worker": np.full(len(kinds) * n_it, r if named else 0, dtype=np.int64),
-            "lane": np.array((["io", "h2d"] + ["compute"] * (2 * n + 1)) * n_it, dtype=object),
-            "kind": np.array(kinds * n_it, dtype=object),
-            "name": np.array([f"it{k}/{who}{kind}/{tail}" for k in range(n_it)
-                              for kind, tail in zip(kinds, tails, strict=True)], dtype=object),
-            "layer": np.array((["", ""] + names + names[::-1] + [""]) * n_it, dtype=object),
-            "message": np.tile(np.asarray([-1, -1] + layer_group + layer_group[::-1] + [-1], np.int64), n_it),
-            "start_s": start, "end_s": end, "bytes": np.tile(nbytes, n_it),
+            "iteration": np.repeat(np.arange(n_it, dtype=np.int64), per_it),
+            "worker": np.full(per_it * n_it, r if named else 0, dtype=np.int64),
+            "lane": np.tile(static["lane"], n_it), "kind": np.tile(static["kind"], n_it),
+            "name": np.array(names, dtype=object), "layer": np.tile(static["layer"], n_it),
+            "message": np.tile(static["message"], n_it), "start_s": start, "end_s": end,
+            "bytes": np.tile(static["bytes"], n_it),
         }
 
     def _comm_columns(self, r: int, n_it: int, worker: int) -> dict:
         """The messages of row ``r``, iteration by iteration (shared by all workers)."""
-        names = list(self.model.layer_names)
-        labels = ["+".join(names[i] for i in members) for members in self.groups]
+        labels = self._static["comm_labels"]
         n_msg = len(self.groups)
         return {
             "iteration": np.repeat(np.arange(n_it, dtype=np.int64), n_msg),
             "worker": np.full(n_msg * n_it, worker, dtype=np.int64),
-            "lane": np.array(["comm"] * (n_msg * n_it), dtype=object),
-            "kind": np.array(["comm"] * (n_msg * n_it), dtype=object),
+            "lane": np.full(n_msg * n_it, "comm", dtype=object),
+            "kind": np.full(n_msg * n_it, "comm", dtype=object),
             "name": np.array([f"it{k}/comm/{label}" for k in range(n_it) for label in labels], dtype=object),
-            "layer": np.array(labels * n_it, dtype=object),
+            "layer": np.tile(self._static["comm_layer"], n_it),
             "message": np.tile(np.arange(n_msg, dtype=np.int64), n_it),
             "start_s": self.comm_start_s[r, :n_it].ravel(), "end_s": self.comm_end_s[r, :n_it].ravel(),
             "bytes": np.tile(np.asarray(self.group_bytes, np.int64), n_it),
         }
-
-
-def _hidden_s(c_start: np.ndarray, c_end: np.ndarray, backward_end_s: np.ndarray) -> np.ndarray:
-    """Overlap of each row's messages with compute, as `sim.timeline.interval_overlap_s` sums it.
-
-    Messages of one iteration all start after its forward pass begins and end
-    before its update starts, so of all compute they can only overlap the
-    span from the start of the forward pass to the end of backward (merged
-    with the update when that follows at once, which changes nothing before
-    it). Touching messages merge into one busy period, as in that function's
-    union; each period adds ``min(period end, backward end) - period start``
-    when positive, summed one after another in time order.
-    """
-    rows, n_msg = c_start.shape
-    if n_msg == 0:
-        return np.zeros(rows)
-    valid = c_end > c_start
-    run_end = np.maximum.accumulate(np.where(valid, c_end, -np.inf), axis=1)
-    before = np.concatenate([np.full((rows, 1), -np.inf), run_end[:, :-1]], axis=1)
-    opens = valid & (c_start > before)
-    # a busy period ends just before the next one opens (or at the last message)
-    idx = np.arange(n_msg)
-    next_open = np.minimum.accumulate(np.where(opens, idx, n_msg)[:, ::-1], axis=1)[:, ::-1]
-    next_open = np.concatenate([next_open[:, 1:], np.full((rows, 1), n_msg)], axis=1)
-    period_end = np.take_along_axis(run_end, next_open - 1, axis=1)
-    hi = np.minimum(period_end, backward_end_s[:, None])
-    piece = np.where(opens & (hi > c_start), hi - c_start, 0.0)
-    return np.cumsum(piece, axis=1)[:, -1]
 
 
 def message_times_s(costs, groups, group_bytes: np.ndarray) -> np.ndarray:

@@ -139,7 +139,9 @@ class _RowTimelines:
 def _time_plan(model, plan: Plan, costs, *, precision: str, iterations: int, prefetch: bool, engine: str,
                keep_timeline: bool) -> Timing:
     n_run = iterations_to_run(plan, iterations)
-    if engine == "auto" and all(fast.supports(plan, c, model.num_layers) for c in costs):
+    # the plan's structure is checked once, each cost's kind on its own
+    if engine == "auto" and costs and fast.supports(plan, costs[0], model.num_layers) and all(
+            fast.supports_cost(c) for c in costs[1:]):
         run = fast.evaluate(model, plan, costs, precision=precision, iterations=n_run, prefetch=prefetch)
         return Timing(run.iteration_time_s, run.phase_metrics(), _Timelines(run, None, iterations), True)
     t_iter = np.empty(len(costs))
@@ -199,12 +201,36 @@ def single_gpu_iteration_s(model, precision: str = "fp32", prefetch: bool = Fals
     """Steady-state iteration time of ``model`` on one GPU (no communication)."""
     from sim.core.cost import NO_COMM
 
-    if engine == "auto":  # no message: always the fast path's structure
+    if engine == "auto" and model.num_layers:  # no message: the fast path's recurrences, on plain floats
+        return _single_gpu_scalar_s(float(model.io_s), float(model.h2d_s), float(model.update_s),
+                                    model.fwd_s.tolist(), model.bwd_s[::-1].tolist(), prefetch)
+    if engine == "auto":
         run = fast.evaluate(model, Plan("", ()), NO_COMM, precision=precision, iterations=2, prefetch=prefetch)
         return float(run.iteration_time_s[0])
     timing = time_plan(model, Plan("", ()), [NO_COMM], precision=precision, iterations=2, prefetch=prefetch,
                        engine=engine, keep_timeline=False)
     return float(timing.iteration_time_s[0])
+
+
+def _single_gpu_scalar_s(io_s: float, h2d_s: float, update_s: float, fwd_s: list, bwd_rev_s: list,
+                         prefetch: bool) -> float:
+    """Two iterations on one GPU, as `sim.core.fast.evaluate` times them (the same maxima and the
+    same additions in the same order, so the same bits), on Python floats: the period between
+    the two updates' ends."""
+    io_end = h2d_end = update_end = 0.0
+    ends = []
+    for k in range(2):
+        io_start = 0.0 if k == 0 else io_end if prefetch else max(update_end, io_end)
+        io_end = io_start + io_s
+        h2d_end = (io_end if k == 0 else max(io_end, h2d_end)) + h2d_s
+        t = h2d_end if k == 0 else max(h2d_end, update_end)
+        for d in fwd_s:
+            t += d
+        for d in bwd_rev_s:
+            t += d
+        update_end = t + update_s
+        ends.append(update_end)
+    return ends[1] - ends[0]
 
 
 def time_workers(model, plan: Plan, cost, times: WorkerTimes, *, precision: str = "fp32", iterations: int,

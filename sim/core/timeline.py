@@ -28,8 +28,13 @@ Rows are sorted by start, end and iteration, ties kept in task order.
 
 from __future__ import annotations
 
+import functools
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is imported when a timeline is built, not with sim
+    import pandas as pd
 
 __all__ = [
     "COMPUTE_KINDS", "ROW_COLUMNS", "TIMELINE_COLUMNS", "coalesce", "frame", "from_rows", "graph_timeline",
@@ -50,24 +55,64 @@ _INT_COLUMNS = {"iteration": "int64", "worker": "int64", "message": "int64", "by
 
 def frame(columns: dict) -> pd.DataFrame:
     """A timeline from its columns (all but ``duration_s`` and the aliases), sorted
-    by start, end and iteration (a stable sort: ties keep the given order)."""
+    by start, end and iteration (a stable sort: ties keep the given order).
+
+    Built once from numpy arrays with plain dtypes (int64, float64, and Python
+    strings in object columns: no string conversion), and not sorted again
+    when the rows already are in order.
+    """
     start, end = np.asarray(columns["start_s"], float), np.asarray(columns["end_s"], float)
     iteration = np.asarray(columns["iteration"], np.int64)
-    order = np.lexsort((iteration, end, start))
-    data = {}
+    order = None if _in_order(start, end, iteration) else np.lexsort((iteration, end, start))
+    data = []
     for key in TIMELINE_COLUMNS[:-2]:
         if key == "duration_s":
-            data[key] = (end - start)[order]
-        elif key in _INT_COLUMNS:
-            data[key] = np.asarray(columns[key], np.int64)[order]
+            values = end - start
+        elif key in ("start_s", "end_s"):
+            values = start if key == "start_s" else end
         else:
-            data[key] = np.asarray(columns[key], dtype=object if key not in ("start_s", "end_s") else float)[order]
-    data["group"], data["resource"] = data["message"], data["lane"]
-    return pd.DataFrame(data, columns=list(TIMELINE_COLUMNS))
+            values = np.asarray(columns[key], np.int64 if key in _INT_COLUMNS else object)
+        data.append(values if order is None else values[order])
+    data += [data[TIMELINE_COLUMNS.index("message")], data[TIMELINE_COLUMNS.index("lane")]]  # group, resource
+    return _data_frame(data)
+
+
+@functools.lru_cache(maxsize=1)
+def _column_index():
+    """The columns' index, built once (not converted again for every timeline)."""
+    import pandas as pd
+
+    return pd.Index(list(TIMELINE_COLUMNS))
+
+
+def _in_order(start: np.ndarray, end: np.ndarray, iteration: np.ndarray) -> bool:
+    """True when the rows are already sorted by (start, end, iteration)."""
+    if start.size < 2:
+        return True
+    s0, s1, e0, e1 = start[:-1], start[1:], end[:-1], end[1:]
+    ok = (s0 < s1) | ((s0 == s1) & ((e0 < e1) | ((e0 == e1) & (iteration[:-1] <= iteration[1:]))))
+    return bool(ok.all())
+
+
+def _data_frame(arrays: list) -> pd.DataFrame:
+    """A DataFrame of the timeline's columns from arrays, kept as they are (object columns stay object)."""
+    import pandas as pd
+
+    names = list(TIMELINE_COLUMNS)
+    n = len(arrays[0])
+    from_arrays = getattr(pd.DataFrame, "_from_arrays", None)
+    if from_arrays is not None:  # pandas' own constructor without inference (stable since pandas 0.23)
+        try:
+            return from_arrays(arrays, columns=_column_index(), index=pd.RangeIndex(n), verify_integrity=False)
+        except TypeError:  # a pandas whose signature differs: the public constructor below
+            pass
+    return pd.DataFrame({k: pd.Series(v, dtype=v.dtype, copy=False) for k, v in zip(names, arrays, strict=True)})
 
 
 def from_rows(rows) -> pd.DataFrame:
     """A timeline in the one schema from short rows (`ROW_COLUMNS`)."""
+    import pandas as pd
+
     short = pd.DataFrame(list(rows), columns=list(ROW_COLUMNS))
     kinds = short["kind"].astype(object)
     return frame({

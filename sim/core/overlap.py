@@ -1,0 +1,45 @@
+"""The fast path's reading of communication overlap from arrays (`sim.core.fast`):
+messages in the timeline's order, and the part of them hidden behind compute."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["hidden_s", "time_order"]
+
+
+def time_order(c_start: np.ndarray, c_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's messages in the timeline's order (start, end, then plan order)."""
+    if np.all(c_start[:, 1:] >= c_start[:, :-1]) and np.all(c_end[:, 1:] >= c_end[:, :-1]):
+        return c_start, c_end  # served in plan order
+    plan_order = np.broadcast_to(np.arange(c_start.shape[1]), c_start.shape)
+    order = np.lexsort((plan_order, c_end, c_start), axis=-1)
+    return np.take_along_axis(c_start, order, axis=1), np.take_along_axis(c_end, order, axis=1)
+
+
+def hidden_s(c_start: np.ndarray, c_end: np.ndarray, backward_end_s: np.ndarray) -> np.ndarray:
+    """Overlap of each row's messages with compute, as `sim.timeline.interval_overlap_s` sums it.
+
+    Messages of one iteration all start after its forward pass begins and end
+    before its update starts, so of all compute they can only overlap the
+    span from the start of the forward pass to the end of backward (merged
+    with the update when that follows at once, which changes nothing before
+    it). Touching messages merge into one busy period, as in that function's
+    union; each period adds ``min(period end, backward end) - period start``
+    when positive, summed one after another in time order.
+    """
+    rows, n_msg = c_start.shape
+    if n_msg == 0:
+        return np.zeros(rows)
+    valid = c_end > c_start
+    run_end = np.maximum.accumulate(np.where(valid, c_end, -np.inf), axis=1)
+    before = np.concatenate([np.full((rows, 1), -np.inf), run_end[:, :-1]], axis=1)
+    opens = valid & (c_start > before)
+    # a busy period ends just before the next one opens (or at the last message)
+    idx = np.arange(n_msg)
+    next_open = np.minimum.accumulate(np.where(opens, idx, n_msg)[:, ::-1], axis=1)[:, ::-1]
+    next_open = np.concatenate([next_open[:, 1:], np.full((rows, 1), n_msg)], axis=1)
+    period_end = np.take_along_axis(run_end, next_open - 1, axis=1)
+    hi = np.minimum(period_end, backward_end_s[:, None])
+    piece = np.where(opens & (hi > c_start), hi - c_start, 0.0)
+    return np.cumsum(piece, axis=1)[:, -1]
