@@ -13,9 +13,9 @@ that a sharded scheduler's memory follows from its registration.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from sim.catalog import get_gpu
 from sim.memory import (
@@ -29,6 +29,9 @@ from sim.model import Model
 from sim.pricing import COST_KEYS, cost_metrics
 from sim.schedulers.knobs import DEFAULT_BUCKET_MB
 from sim.schedulers.options import SchedulerOptions
+
+if TYPE_CHECKING:
+    import pandas as pd
 from sim.schedulers.registry import get_spec
 
 __all__ = ["RESOURCE_KEYS", "resource_columns", "resource_metrics", "run_memory", "shard_of"]
@@ -102,6 +105,8 @@ def resource_columns(frame: pd.DataFrame, model: Model, *, gpu: str, bucket_mbs:
                         batch_size=frame["batch_size"].to_numpy(dtype=np.int64),
                         iteration_time_s=frame["iteration_time_s"].to_numpy(dtype=float),
                         price_usd_per_hour=price_usd_per_hour, power_w=power_w)
+    import pandas as pd
+
     extra = pd.DataFrame(memory_rows, index=frame.index)
     extra.insert(0, "gpu", gpu)
     for key, values in cost.items():
