@@ -296,6 +296,14 @@ def toy_results(alpha_s: float, beta_s_per_byte: float, schedulers: tuple[str, .
 
 
 @st.cache_data(**_CACHE)
+def mechanisms(network: str) -> pd.DataFrame:
+    """The Learn page's table of mechanisms switched off in turn (`dashboard.learn_view.mechanism_frame`)."""
+    from dashboard.learn_view import mechanism_frame
+
+    return mechanism_frame(network)
+
+
+@st.cache_data(**_CACHE)
 def toy_alpha_sweep(alphas_s: tuple[float, ...], beta_s_per_byte: float, schedulers: tuple[str, ...]) -> pd.DataFrame:
     """Iteration time and message count of the toy model for each alpha."""
     rows = []

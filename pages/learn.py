@@ -142,3 +142,24 @@ with left:
 with right:
     st.markdown("Read off the chart beside (the same simulations):")
     st.markdown("\n".join(f"- {claim}" for claim in learn_view.alpha_claims(sweep)))
+
+st.header("6. What real clusters add")
+st.markdown(
+    "The papers' DAG model times each layer's gradient as one message costing α + βM. Real frameworks differ "
+    "in three ways this simulator models (see the README's *What the simulator models* for sources):\n"
+    "- **Gradients per tensor.** A framework all-reduces one gradient per parameter tensor (a convolution's weight, "
+    "a batch norm's weight and bias): ResNet-50 has 161 of them in 54 layers, each paying the start-up α.\n"
+    "- **Framework costs per message.** Horovod negotiates each tensor and copies it through a fusion buffer; DDP "
+    "copies into buckets; NCCL launches a kernel (`--framework`, `data/frameworks.csv`).\n"
+    "- **Interference.** While an all-reduce overlaps the backward pass, NCCL's kernels take SMs and memory "
+    "bandwidth, so the overlapped compute runs longer: 1 + κ × (overlapped fraction) times "
+    "(`--no-interference`, `data/interference.csv`). The Timeline shows the stretched bars.\n"
+    "Each was fitted on part of the published measurements and kept on by default only where it lowers the "
+    "error on the rest (README, *Validation*).")
+net = st.radio("Network", ["10gbe", "ib-edr-100"], horizontal=True, key="learn_mech_net")
+case = learn_view.MECHANISM_CASE
+st.caption(f"{case['model']}, {case['gpus']} × {case['gpu']} ({case['gpus_per_node']} a node), batch "
+           f"{case['batch_size']}, WFBP, over {net}: each row switches one mechanism off.")
+mech = ui.guarded(cached.mechanisms, net)
+st.dataframe(mech, hide_index=True, key="learn_mechanisms")
+st.markdown("\n".join(f"- {claim}" for claim in learn_view.mechanism_claims(mech)))

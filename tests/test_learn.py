@@ -134,3 +134,19 @@ def test_every_claim_under_the_alpha_chart_holds():
     assert len(claims) == 5
     # the old claim, "with a small alpha wfbp is best", contradicted a chart that shows a tie
     assert not any("wfbp" in c and "best" in c for c in claims)
+
+
+def test_what_real_clusters_add_is_read_off_the_simulator():
+    """Learn, section 6: the table switches each mechanism off in turn, and its sentences
+    state the differences the table shows."""
+    from dashboard.learn_view import MECHANISM_VARIANTS, mechanism_claims, mechanism_frame
+
+    frame = mechanism_frame("ib-edr-100")
+    by = frame.set_index("variant")
+    assert len(frame) == len(MECHANISM_VARIANTS)
+    assert by.iloc[0]["messages"] == 161 and by.loc["one gradient per layer, not per tensor", "messages"] == 54
+    assert by.loc["no interference", "interference_ms"] == 0 < by.iloc[0]["interference_ms"]
+    assert by.loc["no interference", "iteration_ms"] <= by.iloc[0]["iteration_ms"]
+    claims = mechanism_claims(frame)
+    off = by.loc["no interference", "iteration_ms"]
+    assert any(f"{off:.1f} against {by.iloc[0]['iteration_ms']:.1f} ms" in c for c in claims)
