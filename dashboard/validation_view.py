@@ -16,8 +16,9 @@ SOURCE_COLOURS = {"ddl-benchmarks": "#1f77b4", "b-caffe": "#ff7f0e", "b-caffe-tr
                   "ddl-benchmarks-100gib": "#9467bd", "ddl-benchmarks-100gbe": "#8c564b"}
 
 
-def parity_figure(results: pd.DataFrame, band_pct: float = 10.0) -> go.Figure:
-    """Measured against simulated throughput, log-log, with y = x and a ±band."""
+def parity_figure(results: pd.DataFrame, band_pct: float = 10.0, by: str = "source") -> go.Figure:
+    """Measured against simulated throughput, log-log, with y = x and a ±band; one
+    colour per ``by`` (source or method); calibration cases drawn hollow."""
     done = results.loc[results["status"] == "ok"]
     lo = float(min(done["measured"].min(), done["simulated"].min())) * 0.8
     hi = float(max(done["measured"].max(), done["simulated"].max())) * 1.25
@@ -29,10 +30,13 @@ def parity_figure(results: pd.DataFrame, band_pct: float = 10.0) -> go.Figure:
         fig.add_trace(go.Scatter(x=line, y=line * (1 + sign * band_pct / 100), mode="lines",
                                  name=f"±{band_pct:g} %", showlegend=sign == 1,
                                  line={"color": "grey", "width": 1, "dash": "dot"}))
-    for source, grp in done.groupby("source", sort=True):
+    for name, grp in done.groupby(by, sort=True):
+        hollow = grp["split"].eq("calibration").to_numpy() if "split" in grp else np.zeros(len(grp), bool)
         fig.add_trace(go.Scatter(
-            x=grp["measured"], y=grp["simulated"], mode="markers", name=source,
-            marker={"size": 9, "color": SOURCE_COLOURS.get(source)}, customdata=grp[["case", "error_pct"]],
+            x=grp["measured"], y=grp["simulated"], mode="markers", name=name,
+            marker={"size": 9, "color": SOURCE_COLOURS.get(name) if by == "source" else None,
+                    "symbol": np.where(hollow, "circle-open", "circle")},
+            customdata=grp[["case", "error_pct"]],
             hovertemplate="%{customdata[0]}<br>measured %{x:,.1f}<br>simulated %{y:,.1f}"
                           "<br>error %{customdata[1]:+.1f} %<extra></extra>",
         ))
