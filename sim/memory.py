@@ -134,13 +134,23 @@ def attention_scores(model: Model) -> float:
     return float(heads) * float(seq_len) ** 2
 
 
+def _one_row_per_layer(model: Model) -> np.ndarray:
+    """Row indices with one row per layer: in a tensor view (`Model.tensor_view`) a layer's
+    tensors share its output, which is kept once."""
+    parents = getattr(model, "tensor_layers", None)
+    if parents is None:
+        return np.arange(model.num_layers)
+    return np.array([i for i, p in enumerate(parents) if i + 1 == len(parents) or parents[i + 1] != p], dtype=int)
+
+
 def activation_bytes(model: Model, batch_size: int, precision: str) -> int:
     """Activation bytes kept for the backward pass on one GPU (0 for a model without layer shapes)."""
     if model.out_elems is None or model.layer_types is None:
         return 0
-    types = model.layer_types
+    keep = _one_row_per_layer(model)
+    types = [model.layer_types[i] for i in keep]
     factor = np.array([ACTIVATION_FACTOR.get(t, DEFAULT_ACTIVATION_FACTOR) for t in types])
-    elems = float(np.dot(np.asarray(model.out_elems, dtype=float), factor))
+    elems = float(np.dot(np.asarray(model.out_elems, dtype=float)[keep], factor))
     n_attention = sum(1 for t in types if t == "attention")
     elems += n_attention * SCORE_ELEMENTS_PER_HEAD_SQ * attention_scores(model)
     return int(math.ceil(elems * batch_size * WIDTH_BYTES[precision]))
