@@ -95,9 +95,12 @@ def interference_model(model, plan: Plan, cost, *, precision: str = "fp32", pref
                             engine=engine, keep_timeline=True)
         run = getattr(timing.timeline, "run", None)
         if run is not None:  # the fast path's arrays give the same intervals without a timeline table
-            stretched = stretched_model(model, None, ref, kappa, fractions=fast_overlap_fractions(run, ref))
+            new = stretched_model(model, None, ref, kappa, fractions=fast_overlap_fractions(run, ref))
         else:
-            stretched = stretched_model(model, timing.timeline(0, n_run), ref, kappa)
+            new = stretched_model(model, timing.timeline(0, n_run), ref, kappa)
+        if np.array_equal(new.fwd_s, stretched.fwd_s) and np.array_equal(new.bwd_s, stretched.bwd_s):
+            break  # a fixed point already: another round would give the same times
+        stretched = new
     return stretched
 
 
