@@ -45,15 +45,13 @@ with left:
     st.subheader("Measured against simulated")
     by = st.radio("Colour by", ["source", "method"], horizontal=True, key="parity_by",
                   help="method: the scheduler or survey method each case ran")
-    ui.chart(validation_view.parity_figure(results, by=by), f"parity_chart_{by}", f"validation-parity-{by}")
+    ui.chart(validation_view.parity_figure(results, by=by), "parity_chart", f"validation-parity-{by}")
 with right:
-    st.subheader("Error and bias, held out")
-    tab_source, tab_method, tab_split = st.tabs(["by source", "by method", "calibration / held-out"])
-    tab_source.dataframe(summary, hide_index=True, column_config=ERROR_COLUMNS)
-    tab_method.dataframe(summarize(results, "method").rename(columns={"source": "method"}), hide_index=True,
-                         column_config=ERROR_COLUMNS)
-    tab_split.dataframe(summarize(results, "split").rename(columns={"source": "split"}), hide_index=True,
-                        column_config=ERROR_COLUMNS)
+    st.subheader("Error and bias")
+    group = st.radio("By", ["source", "method", "network", "split"], horizontal=True, key="summary_by",
+                     help="split: the calibration cases (fitted on) beside the held-out ones; the others: held out")
+    shown = summary if group == "source" else summarize(results, group).rename(columns={"source": group})
+    st.dataframe(shown, hide_index=True, column_config=ERROR_COLUMNS)
     cmp = coarse_versus_fine(results)
     st.caption(
         f"Coarse-grained predictor (phases in sequence, one message; Li et al., TPDS 2022): median |error| "
