@@ -28,10 +28,11 @@ from __future__ import annotations
 import csv
 import dataclasses
 import functools
-import math
 from dataclasses import dataclass
 
 from sim.catalog import DATA_DIR, get_gpu
+from sim.checks import check_float
+from sim.core.cost import PSCost
 from sim.errors import SimInputError
 from sim.schedulers.names import (
     BUCKET,
@@ -79,12 +80,8 @@ class Framework:
     note: str = ""
 
     def __post_init__(self) -> None:
-        for field in ("launch_s", "copy_bytes_per_byte"):
-            value = getattr(self, field)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                raise SimInputError(f"framework {self.name!r}: {field} must be a finite number >= 0, got {value!r}")
-        if self.launch_s * 1e6 > MAX_LAUNCH_US:
-            raise SimInputError(f"framework {self.name!r}: launch {self.launch_s} s per message is absurd")
+        check_float(f"framework {self.name!r}: launch_s", self.launch_s, 0, MAX_LAUNCH_US * 1e-6)
+        check_float(f"framework {self.name!r}: copy_bytes_per_byte", self.copy_bytes_per_byte, 0)
 
     @property
     def launch_us(self) -> float:
@@ -141,13 +138,6 @@ def framework_name(cluster, scheduler: str, architecture: str = "allreduce") -> 
     return resolve_framework(cluster.framework, scheduler, architecture).name
 
 
-def _plus(cost, alpha_s: float, beta_s_per_byte: float, label: str):
-    if hasattr(cost, "plus"):
-        return cost.plus(alpha_s=alpha_s, beta_s_per_byte=beta_s_per_byte, label=label)
-    return dataclasses.replace(cost, alpha_s=cost.alpha_s + alpha_s,
-                               beta_s_per_byte=cost.beta_s_per_byte + beta_s_per_byte, label=label)
-
-
 def with_framework(cost, framework: Framework, *, gpu: str):
     """``cost`` with the framework's per-message costs added.
 
@@ -163,8 +153,6 @@ def with_framework(cost, framework: Framework, *, gpu: str):
     from sim.compute import MEM_EFFICIENCY
 
     copy_s_per_byte = framework.copy_bytes_per_byte / (get_gpu(gpu).mem_bw_bytes_per_s * MEM_EFFICIENCY)
-    label = f"{cost.label} + {framework.name}"
-    if hasattr(cost, "push_alpha_s"):
-        return dataclasses.replace(cost, push_alpha_s=cost.push_alpha_s + framework.launch_s,
-                                   pull_alpha_s=cost.pull_alpha_s + framework.launch_s, label=label)
-    return _plus(cost, framework.launch_s, copy_s_per_byte, label)
+    if isinstance(cost, PSCost):  # push and pull are calls of their own: the launch only
+        copy_s_per_byte = 0.0
+    return cost.plus(framework.launch_s, copy_s_per_byte, f"{cost.label} + {framework.name}")

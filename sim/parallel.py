@@ -28,6 +28,7 @@ pool or to a Dask cluster, and each row is filled from its evaluation.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import os
 from array import array
@@ -467,6 +468,7 @@ def _frame(grid: Grid, results: dict) -> pd.DataFrame:
         return [values[i] for i in wl.tolist()]
 
     gpus = per_cluster(lambda c, _: c.gpus, np.int64)
+    name_of = functools.cache(lambda c, s: framework_name(grid.clusters[c][0], s))  # once per cluster, scheduler
     batch = per_workload(lambda w: w.batch_size, np.int64)
     single = per_workload(lambda w: w.single_gpu_iteration_s, float)
     data = {
@@ -490,9 +492,9 @@ def _frame(grid: Grid, results: dict) -> pd.DataFrame:
         **{k: v for k, v in rates(batch, gpus, t_iter, single).items() if k != "throughput_samples_per_s"},
         "num_messages": results["num_messages"][unit],
         "groups": [results["groups"][u] for u in unit.tolist()],
-        "framework": [framework_name(grid.clusters[c][0], s) for c, s in zip(cl.tolist(), grid.scheduler_of_row,
-                                                                              strict=True)],
+        "framework": [name_of(c, s) for c, s in zip(cl.tolist(), grid.scheduler_of_row, strict=True)],
         "params": per_workload(lambda w: w.model.total_params, np.int64),
         "gradients": per_workload(lambda w: gradients_of(w.model)),
     }
     return pd.DataFrame(data, columns=list(METRIC_KEYS), copy=False)  # the arrays are this frame's alone
+

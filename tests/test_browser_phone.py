@@ -11,20 +11,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
 import numpy as np
 import pandas as pd
 import pytest
+import test_browser
 from browser_util import (
     ARTIFACTS,
     SCREENSHOTS,
     assert_no_exception,
     choose,
-    launch,
     skip_reason,
-    streamlit_server,
     wait_idle,
 )
 
@@ -45,20 +45,9 @@ _OVERFLOW_JS = """() => {
 }"""
 
 
-@pytest.fixture(scope="module")
-def server():
-    with streamlit_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = launch(p)
-        yield b
-        b.close()
+# test_browser's fixtures: one Streamlit server and one Chromium per module
+server = test_browser.server
+browser = test_browser.browser
 
 
 @pytest.fixture
@@ -92,7 +81,9 @@ def _big_csv(n: int = 100_000) -> bytes:
     return frame.to_csv(index=False).encode()
 
 
-def test_a_100k_layer_upload_renders_within_10_s_under_5_mb(browser, server):
+@contextlib.contextmanager
+def _timeline_upload(browser, server):
+    """A desktop page on the Timeline with the layer-CSV uploader open: (page, its file input)."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     context.set_default_timeout(90_000)
     page = context.new_page()
@@ -102,6 +93,13 @@ def test_a_100k_layer_upload_renders_within_10_s_under_5_mb(browser, server):
         choose(page, "model", "Upload a layer CSV…")
         upload = page.locator(".st-key-upload input[type=file]")
         upload.wait_for(state="attached")
+        yield page, upload
+    finally:
+        context.close()
+
+
+def test_a_100k_layer_upload_renders_within_10_s_under_5_mb(browser, server):
+    with _timeline_upload(browser, server) as (page, upload):
         data = _big_csv()
         assert len(data) < 5 * 2**20  # within the upload limit
         started = time.perf_counter()
@@ -125,8 +123,6 @@ def test_a_100k_layer_upload_renders_within_10_s_under_5_mb(browser, server):
         assert report["note_shown"]
         assert chart_bytes < 5 * 2**20, report
         assert elapsed < 10, report
-    finally:
-        context.close()
 
 
 def _rss_mb(url: str) -> float | None:
@@ -163,15 +159,7 @@ def test_the_heavy_straggler_url_is_capped(browser, server):
 def test_an_oversized_upload_does_not_leave_the_last_files_error(browser, server):
     """The browser refuses a file over the limit without asking the server; the page then
     shows a note instead of the previous file's error, and the uploader lists one file."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.set_default_timeout(90_000)
-    page = context.new_page()
-    try:
-        page.goto(f"{server}/timeline")
-        wait_idle(page)
-        choose(page, "model", "Upload a layer CSV…")
-        upload = page.locator(".st-key-upload input[type=file]")
-        upload.wait_for(state="attached")
+    with _timeline_upload(browser, server) as (page, upload):
         bad = b"name,params,fwd_ms,bwd_ms\nconv1,1000,1.0,2.0\nfc,lots,0.5,1.0\n"
         upload.set_input_files(files=[{"name": "bad.csv", "mimeType": "text/csv", "buffer": bad}])
         page.locator(".st-key-upload_error").wait_for(state="visible")
@@ -181,5 +169,3 @@ def test_an_oversized_upload_does_not_leave_the_last_files_error(browser, server
         assert not page.locator(".st-key-upload_error").is_visible()
         assert page.locator('.st-key-upload [data-testid="stFileChip"]').count() == 1  # large.csv only
         assert_no_exception(page)
-    finally:
-        context.close()

@@ -6,14 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import test_browser
 from browser_util import (
     PLOT,
     assert_no_exception,
     chart_title,
     choose,
-    launch,
     skip_reason,
-    streamlit_server,
     wait_chart_title,
     wait_idle,
 )
@@ -24,20 +23,9 @@ TRACE = Path(__file__).parent / "data" / "kineto" / "nccl_data.json.gz"
 ERROR_BOX = '[data-testid="stAlertContentError"]'
 
 
-@pytest.fixture(scope="module")
-def server():
-    with streamlit_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = launch(p)
-        yield b
-        b.close()
+# test_browser's fixtures: one Streamlit server and one Chromium per module
+server = test_browser.server
+browser = test_browser.browser
 
 
 @pytest.fixture

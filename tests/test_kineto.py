@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 import sim
 from sim.calib import kineto
+from sim.core.intervals import union
 from sim.errors import SimInputError
 
 TRACE = Path(__file__).parent / "data" / "kineto" / "nccl_data.json.gz"
@@ -207,8 +208,8 @@ def test_overlap_equals_grid_count(comm, comp):
         grid_a[s:s + d] = True
     for s, d in comp:
         grid_b[s:s + d] = True
-    a = kineto._union(np.array([s for s, _ in comm]), np.array([s + d for s, d in comm]))
-    b = kineto._union(np.array([s for s, _ in comp]), np.array([s + d for s, d in comp]))
+    a = union(np.array([s for s, _ in comm]), np.array([s + d for s, d in comm]))
+    b = union(np.array([s for s, _ in comp]), np.array([s + d for s, d in comp]))
     assert float(np.sum(a[1] - a[0])) == grid_a.sum()
     assert kineto._overlap_us(a, b) == (grid_a & grid_b).sum()
 

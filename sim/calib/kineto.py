@@ -72,6 +72,7 @@ import pandas as pd
 
 from sim.calib.tracejson import parse_trace_object, read_text
 from sim.checks import check_int
+from sim.core.intervals import covered_before, union
 from sim.errors import SimInputError
 
 __all__ = [
@@ -327,34 +328,15 @@ def _collective_columns(gpu: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- analyses
 
 
-def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals [start, end) as sorted, disjoint intervals."""
-    order = np.argsort(start, kind="stable")
-    start, end = np.asarray(start, float)[order], np.asarray(end, float)[order]
-    if len(start) == 0:
-        return start, end
-    reach = np.maximum.accumulate(end)
-    new = np.r_[True, start[1:] > reach[:-1]]
-    return start[new], np.maximum.reduceat(end, np.flatnonzero(new))
-
-
-def _covered(start: np.ndarray, end: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Length of the disjoint sorted intervals that lies before each time ``t``."""
-    cum = np.r_[0.0, np.cumsum(end - start)]
-    i = np.searchsorted(start, t, side="right") - 1
-    inside = np.clip(t - start[np.clip(i, 0, None)], 0.0, (end - start)[np.clip(i, 0, None)])
-    return np.where(i >= 0, cum[np.clip(i, 0, None)] + inside, 0.0)
-
-
 def _overlap_us(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
     """Length of the intersection of two disjoint sorted interval sets."""
     if len(a[0]) == 0 or len(b[0]) == 0:
         return 0.0
-    return float(np.sum(_covered(*b, a[1]) - _covered(*b, a[0])))
+    return float(np.sum(covered_before(*b, a[1]) - covered_before(*b, a[0])))
 
 
 def _busy_us(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    return _union(frame["ts_us"].to_numpy(), (frame["ts_us"] + frame["dur_us"]).to_numpy())
+    return union(frame["ts_us"].to_numpy(), (frame["ts_us"] + frame["dur_us"]).to_numpy())
 
 
 def _length_us(frame: pd.DataFrame) -> float:

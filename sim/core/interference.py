@@ -26,6 +26,8 @@ import dataclasses
 
 import numpy as np
 
+from sim.core.intervals import covered_before, union
+
 __all__ = ["COMPUTE_KINDS", "PASSES", "fast_overlap_fractions", "overlap_fractions", "stretched_model"]
 
 #: Fixed-point rounds (each a full timing of the run).
@@ -33,32 +35,9 @@ PASSES = 3
 COMPUTE_KINDS = ("forward", "backward")
 
 
-def _union(intervals: np.ndarray) -> np.ndarray:
-    if len(intervals) == 0:
-        return intervals.reshape(0, 2)
-    intervals = intervals[np.argsort(intervals[:, 0], kind="stable")]
-    out = [list(intervals[0])]
-    for s, e in intervals[1:]:
-        if s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return np.asarray(out)
-
-
-def _covered(start: np.ndarray, end: np.ndarray, union: np.ndarray) -> np.ndarray:
-    """Length of each [start, end) covered by the disjoint sorted ``union``."""
-    if len(union) == 0:
-        return np.zeros_like(start)
-    cum = np.concatenate([[0.0], np.cumsum(union[:, 1] - union[:, 0])])
-
-    def covered_before(t: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(union[:, 0], t, side="right")  # intervals starting at or before t
-        inside = np.where(i > 0, np.clip(t - union[np.maximum(i - 1, 0), 0], 0,
-                                         union[np.maximum(i - 1, 0), 1] - union[np.maximum(i - 1, 0), 0]), 0.0)
-        return cum[np.maximum(i - 1, 0)] * (i > 0) + inside
-
-    return covered_before(end) - covered_before(start)
+def _covered(start: np.ndarray, end: np.ndarray, busy: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Length of each [start, end) that the disjoint sorted ``busy`` intervals cover."""
+    return covered_before(*busy, end) - covered_before(*busy, start)
 
 
 def overlap_fractions(timeline, layer_names, iteration: int) -> tuple[np.ndarray, np.ndarray]:
@@ -70,7 +49,7 @@ def overlap_fractions(timeline, layer_names, iteration: int) -> tuple[np.ndarray
     start, end = timeline["start_s"].to_numpy(dtype=float), timeline["end_s"].to_numpy(dtype=float)
     near = np.abs(it - iteration) <= 1
     is_comm = near & (lane != "io") & (lane != "h2d") & (lane != "compute")
-    union = _union(np.column_stack([start[is_comm], end[is_comm]]))
+    busy = union(start[is_comm], end[is_comm])
     mine = (it == iteration) & (timeline["worker"].to_numpy() == 0)
     index = {name: i for i, name in enumerate(layer_names)}
     layers = timeline["layer"].to_numpy()
@@ -83,7 +62,7 @@ def overlap_fractions(timeline, layer_names, iteration: int) -> tuple[np.ndarray
             dur = e - s
             idx = np.fromiter((index.get(str(n), -1) for n in layers[rows]), dtype=np.int64, count=len(rows))
             keep = (dur > 0) & (idx >= 0)
-            frac[idx[keep]] = np.clip(_covered(s[keep], e[keep], union) / dur[keep], 0.0, 1.0)
+            frac[idx[keep]] = np.clip(_covered(s[keep], e[keep], busy) / dur[keep], 0.0, 1.0)
         out.append(frac)
     return out[0], out[1]
 
@@ -97,13 +76,13 @@ def fast_overlap_fractions(run, iteration: int) -> tuple[np.ndarray, np.ndarray]
     bwd_end = run.bwd_end_s[0, k]  # backward order: layer n-1 first
     bwd_start = np.concatenate([fwd_end[-1:], bwd_end[:-1]])
     lo, hi = max(k - 1, 0), min(k + 2, run.comm_start_s.shape[1])
-    union = _union(np.column_stack([run.comm_start_s[0, lo:hi].ravel(), run.comm_end_s[0, lo:hi].ravel()]))
+    busy = union(run.comm_start_s[0, lo:hi].ravel(), run.comm_end_s[0, lo:hi].ravel())
     out = []
     for s, e in ((fwd_start, fwd_end), (bwd_start[::-1], bwd_end[::-1])):
         dur = e - s
         frac = np.zeros(len(s))
         ok = dur > 0
-        frac[ok] = np.clip(_covered(s[ok], e[ok], union) / dur[ok], 0.0, 1.0)
+        frac[ok] = np.clip(_covered(s[ok], e[ok], busy) / dur[ok], 0.0, 1.0)
         out.append(frac)
     return out[0], out[1]
 
