@@ -38,7 +38,7 @@ from __future__ import annotations
 import functools
 import heapq
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -51,7 +51,8 @@ from sim.core.timeline import frame
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["FastRun", "evaluate", "message_times_s", "single_gpu_iteration_s", "supports", "supports_cost"]
+__all__ = ["FastRun", "Layout", "evaluate", "layout", "message_times_s", "single_gpu_iteration_s", "supports",
+           "supports_cost"]
 
 #: Above this many rows the channel recurrence steps through messages with
 #: numpy over all rows; below it, plain floats row by row are faster.
@@ -334,6 +335,8 @@ def evaluate(
     iterations: int = 2,
     prefetch: bool = False,
     times: WorkerTimes | None = None,
+    compute_s: tuple[np.ndarray, np.ndarray] | None = None,
+    prepared: Layout | None = None,
 ) -> FastRun:
     """Time ``iterations`` iterations of ``model`` under ``plan``.
 
@@ -354,15 +357,26 @@ def evaluate(
         A per-worker run: one cost, and each row is a worker with its own
         compute times (`sim.core.lower.WorkerTimes`); a message is released
         when every worker's gradients are ready, so the channel is shared.
+    compute_s : (forward, backward) arrays of shape (K, layers), optional
+        Each row's own forward and backward times (interference stretches
+        each row's compute by its own overlap), in place of the model's;
+        each row keeps its own channel.
+    prepared : Layout, optional
+        `layout` of the same model, plan, costs and precision, made once for
+        several evaluations.
 
     Returns
     -------
     FastRun
     """
     costs = [costs] if isinstance(costs, CommCost) else list(costs)
-    group_bytes, lowest = _message_layout(plan.groups, model.gradient_bytes(precision))
-    t_c = message_times_s(costs, plan.groups, group_bytes)
-    work = _Work.of(model, times, len(costs), iterations)
+    group_bytes, lowest, t_c = prepared if prepared is not None else layout(model, plan, costs, precision)
+    if compute_s is not None:
+        fwd, bwd = compute_s
+        work = _Work(fwd.shape[0], float(model.io_s), float(model.h2d_s), float(model.update_s), fwd,
+                     bwd[:, ::-1], None, None, None)
+    else:
+        work = _Work.of(model, times, len(costs), iterations)
     arrays = _Arrays(work.rows, iterations, model.num_layers, len(plan.groups), 1 if times is not None else work.rows)
     lag = np.asarray(plan.lag_s, dtype=float) if plan.lag_s else np.zeros(len(plan.groups))  # Horovod's ticks
     free = np.full(arrays.c_start.shape[0], -np.inf)  # when the channel is next free
@@ -373,6 +387,21 @@ def evaluate(
     return FastRun(model, plan.groups, model.gradient_bytes(precision), group_bytes, a.io_start, a.io_end,
                    a.h2d_start, a.h2d_end, a.fwd_start, a.fwd_end, a.bwd_end, a.upd_start, a.upd_end, a.c_start,
                    a.c_end)
+
+
+class Layout(NamedTuple):
+    """What `evaluate` needs of a plan under its costs, besides the compute times."""
+
+    group_bytes: np.ndarray
+    lowest: np.ndarray
+    t_c_s: np.ndarray
+
+
+def layout(model, plan: Plan, costs, precision: str = "fp32") -> Layout:
+    """Each message's bytes and lowest layer, and its time under each cost (rows)."""
+    costs = [costs] if isinstance(costs, CommCost) else list(costs)
+    group_bytes, lowest = _message_layout(plan.groups, model.gradient_bytes(precision))
+    return Layout(group_bytes, lowest, message_times_s(costs, plan.groups, group_bytes))
 
 
 class _Arrays:

@@ -28,7 +28,7 @@ import numpy as np
 
 from sim.core.intervals import covered_before, union
 
-__all__ = ["COMPUTE_KINDS", "PASSES", "fast_overlap_fractions", "overlap_fractions", "stretched_model"]
+__all__ = ["COMPUTE_KINDS", "PASSES", "fast_overlap_fractions", "fixed_point", "overlap_fractions", "stretched_model"]
 
 #: Fixed-point rounds (each a full timing of the run).
 PASSES = 3
@@ -68,23 +68,63 @@ def overlap_fractions(timeline, layer_names, iteration: int) -> tuple[np.ndarray
 
 
 def fast_overlap_fractions(run, iteration: int) -> tuple[np.ndarray, np.ndarray]:
-    """`overlap_fractions` from a fast-path run's arrays (`sim.core.fast.FastRun`, row 0),
-    without building its timeline: the same intervals."""
+    """`overlap_fractions` of every row of a fast-path run (`sim.core.fast.FastRun`), from
+    its arrays: (forward, backward) fractions of shape (rows, layers).
+
+    A row's messages share one channel, so they are disjoint intervals; sorted by
+    start they need no union, and the busy time before each compute boundary is
+    their running length up to it (one ``searchsorted`` per row, the rest over
+    all rows at once).
+    """
     k = iteration
-    fwd_end = run.fwd_end_s[0, k]
-    fwd_start = np.concatenate([run.fwd_start_s[0, k, None], fwd_end[:-1]])
-    bwd_end = run.bwd_end_s[0, k]  # backward order: layer n-1 first
-    bwd_start = np.concatenate([fwd_end[-1:], bwd_end[:-1]])
     lo, hi = max(k - 1, 0), min(k + 2, run.comm_start_s.shape[1])
-    busy = union(run.comm_start_s[0, lo:hi].ravel(), run.comm_end_s[0, lo:hi].ravel())
-    out = []
-    for s, e in ((fwd_start, fwd_end), (bwd_start[::-1], bwd_end[::-1])):
-        dur = e - s
-        frac = np.zeros(len(s))
-        ok = dur > 0
-        frac[ok] = np.clip(_covered(s[ok], e[ok], busy) / dur[ok], 0.0, 1.0)
-        out.append(frac)
-    return out[0], out[1]
+    c_start = run.comm_start_s[:, lo:hi].reshape(run.comm_start_s.shape[0], -1)
+    c_end = run.comm_end_s[:, lo:hi].reshape(c_start.shape)
+    order = np.argsort(c_start, axis=1, kind="stable")
+    c_start, c_end = np.take_along_axis(c_start, order, 1), np.take_along_axis(c_end, order, 1)
+    # the compute chain of iteration k: forward start, then every forward and backward end
+    bounds = np.concatenate([run.fwd_start_s[:, k, None], run.fwd_end_s[:, k], run.bwd_end_s[:, k]], axis=1)
+    rows = bounds.shape[0]
+    if c_start.shape[1] == 0:
+        covered = np.zeros_like(bounds)
+    else:  # a per-worker run shares one channel: its one row serves every worker's row
+        c_start = np.broadcast_to(c_start, (rows, c_start.shape[1]))
+        length = np.broadcast_to(c_end - c_start, c_start.shape)
+        cum = np.concatenate([np.zeros((rows, 1)), np.cumsum(length, axis=1)], axis=1)
+        at = np.empty(bounds.shape, dtype=np.int64)
+        for r in range(rows):
+            at[r] = np.searchsorted(c_start[r], bounds[r], side="right") - 1
+        i = np.clip(at, 0, None)
+        inside = np.clip(bounds - np.take_along_axis(c_start, i, 1), 0.0, np.take_along_axis(length, i, 1))
+        covered = np.where(at >= 0, np.take_along_axis(cum, i, 1) + inside, 0.0)
+    dur = np.diff(bounds, axis=1)
+    frac = np.divide(np.diff(covered, axis=1), dur, out=np.zeros_like(dur), where=dur > 0)
+    frac = np.clip(frac, 0.0, 1.0)
+    n = run.fwd_end_s.shape[2]
+    return frac[:, :n], frac[:, n:][:, ::-1]  # backward ran layer n-1 first
+
+
+def fixed_point(time_rows, fwd_s: np.ndarray, bwd_s: np.ndarray, kappa: np.ndarray, iteration: int):
+    """Per row, the forward and backward times (rows, layers) that interference
+    stretches ``fwd_s`` and ``bwd_s`` (layers) to, and the fast-path run of them.
+
+    ``time_rows(fwd, bwd)`` times all rows with their own compute times. A row
+    stops changing once a round gives the times it had; rounds stop when no
+    row changes, or after `PASSES` rounds, each from the unstretched times.
+    Every row is computed on its own, so a row's result does not depend on
+    the rows beside it.
+    """
+    rows = len(kappa)
+    fwd, bwd = np.tile(fwd_s, (rows, 1)), np.tile(bwd_s, (rows, 1))
+    for _ in range(PASSES):
+        run = time_rows(fwd, bwd)
+        f_fwd, f_bwd = fast_overlap_fractions(run, iteration)
+        new_fwd = fwd_s * (1.0 + kappa[:, None] * f_fwd)
+        new_bwd = bwd_s * (1.0 + kappa[:, None] * f_bwd)
+        if np.array_equal(new_fwd, fwd) and np.array_equal(new_bwd, bwd):
+            return fwd, bwd, run  # a fixed point already: the last run is the answer
+        fwd, bwd = new_fwd, new_bwd
+    return fwd, bwd, time_rows(fwd, bwd)
 
 
 def stretched_model(model, timeline, iteration: int, kappa: float, *, fractions=None):

@@ -20,7 +20,7 @@ import numpy as np
 
 from sim.core import engine as core_engine
 from sim.core import fast
-from sim.core.interference import PASSES, fast_overlap_fractions, stretched_model
+from sim.core.interference import PASSES, fixed_point, stretched_model
 from sim.core.lower import WorkerTimes, lower
 from sim.core.metrics import PHASE_KEYS, graph_figures, iterations_to_run
 from sim.core.plan import Plan
@@ -83,35 +83,54 @@ def interference_model(model, plan: Plan, cost, *, precision: str = "fp32", pref
     """``model`` with its compute stretched by the communication it overlaps under
     ``plan`` and ``cost`` (`sim.core.interference`, a fixed point of `PASSES` rounds);
     ``model`` itself when the cost has no ``compute_slowdown``."""
-    kappa = _slowdown(cost)
-    if kappa <= 0 or not plan.groups:
+    if _slowdown(cost) <= 0 or not plan.groups:
         return model
-    cost = _without_slowdown(cost)
+    if engine == "auto" and fast.supports(plan, cost, model.num_layers):
+        fwd, bwd, _ = _fast_fixed_point(model, plan, [cost], precision, prefetch, iterations_to_run(plan, 2))
+        return model.with_times(fwd[0], bwd[0])
+    kappa, cost = _slowdown(cost), _without_slowdown(cost)
     n_run = iterations_to_run(plan, 2)
-    ref = n_run - 2
     stretched = model
     for _ in range(PASSES):
         timing = _time_plan(stretched, plan, [cost], precision=precision, iterations=n_run, prefetch=prefetch,
                             engine=engine, keep_timeline=True)
-        run = getattr(timing.timeline, "run", None)
-        if run is not None:  # the fast path's arrays give the same intervals without a timeline table
-            new = stretched_model(model, None, ref, kappa, fractions=fast_overlap_fractions(run, ref))
-        else:
-            new = stretched_model(model, timing.timeline(0, n_run), ref, kappa)
+        new = stretched_model(model, timing.timeline(0, n_run), n_run - 2, kappa)
         if np.array_equal(new.fwd_s, stretched.fwd_s) and np.array_equal(new.bwd_s, stretched.bwd_s):
             break  # a fixed point already: another round would give the same times
         stretched = new
     return stretched
 
 
+def _fast_fixed_point(model, plan: Plan, costs, precision: str, prefetch: bool, iterations: int):
+    """`sim.core.interference.fixed_point` on the fast path, every cost a row at once."""
+    kappa = np.array([_slowdown(c) for c in costs])
+    costs = [_without_slowdown(c) for c in costs]
+    prepared = fast.layout(model, plan, costs, precision)
+    n_run = max(iterations, iterations_to_run(plan, 2))
+
+    def time_rows(fwd, bwd):
+        return fast.evaluate(model, plan, costs, precision=precision, iterations=n_run, prefetch=prefetch,
+                             compute_s=(fwd, bwd), prepared=prepared)
+
+    return fixed_point(time_rows, model.fwd_s, model.bwd_s, kappa, iterations_to_run(plan, 2) - 2)
+
+
 def _time_with_interference(model, plan: Plan, costs, **kw) -> Timing:
-    """`time_plan` cost by cost, each on the model its interference stretches."""
+    """`time_plan` with each cost's compute stretched by its interference: on the
+    fast path every cost at once, else cost by cost."""
+    if kw["engine"] == "auto" and fast.supports(plan, costs[0], model.num_layers) and all(
+            fast.supports_cost(c) for c in costs[1:]):
+        fwd, bwd, run = _fast_fixed_point(model, plan, costs, kw["precision"], kw["prefetch"],
+                                          iterations_to_run(plan, kw["iterations"]))
+        phases = run.phase_metrics()
+        phases["interference_s"] = (fwd.sum(axis=1) + bwd.sum(axis=1)) - (np.sum(model.fwd_s) + np.sum(model.bwd_s))
+        return Timing(run.iteration_time_s, phases, _Timelines(run, None, kw["iterations"]), True)
     rows = []
     for cost in costs:
         stretched = interference_model(model, plan, cost, precision=kw["precision"], prefetch=kw["prefetch"],
                                        engine=kw["engine"])
         timing = _time_plan(stretched, plan, [_without_slowdown(cost)], **kw)
-        added = float(np.sum(stretched.fwd_s) + np.sum(stretched.bwd_s) - np.sum(model.fwd_s) - np.sum(model.bwd_s))
+        added = float((np.sum(stretched.fwd_s) + np.sum(stretched.bwd_s)) - (np.sum(model.fwd_s) + np.sum(model.bwd_s)))
         rows.append((timing, added))
     phases = {key: np.array([float(t.phases[key][0]) for t, _ in rows]) for key in rows[0][0].phases}
     phases["interference_s"] = np.array([added for _, added in rows])
