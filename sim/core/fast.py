@@ -133,15 +133,11 @@ def _channel(free_s: np.ndarray, ready_s: np.ndarray, t_c_s: np.ndarray) -> tupl
         return start, end
     for r in range(rows):
         ready, t_c = ready_s[r].tolist(), t_c_s[r].tolist()
-        if in_order[r]:
+        if in_order[r]:  # the ends step by step; each start is then max(end before, ready), exactly
             e = float(free_s[r])
-            st, en = [], []
-            for rd, tc in zip(ready, t_c, strict=True):
-                s = rd if rd > e else e
-                e = s + tc
-                st.append(s)
-                en.append(e)
-            start[r], end[r] = st, en
+            end[r] = [e := (rd if rd > e else e) + tc for rd, tc in zip(ready, t_c, strict=True)]
+            start[r, 0] = max(float(free_s[r]), ready[0])
+            np.maximum(end[r, :-1], ready_s[r, 1:], out=start[r, 1:])
         else:
             start[r], end[r] = _channel_by_priority(float(free_s[r]), ready, t_c)
     return start, end

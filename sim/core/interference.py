@@ -78,25 +78,30 @@ def fast_overlap_fractions(run, iteration: int) -> tuple[np.ndarray, np.ndarray]
     """
     k = iteration
     lo, hi = max(k - 1, 0), min(k + 2, run.comm_start_s.shape[1])
-    c_start = run.comm_start_s[:, lo:hi].reshape(run.comm_start_s.shape[0], -1)
-    c_end = run.comm_end_s[:, lo:hi].reshape(c_start.shape)
-    order = np.argsort(c_start, axis=1, kind="stable")
-    c_start, c_end = np.take_along_axis(c_start, order, 1), np.take_along_axis(c_end, order, 1)
     # the compute chain of iteration k: forward start, then every forward and backward end
     bounds = np.concatenate([run.fwd_start_s[:, k, None], run.fwd_end_s[:, k], run.bwd_end_s[:, k]], axis=1)
     rows = bounds.shape[0]
-    if c_start.shape[1] == 0:
+    c_start = run.comm_start_s[:, lo:hi].reshape(run.comm_start_s.shape[0], -1)
+    c_end = run.comm_end_s[:, lo:hi].reshape(c_start.shape)
+    width = c_start.shape[1]
+    if width == 0:
         covered = np.zeros_like(bounds)
     else:  # a per-worker run shares one channel: its one row serves every worker's row
-        c_start = np.broadcast_to(c_start, (rows, c_start.shape[1]))
-        length = np.broadcast_to(c_end - c_start, c_start.shape)
-        cum = np.concatenate([np.zeros((rows, 1)), np.cumsum(length, axis=1)], axis=1)
+        order = np.argsort(c_start, axis=1, kind="stable")
+        base = np.arange(c_start.shape[0])[:, None] * width
+        c_start, length = c_start.ravel()[order + base], (c_end - c_start).ravel()[order + base]
+        cum = np.zeros((len(c_start), width + 1))  # busy time before each interval
+        np.cumsum(length, axis=1, out=cum[:, 1:])
         at = np.empty(bounds.shape, dtype=np.int64)
         for r in range(rows):
-            at[r] = np.searchsorted(c_start[r], bounds[r], side="right") - 1
+            at[r] = np.searchsorted(c_start[0 if len(c_start) == 1 else r], bounds[r], side="right") - 1
+        shared = len(c_start) == 1
         i = np.clip(at, 0, None)
-        inside = np.clip(bounds - np.take_along_axis(c_start, i, 1), 0.0, np.take_along_axis(length, i, 1))
-        covered = np.where(at >= 0, np.take_along_axis(cum, i, 1) + inside, 0.0)
+        flat = i if shared else i + base
+        length_at = length.ravel()[flat]
+        inside = np.clip(bounds - c_start.ravel()[flat], 0.0, length_at)
+        before = cum.ravel()[i if shared else i + base + np.arange(rows)[:, None]]
+        covered = np.where(at >= 0, before + inside, 0.0)
     dur = np.diff(bounds, axis=1)
     frac = np.divide(np.diff(covered, axis=1), dur, out=np.zeros_like(dur), where=dur > 0)
     frac = np.clip(frac, 0.0, 1.0)

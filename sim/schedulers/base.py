@@ -13,7 +13,8 @@ __all__ = ["comm_end_s", "fill_buckets", "plan_from_spans"]
 def plan_from_spans(name: str, grads: GradientLayers, spans: list[tuple[int, int]],
                     after_backward: bool = False) -> Plan:
     """Turn spans of gradient positions [hi down to lo] into a plan of model indices."""
-    groups = tuple(tuple(int(grads.index[i]) for i in range(hi, lo - 1, -1)) for hi, lo in spans)
+    index = grads.index.tolist()
+    groups = tuple(tuple(index[lo:hi + 1][::-1]) for hi, lo in spans)
     return Plan(name, groups, after_backward)
 
 
