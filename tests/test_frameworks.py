@@ -52,7 +52,7 @@ def test_free_measured_and_user_costs_are_left_alone():
 def test_auto_is_the_schedulers_reference_framework():
     assert framework_for("wfbp") == framework_for("mgwfbp") == framework_for("synceasgd") == "horovod"
     assert framework_for("ddp") == framework_for("bucket") == "pytorch-ddp"
-    assert framework_for("bytescheduler") == "nccl"  # its fitted launch raises the held-out error: opt-in
+    assert framework_for("bytescheduler") == "bytescheduler"  # its fitted per-partition launch
     assert framework_for("wfbp", "ps") == "byteps"
     assert framework_for("dear") == "nccl"
     assert resolve_framework("auto", "wfbp", launch_us=5.0).launch_us == pytest.approx(5.0)

@@ -178,8 +178,8 @@ def ablation(cases: pd.DataFrame | None = None) -> pd.DataFrame:
         "all mechanisms (default)": (held, {}),
         "no framework costs (framework none)": (held, {"overrides": {"framework": "none"}}),
         "no interference": (held, {"slowdowns": dict.fromkeys(links, 0.0)}),
-        "with ByteScheduler's fitted per-partition launch (off by default)":
-            (held.assign(framework=held["framework"].where(~bytescheduler, BYTESCHEDULER)), {}),
+        "without ByteScheduler's per-partition launch (a bare NCCL call per partition)":
+            (held.assign(framework=held["framework"].where(~bytescheduler, "nccl")), {}),
     }
     rows = []
     for name, (subset, kw) in variants.items():
