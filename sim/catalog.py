@@ -27,6 +27,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 
 from sim.errors import SimInputError
 
@@ -326,16 +327,17 @@ def _user_networks_or_error() -> tuple[dict[str, Network], str | None]:
     """The user's presets, or no presets and the one-line reason they cannot be read."""
     path = user_networks_path()
     try:
-        if os.environ.get(USER_NETWORKS_ENV, "").strip() and not path.is_file():
-            raise SimInputError(f"{USER_NETWORKS_ENV}={path}: no such file")
-        if not path.is_file():
-            return {}, None
-        stat = path.stat()
-        return _cached_user_networks(str(path), (stat.st_mtime_ns, stat.st_size))
-    except SimInputError as exc:
-        return {}, str(exc)
+        stat = os.stat(path)  # one system call: whether it is a file, and its stamp
+        is_file = S_ISREG(stat.st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        is_file = False
     except OSError as exc:
         return {}, f"{path}: cannot read ({exc.strerror})"
+    if not is_file:
+        if os.environ.get(USER_NETWORKS_ENV, "").strip():
+            return {}, f"{USER_NETWORKS_ENV}={path}: no such file"
+        return {}, None
+    return _cached_user_networks(str(path), (stat.st_mtime_ns, stat.st_size))
 
 
 # --- public API ----------------------------------------------------------------

@@ -54,6 +54,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -147,13 +148,19 @@ def activation_bytes(model: Model, batch_size: int, precision: str) -> int:
     """Activation bytes kept for the backward pass on one GPU (0 for a model without layer shapes)."""
     if model.out_elems is None or model.layer_types is None:
         return 0
+    return int(math.ceil(_activation_elements(model) * batch_size * WIDTH_BYTES[precision]))
+
+
+@functools.lru_cache(maxsize=16)
+def _activation_elements(model: Model) -> float:
+    """Activation elements kept per sample (a model is immutable: worked out once)."""
     keep = _one_row_per_layer(model)
     types = [model.layer_types[i] for i in keep]
     factor = np.array([ACTIVATION_FACTOR.get(t, DEFAULT_ACTIVATION_FACTOR) for t in types])
     elems = float(np.dot(np.asarray(model.out_elems, dtype=float)[keep], factor))
     n_attention = sum(1 for t in types if t == "attention")
     elems += n_attention * SCORE_ELEMENTS_PER_HEAD_SQ * attention_scores(model)
-    return int(math.ceil(elems * batch_size * WIDTH_BYTES[precision]))
+    return elems
 
 
 def comm_buffer_bytes(scheduler: str, *, gpus: int, gradient_bytes: int, largest_message_bytes: int = 0,
