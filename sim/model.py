@@ -13,7 +13,6 @@ precision decides the width: fp32 = 4 bytes, fp16 = 2 bytes.
 
 from __future__ import annotations
 
-import copy
 import csv
 import dataclasses
 import functools
@@ -213,14 +212,6 @@ class Model:
         or measured ``comm_s`` (trace-driven: layer granularity)."""
         fields = tensor_view_fields(self)
         return self if fields is None else dataclasses.replace(self, **fields)
-
-    def with_times(self, fwd_s: np.ndarray, bwd_s: np.ndarray) -> Model:
-        """The model with other forward and backward times, finite and >= 0, one
-        per layer (interference's stretched times): a copy, not checked again."""
-        out = copy.copy(self)
-        object.__setattr__(out, "fwd_s", np.asarray(fwd_s, float))
-        object.__setattr__(out, "bwd_s", np.asarray(bwd_s, float))
-        return out
 
     def with_gradients(self, gradients: str | None = None) -> Model:
         """The model schedulers plan over: its tensor view for ``"tensor"``, the model

@@ -36,16 +36,17 @@ The DAG and the engine stay the reference and the independent check
 from __future__ import annotations
 
 import functools
-import heapq
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from sim.core.channel import chain_ends, channel
 from sim.core.cost import NO_COMM, CommCost, PSCost
 from sim.core.lower import WorkerTimes
 from sim.core.overlap import hidden_s, time_order
 from sim.core.plan import Plan
+from sim.core.scalar import evaluate_row
 from sim.core.timeline import frame
 
 if TYPE_CHECKING:
@@ -53,11 +54,6 @@ if TYPE_CHECKING:
 
 __all__ = ["FastRun", "Layout", "evaluate", "layout", "message_times_s", "single_gpu_iteration_s", "supports",
            "supports_cost"]
-
-#: Above this many rows the channel recurrence steps through messages with
-#: numpy over all rows; below it, plain floats row by row are faster.
-_ROWS_FOR_NUMPY_SCAN = 8
-
 
 def supports(plan: Plan, cost, num_layers: int | None = None) -> bool:
     """True when the fast path times ``plan`` under ``cost`` exactly as the engine would.
@@ -94,72 +90,6 @@ def supports(plan: Plan, cost, num_layers: int | None = None) -> bool:
 def supports_cost(cost) -> bool:
     """True when the fast path times messages under ``cost`` (an all-reduce cost, not a parameter server's)."""
     return not isinstance(cost, PSCost)
-
-
-def _chain_ends(start: np.ndarray, durations: np.ndarray) -> np.ndarray:
-    """Ends of tasks run back to back from ``start`` (K,): ``end[i] = end[i-1] + d[i]``; ``durations`` (n,) or (K, n).
-
-    A running sum that starts from ``start``, added in the same order as the
-    engine adds, so the ends are the engine's to the last bit.
-    """
-    buf = np.empty((start.shape[0], durations.shape[-1] + 1))
-    buf[:, 0] = start
-    buf[:, 1:] = durations
-    return np.cumsum(buf, axis=1)[:, 1:]
-
-
-def _channel(free_s: np.ndarray, ready_s: np.ndarray, t_c_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end of each message on one channel, per row, in plan order.
-
-    Messages released in plan order go in plan order: ``start[g] =
-    max(end[g-1], ready[g])`` and ``end[g] = start[g] + t_c[g]`` with
-    ``end[-1] = free_s``, the WFBP recurrence step by step (a prefix scan such
-    as `sim.schedulers.comm_end_s` rounds differently). A row whose messages
-    are released out of plan order (lags, as Horovod's ticks, can do that,
-    if only by rounding) is served as the engine serves it: whenever the
-    channel is free, the released message first in plan order.
-    """
-    rows, n_msg = ready_s.shape
-    in_order = np.all(ready_s[:, 1:] >= ready_s[:, :-1], axis=1)
-    start = np.empty((rows, n_msg))
-    end = np.empty((rows, n_msg))
-    if rows >= _ROWS_FOR_NUMPY_SCAN and in_order.all():
-        e = free_s.copy()
-        for g in range(n_msg):
-            s = np.maximum(e, ready_s[:, g])
-            e = s + t_c_s[:, g]
-            start[:, g] = s
-            end[:, g] = e
-        return start, end
-    for r in range(rows):
-        ready, t_c = ready_s[r].tolist(), t_c_s[r].tolist()
-        if in_order[r]:  # the ends step by step; each start is then max(end before, ready), exactly
-            e = float(free_s[r])
-            end[r] = [e := (rd if rd > e else e) + tc for rd, tc in zip(ready, t_c, strict=True)]
-            start[r, 0] = max(float(free_s[r]), ready[0])
-            np.maximum(end[r, :-1], ready_s[r, 1:], out=start[r, 1:])
-        else:
-            start[r], end[r] = _channel_by_priority(float(free_s[r]), ready, t_c)
-    return start, end
-
-
-def _channel_by_priority(free_s: float, ready_s: list[float], t_c_s: list[float]) -> tuple[list, list]:
-    """One channel serving, whenever free, the released message first in plan order."""
-    n_msg = len(ready_s)
-    by_release = sorted(range(n_msg), key=lambda g: (ready_s[g], g))
-    start, end = [0.0] * n_msg, [0.0] * n_msg
-    waiting: list[int] = []
-    t, nxt = free_s, 0
-    for _ in range(n_msg):
-        if not waiting:  # idle until the next release
-            t = max(t, ready_s[by_release[nxt]])
-        while nxt < n_msg and ready_s[by_release[nxt]] <= t:
-            heapq.heappush(waiting, by_release[nxt])
-            nxt += 1
-        g = heapq.heappop(waiting)
-        start[g] = t
-        t = end[g] = t + t_c_s[g]
-    return start, end
 
 
 @dataclass(frozen=True, eq=False)
@@ -354,12 +284,9 @@ def evaluate(
         compute times (`sim.core.lower.WorkerTimes`); a message is released
         when every worker's gradients are ready, so the channel is shared.
     compute_s : (forward, backward) arrays of shape (K, layers), optional
-        Each row's own forward and backward times (interference stretches
-        each row's compute by its own overlap), in place of the model's;
-        each row keeps its own channel.
+        Each row's own compute times (interference's), each row on its own channel.
     prepared : Layout, optional
-        `layout` of the same model, plan, costs and precision, made once for
-        several evaluations.
+        `layout` of the same model, plan, costs and precision, made once.
 
     Returns
     -------
@@ -367,6 +294,8 @@ def evaluate(
     """
     costs = [costs] if isinstance(costs, CommCost) else list(costs)
     group_bytes, lowest, t_c = prepared if prepared is not None else layout(model, plan, costs, precision)
+    if times is None and t_c.shape[0] == 1:  # one row: the same recurrences on Python floats
+        return _one_row(model, plan, Layout(group_bytes, lowest, t_c), compute_s, precision, iterations, prefetch)
     if compute_s is not None:
         fwd, bwd = compute_s
         work = _Work(fwd.shape[0], float(model.io_s), float(model.h2d_s), float(model.update_s), fwd,
@@ -400,6 +329,18 @@ def layout(model, plan: Plan, costs, precision: str = "fp32") -> Layout:
     return Layout(group_bytes, lowest, message_times_s(costs, plan.groups, group_bytes))
 
 
+def _one_row(model, plan: Plan, prepared: Layout, compute_s, precision: str, iterations: int,
+             prefetch: bool) -> FastRun:
+    """`evaluate` of one row by `sim.core.scalar.evaluate_row`."""
+    fwd, bwd = compute_s if compute_s is not None else (model.fwd_s[None], model.bwd_s[None])
+    row = evaluate_row(fwd[0].tolist(), bwd[0, ::-1].tolist(), float(model.io_s), float(model.h2d_s),
+                       float(model.update_s), prepared.t_c_s[0].tolist(),
+                       (model.num_layers - 1 - prepared.lowest).tolist(),
+                       list(plan.lag_s) if plan.lag_s else [0.0] * len(plan.groups), plan.after_backward,
+                       iterations, prefetch)
+    return FastRun(model, plan.groups, model.gradient_bytes(precision), prepared.group_bytes, **row)
+
+
 class _Arrays:
     """The task times being filled, iteration by iteration (see the module docstring)."""
 
@@ -424,8 +365,8 @@ class _Arrays:
         self.h2d_end[:, k] = self.h2d_start[:, k] + work.h2d_s
         self.fwd_start[:, k] = (self.h2d_end[:, k] if k == 0
                                 else np.maximum(self.h2d_end[:, k], self.upd_end[:, k - 1]))
-        self.fwd_end[:, k] = _chain_ends(self.fwd_start[:, k], work.fwd_s(k))
-        self.bwd_end[:, k] = _chain_ends(self.fwd_end[:, k, -1], work.bwd_rev_s(k))
+        self.fwd_end[:, k] = chain_ends(self.fwd_start[:, k], work.fwd_s(k))
+        self.bwd_end[:, k] = chain_ends(self.fwd_end[:, k, -1], work.bwd_rev_s(k))
 
     def communicate(self, k, work, plan, t_c, lag, lowest_at, free, shared: bool):
         """The messages and the update of iteration k; returns when the channel is next free."""
@@ -437,7 +378,7 @@ class _Arrays:
                 ready = np.maximum(ready, backward_done[:, None])
             if shared:  # every worker's gradients, on one shared channel
                 ready = ready.max(axis=0, keepdims=True)
-            self.c_start[:, k], self.c_end[:, k] = _channel(free, ready, t_c * work.comm_scale(k))
+            self.c_start[:, k], self.c_end[:, k] = channel(free, ready, t_c * work.comm_scale(k))
             free = self.c_end[:, k].max(axis=1)
             self.upd_start[:, k] = np.maximum(backward_done, free)
         else:

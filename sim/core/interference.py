@@ -22,13 +22,15 @@ bars; ``interference_s`` is the compute time they added.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import numpy as np
 
 from sim.core.intervals import covered_before, union
 
-__all__ = ["COMPUTE_KINDS", "PASSES", "fast_overlap_fractions", "fixed_point", "overlap_fractions", "stretched_model"]
+__all__ = ["COMPUTE_KINDS", "PASSES", "fast_overlap_fractions", "fixed_point", "overlap_fractions", "stretched_model",
+           "with_times"]
 
 #: Fixed-point rounds (each a full timing of the run).
 PASSES = 3
@@ -130,6 +132,15 @@ def fixed_point(time_rows, fwd_s: np.ndarray, bwd_s: np.ndarray, kappa: np.ndarr
             return fwd, bwd, run  # a fixed point already: the last run is the answer
         fwd, bwd = new_fwd, new_bwd
     return fwd, bwd, time_rows(fwd, bwd)
+
+
+def with_times(model, fwd_s: np.ndarray, bwd_s: np.ndarray):
+    """``model`` with other forward and backward times (the fixed point's, finite
+    and >= 0, one per layer): a copy, not validated again."""
+    out = copy.copy(model)
+    object.__setattr__(out, "fwd_s", np.asarray(fwd_s, float))
+    object.__setattr__(out, "bwd_s", np.asarray(bwd_s, float))
+    return out
 
 
 def stretched_model(model, timeline, iteration: int, kappa: float, *, fractions=None):

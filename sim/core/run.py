@@ -20,7 +20,7 @@ import numpy as np
 
 from sim.core import engine as core_engine
 from sim.core import fast
-from sim.core.interference import PASSES, fixed_point, stretched_model
+from sim.core.interference import PASSES, fixed_point, stretched_model, with_times
 from sim.core.lower import WorkerTimes, lower
 from sim.core.metrics import PHASE_KEYS, graph_figures, iterations_to_run
 from sim.core.plan import Plan
@@ -87,7 +87,7 @@ def interference_model(model, plan: Plan, cost, *, precision: str = "fp32", pref
         return model
     if engine == "auto" and fast.supports(plan, cost, model.num_layers):
         fwd, bwd, _ = _fast_fixed_point(model, plan, [cost], precision, prefetch, iterations_to_run(plan, 2))
-        return model.with_times(fwd[0], bwd[0])
+        return with_times(model, fwd[0], bwd[0])
     kappa, cost = _slowdown(cost), _without_slowdown(cost)
     n_run = iterations_to_run(plan, 2)
     stretched = model

@@ -1,0 +1,60 @@
+"""The fast path's recurrences for one row, on Python floats.
+
+`sim.core.fast.evaluate` steps numpy arrays over K rows; with one row (one
+`simulate`, one round of interference) numpy's per-call cost dominates, so
+this module runs the same recurrences (`sim.core.fast` documents them) on
+floats: the same maxima and the same additions in the same order, hence the
+same bits, and returns the arrays `sim.core.fast.FastRun` holds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.core.channel import channel_row
+
+__all__ = ["evaluate_row"]
+
+
+def evaluate_row(fwd_s: list[float], bwd_rev_s: list[float], io_s: float, h2d_s: float, update_s: float,
+                 t_c_s: list[float], lowest_at: list[int], lag_s: list[float], after_backward: bool,
+                 iterations: int, prefetch: bool) -> dict[str, np.ndarray]:
+    """Task times of ``iterations`` iterations of one row, as ``FastRun`` fields of shape (1, ...).
+
+    ``bwd_rev_s`` runs in backward order (layer n-1 first); ``lowest_at`` is each
+    message's lowest layer's position in that order, ``lag_s`` its release lag.
+    """
+    times = {key: [] for key in ("io_start_s", "io_end_s", "h2d_start_s", "h2d_end_s", "fwd_start_s",
+                                 "update_start_s", "update_end_s", "fwd_end_s", "bwd_end_s", "comm_start_s",
+                                 "comm_end_s")}
+    io_end = h2d_end = update_end = free = -np.inf
+    for k in range(iterations):
+        io_start = 0.0 if k == 0 else io_end if prefetch else max(update_end, io_end)
+        io_end = io_start + io_s
+        h2d_start = io_end if k == 0 else max(io_end, h2d_end)
+        h2d_end = h2d_start + h2d_s
+        t = fwd_start = h2d_end if k == 0 else max(h2d_end, update_end)
+        fwd_end = [t := t + d for d in fwd_s]
+        bwd_end = [t := t + d for d in bwd_rev_s]
+        done = bwd_end[-1] if bwd_end else t
+        if t_c_s:
+            ready = [bwd_end[i] + lag for i, lag in zip(lowest_at, lag_s, strict=True)]
+            if after_backward:
+                ready = [r if r > done else done for r in ready]
+            c_start, c_end = channel_row(free, ready, t_c_s)
+            free = max(c_end)
+            update_start = max(done, free)
+        else:
+            c_start = c_end = []
+            update_start = done
+        update_end = update_start + update_s
+        for key, value in (("io_start_s", io_start), ("io_end_s", io_end), ("h2d_start_s", h2d_start),
+                           ("h2d_end_s", h2d_end), ("fwd_start_s", fwd_start), ("update_start_s", update_start),
+                           ("update_end_s", update_end), ("fwd_end_s", fwd_end), ("bwd_end_s", bwd_end),
+                           ("comm_start_s", c_start), ("comm_end_s", c_end)):
+            times[key].append(value)
+    n_msg = len(t_c_s)
+    out = {key: np.array(value, dtype=float)[None] for key, value in times.items()}
+    out["comm_start_s"] = out["comm_start_s"].reshape(1, iterations, n_msg)
+    out["comm_end_s"] = out["comm_end_s"].reshape(1, iterations, n_msg)
+    return out
