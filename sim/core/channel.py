@@ -63,7 +63,7 @@ def channel_row(free_s: float, ready_s: list[float], t_c_s: list[float], in_orde
     """`channel` of one row on Python floats: the (start, end) lists of its messages.
     ``in_order``: whether the messages are released in plan order (checked if None)."""
     if in_order is None:
-        in_order = all(a <= b for a, b in zip(ready_s, ready_s[1:], strict=False))
+        in_order = ready_s == sorted(ready_s)  # non-decreasing (a sort of sorted data is one pass)
     if not in_order:
         return channel_by_priority(free_s, ready_s, t_c_s)
     e = free_s

@@ -336,7 +336,7 @@ def _one_row(model, plan: Plan, prepared: Layout, compute_s, precision: str, ite
     row = evaluate_row(fwd[0].tolist(), bwd[0, ::-1].tolist(), float(model.io_s), float(model.h2d_s),
                        float(model.update_s), prepared.t_c_s[0].tolist(),
                        (model.num_layers - 1 - prepared.lowest).tolist(),
-                       list(plan.lag_s) if plan.lag_s else [0.0] * len(plan.groups), plan.after_backward,
+                       list(plan.lag_s) if plan.lag_s else None, plan.after_backward,
                        iterations, prefetch)
     return FastRun(model, plan.groups, model.gradient_bytes(precision), prepared.group_bytes, **row)
 

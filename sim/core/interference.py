@@ -14,27 +14,45 @@ its worker takes ``(1 + kappa f)`` times as long, with ``kappa`` the
 (``data/interference.csv``).
 
 The stretch and the schedule depend on each other (a longer backward moves
-the messages), so `stretch` runs a fixed point: time the run, stretch every
-compute task by the overlap it had, time again; `PASSES` rounds, each from
-the unstretched times. The timeline of the last round shows the stretched
-bars; ``interference_s`` is the compute time they added.
+the messages), so `fixed_point` solves ``x = b (1 + kappa c(x) / x)`` for
+every task (``b`` its unstretched time, ``c`` the part of it communication
+covers): time the run, read each task's covered length and whether
+communication still runs at its end, and solve the quadratic that holds
+if that stays so (`stretch`: exact for a task fully covered, one that a
+message leaves early, or one it reaches late); time again, until no time
+moves by more than `TOLERANCE`, at most `PASSES` rounds. The timeline of the
+last round shows the stretched bars; ``interference_s`` is the compute time
+they added.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 
 from sim.core.intervals import covered_before, union
 
-__all__ = ["COMPUTE_KINDS", "PASSES", "fast_overlap_fractions", "fixed_point", "overlap_fractions", "stretched_model",
-           "with_times"]
+__all__ = ["COMPUTE_KINDS", "PASSES", "TOLERANCE", "Overlap", "fast_overlap", "fixed_point", "stretch",
+           "timeline_overlap", "with_times"]
 
-#: Fixed-point rounds (each a full timing of the run).
+#: Fixed-point rounds at most (each a full timing of the run).
 PASSES = 3
+#: A round that moves no compute time by more than this share of the row's longest
+#: one has reached the fixed point.
+TOLERANCE = 1e-12
 COMPUTE_KINDS = ("forward", "backward")
+
+
+class Overlap(NamedTuple):
+    """Per row and layer: how long communication covers each forward and backward
+    task, and whether it still runs when the task ends (shape (rows, layers))."""
+
+    fwd_covered_s: np.ndarray
+    bwd_covered_s: np.ndarray
+    fwd_end_covered: np.ndarray
+    bwd_end_covered: np.ndarray
 
 
 def _covered(start: np.ndarray, end: np.ndarray, busy: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
@@ -42,9 +60,16 @@ def _covered(start: np.ndarray, end: np.ndarray, busy: tuple[np.ndarray, np.ndar
     return covered_before(*busy, end) - covered_before(*busy, start)
 
 
-def overlap_fractions(timeline, layer_names, iteration: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per layer, the fraction of its forward and of its backward task in
-    ``iteration`` (worker 0) that overlaps communication on any lane."""
+def _inside(t: np.ndarray, busy: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Whether each time ``t`` lies strictly inside one of the disjoint sorted ``busy``
+    intervals (begun before it: a message that begins at a task's end may be the one it releases)."""
+    at = np.searchsorted(busy[0], t, side="left") - 1
+    return (at >= 0) & (t < busy[1][np.clip(at, 0, None)]) if len(busy[0]) else np.zeros(len(t), bool)
+
+
+def timeline_overlap(timeline, layer_names, iteration: int) -> Overlap:
+    """The `Overlap` of worker 0's compute in ``iteration`` of a timeline (one row),
+    with communication on any lane in that iteration and the two beside it."""
     it = timeline["iteration"].to_numpy()
     lane = timeline["lane"].to_numpy()
     kind = timeline["kind"].to_numpy()
@@ -58,20 +83,18 @@ def overlap_fractions(timeline, layer_names, iteration: int) -> tuple[np.ndarray
     out = []
     for k in COMPUTE_KINDS:
         rows = np.flatnonzero(mine & (kind == k))
-        frac = np.zeros(len(layer_names))
-        if len(rows):
-            s, e = start[rows], end[rows]
-            dur = e - s
-            idx = np.fromiter((index.get(str(n), -1) for n in layers[rows]), dtype=np.int64, count=len(rows))
-            keep = (dur > 0) & (idx >= 0)
-            frac[idx[keep]] = np.clip(_covered(s[keep], e[keep], busy) / dur[keep], 0.0, 1.0)
-        out.append(frac)
-    return out[0], out[1]
+        covered, at_end = np.zeros(len(layer_names)), np.zeros(len(layer_names), bool)
+        idx = np.fromiter((index.get(str(n), -1) for n in layers[rows]), dtype=np.int64, count=len(rows))
+        keep = idx >= 0
+        s, e = start[rows][keep], end[rows][keep]
+        covered[idx[keep]] = np.clip(_covered(s, e, busy), 0.0, e - s)
+        at_end[idx[keep]] = _inside(e, busy)
+        out += [covered[None], at_end[None]]
+    return Overlap(out[0], out[2], out[1], out[3])
 
 
-def fast_overlap_fractions(run, iteration: int) -> tuple[np.ndarray, np.ndarray]:
-    """`overlap_fractions` of every row of a fast-path run (`sim.core.fast.FastRun`), from
-    its arrays: (forward, backward) fractions of shape (rows, layers).
+def fast_overlap(run, iteration: int) -> Overlap:
+    """The `Overlap` of every row of a fast-path run (`sim.core.fast.FastRun`), from its arrays.
 
     A row's messages share one channel, so they are disjoint intervals; sorted by
     start they need no union, and the busy time before each compute boundary is
@@ -82,16 +105,17 @@ def fast_overlap_fractions(run, iteration: int) -> tuple[np.ndarray, np.ndarray]
     lo, hi = max(k - 1, 0), min(k + 2, run.comm_start_s.shape[1])
     # the compute chain of iteration k: forward start, then every forward and backward end
     bounds = np.concatenate([run.fwd_start_s[:, k, None], run.fwd_end_s[:, k], run.bwd_end_s[:, k]], axis=1)
-    rows = bounds.shape[0]
+    rows, n = bounds.shape[0], run.fwd_end_s.shape[2]
     c_start = run.comm_start_s[:, lo:hi].reshape(run.comm_start_s.shape[0], -1)
     c_end = run.comm_end_s[:, lo:hi].reshape(c_start.shape)
     width = c_start.shape[1]
     if width == 0:
-        covered = np.zeros_like(bounds)
+        covered, inside = np.zeros_like(bounds), np.zeros(bounds.shape, bool)
     else:  # a per-worker run shares one channel: its one row serves every worker's row
         order = np.argsort(c_start, axis=1, kind="stable")
         base = np.arange(c_start.shape[0])[:, None] * width
-        c_start, length = c_start.ravel()[order + base], (c_end - c_start).ravel()[order + base]
+        c_start, c_end = c_start.ravel()[order + base], c_end.ravel()[order + base]
+        length = c_end - c_start
         cum = np.zeros((len(c_start), width + 1))  # busy time before each interval
         np.cumsum(length, axis=1, out=cum[:, 1:])
         at = np.empty(bounds.shape, dtype=np.int64)
@@ -101,36 +125,62 @@ def fast_overlap_fractions(run, iteration: int) -> tuple[np.ndarray, np.ndarray]
         i = np.clip(at, 0, None)
         flat = i if shared else i + base
         length_at = length.ravel()[flat]
-        inside = np.clip(bounds - c_start.ravel()[flat], 0.0, length_at)
+        inside_s = np.clip(bounds - c_start.ravel()[flat], 0.0, length_at)
         before = cum.ravel()[i if shared else i + base + np.arange(rows)[:, None]]
-        covered = np.where(at >= 0, before + inside, 0.0)
-    dur = np.diff(bounds, axis=1)
-    frac = np.divide(np.diff(covered, axis=1), dur, out=np.zeros_like(dur), where=dur > 0)
-    frac = np.clip(frac, 0.0, 1.0)
-    n = run.fwd_end_s.shape[2]
-    return frac[:, :n], frac[:, n:][:, ::-1]  # backward ran layer n-1 first
+        covered = np.where(at >= 0, before + inside_s, 0.0)
+        # running at a boundary: begun before it (a message that begins there may be the one it releases)
+        j = at - ((at >= 0) & (c_start.ravel()[flat] == bounds))
+        j_flat = np.clip(j, 0, None) if shared else np.clip(j, 0, None) + base
+        inside = (j >= 0) & (bounds < c_end.ravel()[j_flat])
+    task = np.clip(np.diff(covered, axis=1), 0.0, np.diff(bounds, axis=1))
+    at_end = inside[:, 1:]  # task j ends at boundary j + 1
+    # backward ran layer n-1 first
+    return Overlap(task[:, :n], task[:, n:][:, ::-1], at_end[:, :n], at_end[:, n:][:, ::-1])
 
 
-def fixed_point(time_rows, fwd_s: np.ndarray, bwd_s: np.ndarray, kappa: np.ndarray, iteration: int):
+def stretch(base_s: np.ndarray, current_s: np.ndarray, covered_s: np.ndarray, end_covered: np.ndarray,
+            kappa) -> np.ndarray:
+    """The time ``x`` of a task that takes ``base_s`` alone: ``x = b (1 + kappa c(x) / x)``.
+
+    From the last round (the task took ``current_s``, communication covered
+    ``covered_s`` of it and, if ``end_covered``, still ran at its end), the
+    covered part is taken to grow with the task if its end was covered and to
+    stay put if not: ``c(x) = c + s (x - current)``, ``s`` 1 or 0. Then ``x^2 -
+    b (1 + kappa s) x - b kappa (c - s current) = 0``. A task nothing covers
+    keeps ``base_s`` exactly; one covered throughout takes ``base_s (1 + kappa)``.
+    """
+    s = end_covered.astype(float)
+    covered = np.clip(covered_s, 0.0, current_s)
+    b1 = base_s * (1.0 + kappa * s)
+    disc = np.maximum(b1 * b1 + 4.0 * base_s * kappa * (covered - s * current_s), 0.0)
+    return np.clip(0.5 * (b1 + np.sqrt(disc)), base_s, base_s * (1.0 + kappa))
+
+
+def fixed_point(time_rows, overlap_of, fwd_s: np.ndarray, bwd_s: np.ndarray, kappa: np.ndarray):
     """Per row, the forward and backward times (rows, layers) that interference
-    stretches ``fwd_s`` and ``bwd_s`` (layers) to, and the fast-path run of them.
+    stretches ``fwd_s`` and ``bwd_s`` (layers) to, and the run of them.
 
-    ``time_rows(fwd, bwd)`` times all rows with their own compute times. A row
-    stops changing once a round gives the times it had; rounds stop when no
-    row changes, or after `PASSES` rounds, each from the unstretched times.
-    Every row is computed on its own, so a row's result does not depend on
-    the rows beside it.
+    ``time_rows(fwd, bwd)`` times all rows with their own compute times;
+    ``overlap_of(run)`` is its `Overlap`. A row whose times a round moves by at
+    most `TOLERANCE` (of its longest) keeps them; rounds stop when every row
+    does, or after `PASSES`. Every row is computed on its own, so a row's
+    result does not depend on the rows beside it.
     """
     rows = len(kappa)
+    k = np.asarray(kappa, float)[:, None]
     fwd, bwd = np.tile(fwd_s, (rows, 1)), np.tile(bwd_s, (rows, 1))
     for _ in range(PASSES):
         run = time_rows(fwd, bwd)
-        f_fwd, f_bwd = fast_overlap_fractions(run, iteration)
-        new_fwd = fwd_s * (1.0 + kappa[:, None] * f_fwd)
-        new_bwd = bwd_s * (1.0 + kappa[:, None] * f_bwd)
-        if np.array_equal(new_fwd, fwd) and np.array_equal(new_bwd, bwd):
-            return fwd, bwd, run  # a fixed point already: the last run is the answer
-        fwd, bwd = new_fwd, new_bwd
+        ov = overlap_of(run)
+        new_fwd = stretch(fwd_s, fwd, ov.fwd_covered_s, ov.fwd_end_covered, k)
+        new_bwd = stretch(bwd_s, bwd, ov.bwd_covered_s, ov.bwd_end_covered, k)
+        scale = np.maximum(fwd.max(axis=1, initial=0.0), bwd.max(axis=1, initial=0.0))
+        moved = np.maximum(np.abs(new_fwd - fwd).max(axis=1, initial=0.0), np.abs(new_bwd - bwd).max(axis=1, initial=0.0))
+        done = moved <= TOLERANCE * scale
+        if done.all():
+            return fwd, bwd, run  # the last run is of the times kept
+        fwd = np.where(done[:, None], fwd, new_fwd)
+        bwd = np.where(done[:, None], bwd, new_bwd)
     return fwd, bwd, time_rows(fwd, bwd)
 
 
@@ -141,11 +191,3 @@ def with_times(model, fwd_s: np.ndarray, bwd_s: np.ndarray):
     object.__setattr__(out, "fwd_s", np.asarray(fwd_s, float))
     object.__setattr__(out, "bwd_s", np.asarray(bwd_s, float))
     return out
-
-
-def stretched_model(model, timeline, iteration: int, kappa: float, *, fractions=None):
-    """``model`` with each forward and backward time stretched by ``1 + kappa f``
-    (``fractions``: the (forward, backward) overlap fractions, if already known)."""
-    f_fwd, f_bwd = fractions if fractions is not None else overlap_fractions(timeline, model.layer_names, iteration)
-    return dataclasses.replace(model, fwd_s=model.fwd_s * (1.0 + kappa * f_fwd),
-                               bwd_s=model.bwd_s * (1.0 + kappa * f_bwd))

@@ -20,7 +20,7 @@ import numpy as np
 
 from sim.core import engine as core_engine
 from sim.core import fast
-from sim.core.interference import PASSES, fixed_point, stretched_model, with_times
+from sim.core.interference import fast_overlap, fixed_point, timeline_overlap, with_times
 from sim.core.lower import WorkerTimes, lower
 from sim.core.metrics import PHASE_KEYS, graph_figures, iterations_to_run
 from sim.core.plan import Plan
@@ -81,8 +81,8 @@ def _without_slowdown(cost):
 def interference_model(model, plan: Plan, cost, *, precision: str = "fp32", prefetch: bool = False,
                        engine: str = "auto"):
     """``model`` with its compute stretched by the communication it overlaps under
-    ``plan`` and ``cost`` (`sim.core.interference`, a fixed point of `PASSES` rounds);
-    ``model`` itself when the cost has no ``compute_slowdown``."""
+    ``plan`` and ``cost`` (`sim.core.interference.fixed_point`); ``model`` itself
+    when the cost has no ``compute_slowdown``."""
     if _slowdown(cost) <= 0 or not plan.groups:
         return model
     if engine == "auto" and fast.supports(plan, cost, model.num_layers):
@@ -90,15 +90,17 @@ def interference_model(model, plan: Plan, cost, *, precision: str = "fp32", pref
         return with_times(model, fwd[0], bwd[0])
     kappa, cost = _slowdown(cost), _without_slowdown(cost)
     n_run = iterations_to_run(plan, 2)
-    stretched = model
-    for _ in range(PASSES):
-        timing = _time_plan(stretched, plan, [cost], precision=precision, iterations=n_run, prefetch=prefetch,
-                            engine=engine, keep_timeline=True)
-        new = stretched_model(model, timing.timeline(0, n_run), n_run - 2, kappa)
-        if np.array_equal(new.fwd_s, stretched.fwd_s) and np.array_equal(new.bwd_s, stretched.bwd_s):
-            break  # a fixed point already: another round would give the same times
-        stretched = new
-    return stretched
+
+    def time_rows(fwd, bwd):
+        timing = _time_plan(with_times(model, fwd[0], bwd[0]), plan, [cost], precision=precision, iterations=n_run,
+                            prefetch=prefetch, engine=engine, keep_timeline=True)
+        return timing.timeline(0, n_run)
+
+    def overlap_of(timeline):
+        return timeline_overlap(timeline, model.layer_names, n_run - 2)
+
+    fwd, bwd, _ = fixed_point(time_rows, overlap_of, model.fwd_s, model.bwd_s, np.array([kappa]))
+    return with_times(model, fwd[0], bwd[0])
 
 
 def _fast_fixed_point(model, plan: Plan, costs, precision: str, prefetch: bool, iterations: int):
@@ -107,12 +109,13 @@ def _fast_fixed_point(model, plan: Plan, costs, precision: str, prefetch: bool, 
     costs = [_without_slowdown(c) for c in costs]
     prepared = fast.layout(model, plan, costs, precision)
     n_run = max(iterations, iterations_to_run(plan, 2))
+    ref = iterations_to_run(plan, 2) - 2
 
     def time_rows(fwd, bwd):
         return fast.evaluate(model, plan, costs, precision=precision, iterations=n_run, prefetch=prefetch,
                              compute_s=(fwd, bwd), prepared=prepared)
 
-    return fixed_point(time_rows, model.fwd_s, model.bwd_s, kappa, iterations_to_run(plan, 2) - 2)
+    return fixed_point(time_rows, lambda run: fast_overlap(run, ref), model.fwd_s, model.bwd_s, kappa)
 
 
 def _time_with_interference(model, plan: Plan, costs, **kw) -> Timing:

@@ -17,12 +17,12 @@ __all__ = ["evaluate_row"]
 
 
 def evaluate_row(fwd_s: list[float], bwd_rev_s: list[float], io_s: float, h2d_s: float, update_s: float,
-                 t_c_s: list[float], lowest_at: list[int], lag_s: list[float], after_backward: bool,
+                 t_c_s: list[float], lowest_at: list[int], lag_s: list[float] | None, after_backward: bool,
                  iterations: int, prefetch: bool) -> dict[str, np.ndarray]:
     """Task times of ``iterations`` iterations of one row, as ``FastRun`` fields of shape (1, ...).
 
     ``bwd_rev_s`` runs in backward order (layer n-1 first); ``lowest_at`` is each
-    message's lowest layer's position in that order, ``lag_s`` its release lag.
+    message's lowest layer's position in that order, ``lag_s`` its release lag (None: none).
     """
     times = {key: [] for key in ("io_start_s", "io_end_s", "h2d_start_s", "h2d_end_s", "fwd_start_s",
                                  "update_start_s", "update_end_s", "fwd_end_s", "bwd_end_s", "comm_start_s",
@@ -38,7 +38,9 @@ def evaluate_row(fwd_s: list[float], bwd_rev_s: list[float], io_s: float, h2d_s:
         bwd_end = [t := t + d for d in bwd_rev_s]
         done = bwd_end[-1] if bwd_end else t
         if t_c_s:
-            ready = [bwd_end[i] + lag for i, lag in zip(lowest_at, lag_s, strict=True)]
+            ready = list(map(bwd_end.__getitem__, lowest_at))  # the lowest layer's gradient is ready
+            if lag_s is not None:  # released lag_s after (x + 0.0 is x: no lag needs no sum)
+                ready = [r + lag for r, lag in zip(ready, lag_s, strict=True)]
             if after_backward:
                 ready = [r if r > done else done for r in ready]
             c_start, c_end = channel_row(free, ready, t_c_s)
