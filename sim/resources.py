@@ -12,6 +12,7 @@ that a sharded scheduler's memory follows from its registration.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -45,9 +46,15 @@ def shard_of(scheduler: str) -> str:
     return getattr(get_spec(scheduler), "shard", "none")
 
 
+@functools.lru_cache(maxsize=16)
+def _bytes_by_name(model: Model, precision: str) -> dict[str, int]:
+    """Each layer's gradient bytes by its name (a model is immutable: built once)."""
+    return dict(zip(model.layer_names, model.gradient_bytes(precision).tolist(), strict=True))
+
+
 def _largest_merged_message_bytes(model: Model, precision: str, groups: Sequence[Sequence[str]]) -> int:
     """Bytes of the largest message that merges several layers (0 if every message is one layer)."""
-    sizes = dict(zip(model.layer_names, model.gradient_bytes(precision).tolist(), strict=True))
+    sizes = _bytes_by_name(model, precision)
     return max((sum(sizes[name] for name in group) for group in groups if len(group) > 1), default=0)
 
 

@@ -38,14 +38,27 @@ def test_fully_overlapped_backward_stretches_by_kappa_by_hand():
 
 def test_partly_overlapped_backward_reaches_the_fixed_point():
     """b's message (1 ms) overlaps the first 1 ms of a's backward (4 ms): the stretched time x
-    solves x = 4 (1 + 0.5 x 1/x) ms, i.e. x = 2 + sqrt(6) ms; three rounds reach it within 0.1 %."""
+    solves x = 4 (1 + 0.5 x 1/x) ms, i.e. x = 2 + sqrt(6) ms. The covered part does not move
+    with the task, so the round's quadratic is exact: reached to rounding."""
     res = run(two_layers(4.0), 0.5, 1e-3)
     tl = res.timeline
     bar = tl.loc[(tl.kind == "backward") & (tl.layer == "a") & (tl.iteration == 0)].iloc[0]
-    assert bar.duration_s == pytest.approx((2 + math.sqrt(6)) * 1e-3, rel=1e-3)
+    assert bar.duration_s == pytest.approx((2 + math.sqrt(6)) * 1e-3, rel=1e-9)
     plain = run(two_layers(4.0), 0.0, 1e-3)
     assert res.iteration_time_s > plain.iteration_time_s
     assert plain.metrics["interference_s"] == 0
+
+
+def test_message_reaching_past_the_task_end_by_hand():
+    """a's backward (4 ms) starts at 4 ms, beside b's message (4-9 ms), which still runs at
+    its end: the first round stretches it as fully covered (4 x 1.3 = 5.2 ms), past the
+    message's end; then only 5 ms of it are covered, and x = 4 (1 + 0.3 x 5/x) ms gives
+    x = 2 + sqrt(10) ms."""
+    res = run(two_layers(4.0), 0.3, 5e-3)
+    tl = res.timeline
+    bar = tl.loc[(tl.kind == "backward") & (tl.layer == "a") & (tl.iteration == 0)].iloc[0]
+    assert bar.duration_s == pytest.approx((2 + math.sqrt(10)) * 1e-3, rel=1e-9)
+    assert res.metrics["interference_s"] == pytest.approx((math.sqrt(10) - 2) * 1e-3, rel=1e-9)
 
 
 def test_switch_and_override():
