@@ -28,27 +28,37 @@ def mgwfbp(grads: GradientLayers, cost: CommCost) -> Plan:
     n = grads.n
     if n == 0:
         return Plan(MGWFBP, ())
-    r = grads.ready_s
+    r, nbytes = grads.ready_s.tolist(), grads.nbytes.astype(float).tolist()
+    time_s = _scalar_time(cost)
     spans: list[tuple[int, int]] = []
     prev_end = -np.inf
     hi = n - 1
-    group_bytes = float(grads.nbytes[n - 1])
+    group_bytes = nbytes[n - 1]
     for l in range(n - 1, 0, -1):
         tau_c = max(prev_end, r[l])  # the current message is ready once layer l is
         if cost.is_measured:  # a single-layer message takes its measured time
             t_c = cost.message_time_s(tuple(int(i) for i in grads.index[l : hi + 1]), group_bytes)
         else:
-            t_c = float(cost.time_s(group_bytes))
+            t_c = time_s(group_bytes)
         r_next = r[l - 1]
         if r_next < tau_c + t_c and (tau_c > r_next or r_next - tau_c < cost.alpha_s):
-            group_bytes += float(grads.nbytes[l - 1])
+            group_bytes += nbytes[l - 1]
         else:
             spans.append((hi, l))
             prev_end = tau_c + t_c
             hi = l - 1
-            group_bytes = float(grads.nbytes[l - 1])
+            group_bytes = nbytes[l - 1]
     spans.append((hi, 0))
     return plan_from_spans(MGWFBP, grads, spans)
+
+
+def _scalar_time(cost: CommCost):
+    """``cost.time_s`` of one message as a Python float: for a plain alpha-beta line the
+    same product and sum on floats (the same bits), without numpy's per-call cost."""
+    if type(cost).time_s is CommCost.time_s and not cost.regimes:
+        alpha, beta = float(cost.alpha_s), float(cost.beta_s_per_byte)
+        return lambda nbytes: alpha + beta * nbytes
+    return lambda nbytes: float(cost.time_s(nbytes))
 
 
 SPEC = register(SchedulerSpec(
