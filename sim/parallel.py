@@ -177,6 +177,7 @@ class Grid:
         self._checked: set[tuple] = set()
         self._workload_ids: dict[tuple, int] = {}
         self._unit_ids: dict[tuple, int] = {}
+        self._framework_costs: dict[tuple, CommCost] = {}
         known = set(GRID_KEYS)
         cids, wids, uids = array("q"), array("q"), array("q")  # per row, compact (a million rows: 24 MB)
         self.scheduler_of_row: list[str] = []
@@ -197,7 +198,7 @@ class Grid:
         self.cluster_of_row = np.frombuffer(cids, dtype=np.int64).copy()
         self.workload_of_row = np.frombuffer(wids, dtype=np.int64).copy()
         self.unit_of_row = np.frombuffer(uids, dtype=np.int64).copy()
-        self._unit_ids = {}  # only needed while rows are resolved
+        self._unit_ids, self._framework_costs = {}, {}  # only needed while rows are resolved
 
     def _resolve(self, values: tuple) -> tuple[int, int, int, str]:
         """Validate one distinct configuration (values in `GRID_KEYS` order);
@@ -236,8 +237,12 @@ class Grid:
             self.workloads.append(_Workload(timed, precision, prefetch, int(batch_size), single))
         workload = self.workloads[wid]
         if cluster.gpus > 1 and workload.model.comm_s is not None:  # trace-driven: the model's measured times
-            cost = cluster.comm_cost(workload.model, workload.precision)
-        cost = cluster.framework_cost(cost, scheduler)
+            cost = cluster.framework_cost(cluster.comm_cost(workload.model, workload.precision), scheduler)
+        else:  # a cluster's cost with a scheduler's framework: worked out once
+            cost = self._framework_costs.get((cid, scheduler))
+            if cost is None:
+                cost = self._framework_costs[(cid, scheduler)] = cluster.framework_cost(self.clusters[cid][1],
+                                                                                         scheduler)
         if cluster.gpus > 1:  # make_plan hands bucket_mb to the bucket scheduler only
             ukey = (wid, scheduler, bucket_mb if knob_reads("bucket_mb", scheduler, "allreduce") else None, cost)
         else:  # one GPU sends nothing: no plan
