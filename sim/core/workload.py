@@ -5,6 +5,8 @@ checks every run shares."""
 from __future__ import annotations
 
 import math
+import threading
+import weakref
 
 from sim.checks import check_int
 from sim.errors import SimInputError
@@ -45,6 +47,13 @@ def calibrate(model, measured_iteration_s: float, *, precision: str = "fp32", pr
     return model.scaled(target / compute)
 
 
+#: Resolved models kept per model (a model is immutable): `resolve_model` of the same
+#: arguments returns the same object. At most `_KEPT` per model, the oldest dropped first.
+_RESOLVED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_RESOLVED_LOCK = threading.Lock()
+_KEPT = 32
+
+
 def resolve_model(model, cluster, batch_size: int, precision: str, prefetch: bool = False,
                   calibrate_iteration_s: float | None = None, gradients: str | None = None,
                   optimizer: str | None = None):
@@ -52,10 +61,28 @@ def resolve_model(model, cluster, batch_size: int, precision: str, prefetch: boo
     timed for ``optimizer``, `sim.compute.update_time_s`), calibrated if asked,
     in the granularity schedulers plan over: one gradient per parameter tensor
     or per layer (``gradients``, else the model's own choice, else
-    `sim.tensors.DEFAULT_GRADIENTS`; `sim.model.Model.with_gradients`)."""
-    model = model.timed(gpu=cluster.gpu, batch_size=batch_size, precision=precision, optimizer=optimizer)
+    `sim.tensors.DEFAULT_GRADIENTS`; `sim.model.Model.with_gradients`).
+    Worked out once per model and arguments."""
+    key = (cluster.gpu, batch_size, precision, bool(prefetch), calibrate_iteration_s, gradients, optimizer)
+    try:
+        with _RESOLVED_LOCK:
+            kept = _RESOLVED.get(model)
+            if kept is not None and key in kept:
+                return kept[key]
+    except TypeError:  # an unhashable argument: the checks below name it
+        kept = None
+    resolved = model.timed(gpu=cluster.gpu, batch_size=batch_size, precision=precision, optimizer=optimizer)
     if calibrate_iteration_s is not None:
-        model = calibrate(model, calibrate_iteration_s, precision=precision, prefetch=prefetch)
-    return model.with_gradients(gradients)
+        resolved = calibrate(resolved, calibrate_iteration_s, precision=precision, prefetch=prefetch)
+    resolved = resolved.with_gradients(gradients)
+    try:
+        with _RESOLVED_LOCK:
+            kept = _RESOLVED.setdefault(model, {})
+            if len(kept) >= _KEPT:
+                del kept[next(iter(kept))]
+            kept[key] = resolved
+    except TypeError:
+        pass
+    return resolved
 
 
