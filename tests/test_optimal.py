@@ -118,6 +118,16 @@ def test_piecewise_continuous_at_a_rounded_cut():
         assert optimal(grads, cost) == reference_plan(grads, cost)
 
 
+@pytest.mark.parametrize("cut", [99_999.5, 100_000.0, 100_000.5, 199_999.99999999997, 200_000.00000000003])
+def test_regime_starts_between_whole_byte_counts(cut):
+    """Layers of 100 kB: merged messages land exactly on or one byte off a regime start."""
+    cost = CommCost.piecewise([Regime(0.0, 1e-3, 1e-9), Regime(cut, 0.0, 1e-10), Regime(250_000.0, 2e-3, 0.0)])
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        grads = GradientLayers(np.arange(20), np.cumsum(rng.uniform(0, 3e-4, 20))[::-1].copy(), np.full(20, 100_000))
+        assert optimal(grads, cost) == reference_plan(grads, cost)
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.integers(1, 30), st.integers(0, 2**32 - 1), st.sampled_from([0.0, 1e-5, 1e-3]),
        st.sampled_from([1e-11, 1e-10, 1e-9]), st.booleans(), st.booleans())

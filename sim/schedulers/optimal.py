@@ -10,7 +10,13 @@ from sim.comm import CommCost
 from sim.core.plan import GradientLayers, Plan
 from sim.schedulers.base import plan_from_spans
 from sim.schedulers.names import OPTIMAL
-from sim.schedulers.optimal_exact import IntCost, choices_monotone, scale_exponent, to_ints
+from sim.schedulers.optimal_exact import (
+    IntCost,
+    choices_any_regimes,
+    choices_monotone,
+    scale_exponent,
+    to_ints,
+)
 from sim.schedulers.registry import SchedulerSpec, ignoring_options, register
 
 __all__ = ["optimal", "plan_from_choices"]
@@ -35,24 +41,32 @@ def optimal(grads: GradientLayers, cost: CommCost) -> Plan:
     Ends are compared exactly, as real numbers (`sim.schedulers.optimal_exact`:
     times are integers in units of 2**-K s). When the channel is behind, many
     groupings cost exactly the same (``E[j-1] - beta S_j`` is the same for
-    every j that only splits a backlogged message in two); in floats they
-    would differ by rounding errors and the plan would depend on them.
+    every j inside one message sent as soon as the previous one ended); in
+    floats they would differ by rounding errors and the plan would depend on
+    them. (A cost class that times messages its own way, a ready time that is
+    not finite or byte counts that are not whole: float ends, ties by rounding.)
 
-    Complexity (n layers with gradients, R size regimes of the cost):
+    Complexity (n layers with gradients, R size regimes of the cost; ready
+    times r non-decreasing in sending order, as a chain's always are):
 
-    * ready times r non-decreasing in sending order (always, for a chain)
-      and T non-decreasing in the size (affine costs; piecewise ones without
-      a drop at a regime start): E is non-decreasing; every j with
-      E[j-1] <= r_i gives r_i + T(B_j..i), least at the largest such j, lo;
-      every later j gives ``E[j-1] - beta_k S_j + alpha_k + beta_k S_{i+1}``
+    * T non-decreasing in the (whole) byte count (affine costs; piecewise
+      ones that do not fall at a regime start): E is non-decreasing; every j
+      with E[j-1] <= r_i gives r_i + T(B_j..i), least at the largest such j,
+      lo; every later j gives ``E[j-1] - beta_k S_j + alpha_k + beta_k S_{i+1}``
       (S the byte prefix sums, k its regime), the minimum of a key over a
-      sliding window: one monotone queue per regime. O(n R) time, O(n) memory.
-    * measured single-layer times (trace-driven costs) with r non-decreasing:
-      E may fall, so the j with E[j-1] > r_i are kept in a heap by key and
-      the others by E[j-1]: O(n log n) time, O(n) memory.
-    * otherwise (ready times out of order, a piecewise cost that drops at a
-      regime start, a cost class of its own): every j, vectorised, with
-      the ends within rounding of the least compared exactly: O(n^2) time.
+      sliding window: one monotone queue per regime. O(n R) time, O(n) memory
+      (`choices_monotone`).
+    * T falling at a regime start: E may fall too. Per regime, the j whose
+      message falls in it are a sliding window; the j with E[j-1] <= r_i (a
+      set that only grows) give their least end at the largest of them (a
+      Fenwick tree of prefix maxima), the others are kept in a heap by key.
+      O(n R log n) time, O(n R) memory (`choices_any_regimes`).
+    * measured single-layer times (trace-driven costs, an affine line for
+      merged messages): the same with one regime plus the layer alone,
+      O(n log n) time, O(n) memory.
+    * otherwise (ready times out of order, a cost class timing messages its
+      own way): every j, vectorised, with the ends within rounding of the
+      least compared exactly: O(n^2) time, O(n) memory.
     """
     n = grads.n
     if n == 0:
@@ -60,8 +74,9 @@ def optimal(grads: GradientLayers, cost: CommCost) -> Plan:
     exact = _exact_inputs(grads, cost)
     choice = None
     if exact is not None and exact["ready_sorted"]:
-        if not cost.is_measured and exact["cost"].non_decreasing():
-            choice = choices_monotone(exact["ready"], exact["cum"], exact["cost"])
+        if not cost.is_measured:
+            fast = choices_monotone if exact["cost"].non_decreasing() else choices_any_regimes
+            choice = fast(exact["ready"], exact["cum"], exact["cost"])
         elif cost.is_measured and not cost.regimes:
             choice = _choices_measured(exact)
     if choice is None:

@@ -16,12 +16,13 @@ for ready times that do not decrease and a cost that does not decrease with the 
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 from collections import deque
 
 import numpy as np
 
-__all__ = ["IntCost", "choices_monotone", "scale_exponent", "to_ints"]
+__all__ = ["IntCost", "choices_any_regimes", "choices_monotone", "scale_exponent", "to_ints"]
 
 def scale_exponent(*arrays) -> int | None:
     """The least K with ``53 - e <= K`` for every nonzero value ``m 2**e`` (``0.5 <= |m| < 1``)
@@ -160,5 +161,99 @@ def _choices_affine(ready: list[int], cum: list[int], alpha: int, beta: int) -> 
             end = key + alpha + beta * total
             if end <= best:  # j > lo: the smaller last message on a tie
                 best_j, best = j, end
+        choice[i], prev[i + 1] = best_j, best
+    return choice
+
+
+class _Latest:
+    """The largest marked position up to a bound (a Fenwick tree of prefix maxima)."""
+
+    def __init__(self, n: int):
+        self.tree = [-1] * (n + 2)
+        self.top = -1  # the largest marked position
+
+    def mark(self, j: int) -> None:
+        tree, at = self.tree, j + 1
+        self.top = max(self.top, j)
+        while at < len(tree):
+            if tree[at] < j:
+                tree[at] = j
+            at += at & -at
+
+    def latest(self, bound: int) -> int:
+        if bound >= self.top:
+            return self.top
+        tree, at, found = self.tree, bound + 1, -1
+        while at > 0:
+            if tree[at] > found:
+                found = tree[at]
+            at -= at & -at
+        return found
+
+
+class _Regime:
+    """The j whose message to the current i falls in one regime, the waiting ones by key."""
+
+    def __init__(self, start, end, alpha: int, beta: int):
+        # whole byte counts M are in the regime when ceil(start) <= M < ceil(end)
+        self.start, self.alpha, self.beta = math.ceil(start), alpha, beta
+        self.end = math.ceil(end) if math.isfinite(end) else None
+        self.first, self.last = 0, -1  # the window [first, last] of j
+        self.by_key: list = []  # (E[j-1] - beta cum[j], -j) of the j that entered while waiting, lazily
+
+    def best(self, prev, cum, i: int, ready_i: int, latest: _Latest) -> tuple[int, int] | None:
+        """(j, end) of the best j of the window at step i (the largest among equal ends), or None."""
+        total, beta, by_key = cum[i + 1], self.beta, self.by_key
+        last, bound = self.last, total - self.start
+        while last < i and cum[last + 1] <= bound:  # j enters once its message reaches the regime
+            last += 1
+            if prev[last] > ready_i:
+                heapq.heappush(by_key, (prev[last] - beta * cum[last], -last))
+        first = self.first
+        if self.end is not None:
+            bound = total - self.end
+            while first <= last and cum[first] <= bound:  # and leaves once it is past it
+                first += 1
+        self.first, self.last = first, last
+        if first > last:
+            return None
+        found = None
+        while by_key and (-by_key[0][1] < first or prev[-by_key[0][1]] <= ready_i):
+            heapq.heappop(by_key)
+        if by_key:
+            found = (-by_key[0][1], by_key[0][0] + self.alpha + beta * total)
+        j = latest.latest(last)  # the largest j whose prefix ended by r_i
+        if j >= first:
+            end = ready_i + self.alpha + beta * (total - cum[j])
+            if found is None or end < found[1] or (end == found[1] and j > found[0]):
+                found = (j, end)
+        return found
+
+
+def choices_any_regimes(ready: list[int], cum: list[int], cost: IntCost) -> list[int]:
+    """`choices_monotone` for a cost that may fall at a regime start (``ready`` still not
+    decreasing): E may then fall too. Per regime, the j whose message falls in it form a
+    window; among them, those whose prefix ended by r_i (a set that only grows, as r does)
+    give the least end at the largest such j, and the others are kept in a heap by key.
+    O(n R log n)."""
+    n = len(ready)
+    prev: list = [float("-inf")] * (n + 1)  # prev[j] = E[j-1]
+    choice = [0] * n
+    regimes = [_Regime(start, end, alpha, beta) for start, end, alpha, beta in
+               zip(cost.starts, cost.starts[1:] + [float("inf")], cost.alphas, cost.betas, strict=True)]
+    latest, waiting = _Latest(n), []  # waiting: (E[j-1], j) of the j whose prefix ends after r_i
+    for i in range(n):
+        ri = ready[i]
+        if prev[i] <= ri:
+            latest.mark(i)
+        else:
+            heapq.heappush(waiting, (prev[i], i))
+        while waiting and waiting[0][0] <= ri:
+            latest.mark(heapq.heappop(waiting)[1])
+        best_j, best = -1, None
+        for regime in regimes:
+            found = regime.best(prev, cum, i, ri, latest)
+            if found is not None and (best is None or found[1] < best or (found[1] == best and found[0] > best_j)):
+                best_j, best = found
         choice[i], prev[i + 1] = best_j, best
     return choice
