@@ -117,7 +117,7 @@ def _exact_inputs(grads: GradientLayers, cost) -> dict | None:
     cum = [0]
     for b in map(int, nbytes.tolist()):
         cum.append(cum[-1] + b)
-    return {"k": k, "ready": to_ints(r, k), "cum": cum, "cost": IntCost(cost, k),
+    return {"k": k, "ready": to_ints(r, k), "cum": cum, "cum_array": np.array(cum, dtype=object), "cost": IntCost(cost, k),
             "ready_sorted": bool(np.all(np.diff(r) >= 0)), "single": _single_times(grads, cost, k)}
 
 
@@ -178,7 +178,7 @@ def _choices_general(grads: GradientLayers, cost, exact: dict | None) -> np.ndar
     cum = np.concatenate(([0.0], np.cumsum(b)))
     choice = np.empty(n, dtype=np.int64)
     prev = np.full(n + 1, -np.inf)  # prev[j] = E[j-1] (rounded from the exact one with ``exact``)
-    prev_exact: list = [float("-inf")] * (n + 1)
+    prev_exact = np.full(n + 1, float("-inf"), dtype=object)  # exact E[j-1] (Python integers)
     eps = float(np.finfo(float).eps)
     from_lo = exact is not None and exact["ready_sorted"] and not cost.is_measured and exact["cost"].non_decreasing()
     lo = 0
@@ -195,22 +195,24 @@ def _choices_general(grads: GradientLayers, cost, exact: dict | None) -> np.ndar
         else:
             slack = _SLACK_EPS * eps * float(np.max(np.abs(start)) + np.max(np.abs(ends - start)))
             near = (lo + np.flatnonzero(ends <= float(ends.min()) + 2 * slack))[::-1]
-            j, prev_exact[i + 1] = _least_exact(exact, prev_exact, i, near.tolist())
+            j, prev_exact[i + 1] = _least_exact(exact, prev_exact, i, near)
             prev[i + 1] = prev_exact[i + 1] / (1 << exact["k"])  # correctly rounded
         choice[i] = j
     return choice
 
 
-def _least_exact(exact: dict, prev: list, i: int, near: list[int]) -> tuple[int, int]:
-    """(j, end) of the least exact end among the j in ``near`` (descending): the largest on a tie."""
-    ready, cum, cost, single = exact["ready"], exact["cum"], exact["cost"], exact["single"]
-    best_j, best = -1, None
-    for j in near:
-        start = prev[j] if prev[j] > ready[i] else ready[i]
-        end = start + (single[i] if single is not None and j == i else cost.time(cum[i + 1] - cum[j]))
-        if best is None or end < best:
-            best_j, best = j, end
-    return best_j, best
+def _least_exact(exact: dict, prev: np.ndarray, i: int, near: np.ndarray) -> tuple[int, int]:
+    """(j, end) of the least exact end among the j in ``near`` (descending): the largest on a tie.
+    Python integers in object arrays: exact, and vectorised over the candidates."""
+    cost, cum = exact["cost"], exact["cum_array"]
+    nbytes = cum[i + 1] - cum[near]
+    regime = np.searchsorted(cost.starts, nbytes.astype(float), side="right") - 1  # whole counts: exact
+    took = cost.alpha_array[regime] + cost.beta_array[regime] * nbytes
+    if exact["single"] is not None and near[0] == i:
+        took[0] = exact["single"][i]
+    ends = np.maximum(prev[near], exact["ready"][i]) + took
+    k = list(ends).index(ends.min())
+    return int(near[k]), ends[k]
 
 
 SPEC = register(SchedulerSpec(

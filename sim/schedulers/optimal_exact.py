@@ -8,9 +8,10 @@ integers are exact. The DP then compares ends as real numbers, and two plans who
 ends are equal in real arithmetic tie exactly (the tie rule decides), instead of
 one winning by a rounding error of a few ulps.
 
-`IntCost` is a cost in those units; `choices_monotone` is the DP in O(n * regimes)
-for ready times that do not decrease and a cost that does not decrease with the size
-(see ``sim.schedulers.optimal`` for the argument).
+`IntCost` is a cost in those units. For ready times that do not decrease,
+`choices_monotone` is the DP in O(n * regimes) when the cost does not fall as the size
+grows, and `choices_any_regimes` in O(n * regimes * log n) when it falls at a regime
+start (see ``sim.schedulers.optimal`` for the arguments).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class IntCost:
         self.starts = [float(s) for s, _, _ in table]
         self.alphas = to_ints([a for _, a, _ in table], k)
         self.betas = to_ints([b for _, _, b in table], k)
+        self.alpha_array, self.beta_array = np.array(self.alphas, dtype=object), np.array(self.betas, dtype=object)
 
     @staticmethod
     def floats(cost) -> list[float]:
