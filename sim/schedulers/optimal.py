@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import itertools
 
 import numpy as np
 
@@ -77,7 +78,7 @@ def optimal(grads: GradientLayers, cost: CommCost) -> Plan:
         if not cost.is_measured:
             fast = choices_monotone if exact["cost"].non_decreasing() else choices_any_regimes
             choice = fast(exact["ready"], exact["cum"], exact["cost"])
-        elif cost.is_measured and not cost.regimes:
+        elif not cost.regimes:
             choice = _choices_measured(exact)
     if choice is None:
         choice = _choices_general(grads, cost, exact)
@@ -100,8 +101,9 @@ def plan_from_choices(grads: GradientLayers, choice) -> Plan:
 
 
 def _exact_inputs(grads: GradientLayers, cost) -> dict | None:
-    """The DP's inputs as exact integers (sending order), or None when the cost is not
-    a `CommCost` timing messages with its own lines or a value does not scale."""
+    """The DP's inputs as exact integers (sending order), or None when the cost is not a
+    `CommCost` (or one that times messages its own way), a value is not finite or a byte
+    count not whole."""
     if not isinstance(cost, CommCost) or type(cost).time_s is not CommCost.time_s:
         return None
     r = np.asarray(grads.ready_s, dtype=float)[::-1]
@@ -114,10 +116,8 @@ def _exact_inputs(grads: GradientLayers, cost) -> dict | None:
     k = scale_exponent(*floats)
     if k is None:
         return None
-    cum = [0]
-    for b in map(int, nbytes.tolist()):
-        cum.append(cum[-1] + b)
-    return {"k": k, "ready": to_ints(r, k), "cum": cum, "cum_array": np.array(cum, dtype=object), "cost": IntCost(cost, k),
+    cum = list(itertools.accumulate(map(int, nbytes.tolist()), initial=0))
+    return {"k": k, "ready": to_ints(r, k), "cum": cum, "cost": IntCost(cost, k),
             "ready_sorted": bool(np.all(np.diff(r) >= 0)), "single": _single_times(grads, cost, k)}
 
 
@@ -179,6 +179,7 @@ def _choices_general(grads: GradientLayers, cost, exact: dict | None) -> np.ndar
     choice = np.empty(n, dtype=np.int64)
     prev = np.full(n + 1, -np.inf)  # prev[j] = E[j-1] (rounded from the exact one with ``exact``)
     prev_exact = np.full(n + 1, float("-inf"), dtype=object)  # exact E[j-1] (Python integers)
+    cum_exact = None if exact is None else np.array(exact["cum"], dtype=object)
     eps = float(np.finfo(float).eps)
     from_lo = exact is not None and exact["ready_sorted"] and not cost.is_measured and exact["cost"].non_decreasing()
     lo = 0
@@ -195,16 +196,16 @@ def _choices_general(grads: GradientLayers, cost, exact: dict | None) -> np.ndar
         else:
             slack = _SLACK_EPS * eps * float(np.max(np.abs(start)) + np.max(np.abs(ends - start)))
             near = (lo + np.flatnonzero(ends <= float(ends.min()) + 2 * slack))[::-1]
-            j, prev_exact[i + 1] = _least_exact(exact, prev_exact, i, near)
+            j, prev_exact[i + 1] = _least_exact(exact, cum_exact, prev_exact, i, near)
             prev[i + 1] = prev_exact[i + 1] / (1 << exact["k"])  # correctly rounded
         choice[i] = j
     return choice
 
 
-def _least_exact(exact: dict, prev: np.ndarray, i: int, near: np.ndarray) -> tuple[int, int]:
+def _least_exact(exact: dict, cum: np.ndarray, prev: np.ndarray, i: int, near: np.ndarray) -> tuple[int, int]:
     """(j, end) of the least exact end among the j in ``near`` (descending): the largest on a tie.
     Python integers in object arrays: exact, and vectorised over the candidates."""
-    cost, cum = exact["cost"], exact["cum_array"]
+    cost = exact["cost"]
     nbytes = cum[i + 1] - cum[near]
     regime = np.searchsorted(cost.starts, nbytes.astype(float), side="right") - 1  # whole counts: exact
     took = cost.alpha_array[regime] + cost.beta_array[regime] * nbytes
