@@ -21,7 +21,7 @@ from sim.comm import CommCost
 from sim.core.cost import Regime, measured_cost
 from sim.core.plan import GradientLayers
 from sim.schedulers import optimal
-from sim.schedulers.optimal import plan_from_choices
+from sim.schedulers.optimal import optimal_every_j, plan_from_choices
 
 optimal_module = importlib.import_module("sim.schedulers.optimal")
 
@@ -160,11 +160,26 @@ def test_a_backlogged_tie_keeps_the_smaller_last_message():
     assert plan.groups == ((2,), (1,), (0,))
 
 
-def test_the_general_search_agrees_with_the_fast_paths():
-    """The vectorised search over every j (used for costs of other classes) with exact
-    tie-breaking picks the same j as the fast paths, on a backlogged 2,000-layer chain."""
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 30), st.integers(0, 2**32 - 1), AFFINE, st.integers(0, 2**32 - 1), st.booleans())
+def test_the_search_over_every_j_is_the_definition(n, seed, affine, cost_seed, piecewise):
+    grads = chain(n, seed, equal=seed % 3 == 0)
+    cost = _piecewise(cost_seed) if piecewise else affine
+    assert optimal_every_j(grads, cost) == reference_plan(grads, cost)
+
+
+def test_the_search_over_every_j_agrees_with_the_fast_paths():
+    """The vectorised search over every j (the O(n^2) reference bench/ times) picks the same
+    plan as the fast paths on a 2,000-layer chain, backlogged (most steps tie) and not."""
     grads = chain(2000, 5, max_bytes=10_000_000)
-    for cost in (CommCost(1e-3, 1e-9), CommCost(1e-5, 1e-11), _piecewise(3),
+    for cost in (CommCost(1e-3, 1e-9), CommCost(1e-5, 1e-11), _piecewise(3), _piecewise(6),  # T falls, rises
                  measured_cost(np.full(2000, 1e-3) + 1e-9 * grads.nbytes, grads.nbytes)):
+        assert optimal_every_j(grads, cost) == optimal(grads, cost)
+
+
+def test_the_window_search_agrees_with_the_fast_paths():
+    """The same search from the backlog's start lo (when T does not fall): same plans."""
+    grads = chain(2000, 6)
+    for cost in (CommCost(1e-3, 1e-9), CommCost(5e-5, 1e-10)):
         exact = optimal_module._exact_inputs(grads, cost)
         assert plan_from_choices(grads, optimal_module._choices_general(grads, cost, exact)) == optimal(grads, cost)

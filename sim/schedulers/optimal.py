@@ -20,7 +20,7 @@ from sim.schedulers.optimal_exact import (
 )
 from sim.schedulers.registry import SchedulerSpec, ignoring_options, register
 
-__all__ = ["optimal", "plan_from_choices"]
+__all__ = ["optimal", "optimal_every_j", "plan_from_choices"]
 
 #: Rounding slack of the general search's float ends, in units of machine epsilon
 #: times the largest magnitude in the window (each end is within 3 of them).
@@ -83,6 +83,14 @@ def optimal(grads: GradientLayers, cost: CommCost) -> Plan:
     if choice is None:
         choice = _choices_general(grads, cost, exact)
     return plan_from_choices(grads, choice)
+
+
+def optimal_every_j(grads: GradientLayers, cost: CommCost) -> Plan:
+    """The same plan as `optimal`, by the definition's search over every j <= i (O(n^2),
+    vectorised, ends compared exactly): the reference the fast paths are held to."""
+    if grads.n == 0:
+        return Plan(OPTIMAL, ())
+    return plan_from_choices(grads, _choices_general(grads, cost, _exact_inputs(grads, cost), every_j=True))
 
 
 def plan_from_choices(grads: GradientLayers, choice) -> Plan:
@@ -168,10 +176,10 @@ def _choices_measured(exact: dict) -> list[int]:
     return choice
 
 
-def _choices_general(grads: GradientLayers, cost, exact: dict | None) -> np.ndarray:
+def _choices_general(grads: GradientLayers, cost, exact: dict | None, every_j: bool = False) -> np.ndarray:
     """The DP over every j <= i, vectorised over j (over j >= lo when the premise of
-    `choices_monotone` holds); with ``exact``, the ends within rounding of the least
-    are compared exactly, else the float ends are."""
+    `choices_monotone` holds, unless ``every_j``); with ``exact``, the ends within
+    rounding of the least are compared exactly, else the float ends are."""
     n = grads.n
     r = np.asarray(grads.ready_s, dtype=float)[::-1]
     b = np.asarray(grads.nbytes)[::-1].astype(float)
@@ -181,7 +189,8 @@ def _choices_general(grads: GradientLayers, cost, exact: dict | None) -> np.ndar
     prev_exact = np.full(n + 1, float("-inf"), dtype=object)  # exact E[j-1] (Python integers)
     cum_exact = None if exact is None else np.array(exact["cum"], dtype=object)
     eps = float(np.finfo(float).eps)
-    from_lo = exact is not None and exact["ready_sorted"] and not cost.is_measured and exact["cost"].non_decreasing()
+    from_lo = (not every_j and exact is not None and exact["ready_sorted"] and not cost.is_measured
+               and exact["cost"].non_decreasing())
     lo = 0
     for i in range(n):
         while from_lo and lo < i and prev_exact[lo + 1] <= exact["ready"][i]:
