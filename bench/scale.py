@@ -175,33 +175,48 @@ done(ref=ref, rows=rows, layers=timed.num_layers)
 
 
 def bench_optimal(out, sizes) -> dict:
-    """4. optimal on 1k / 10k / 100k layers, three regimes, against the bare recurrence over n layers."""
+    """4. optimal on 1k / 10k / 100k layers: affine costs from keeping up to backlogged, piecewise
+    costs (rising and falling at a regime start) and measured per-layer times, against the bare
+    recurrence over n layers."""
     body = r'''
 from sim.comm import CommCost
+from sim.core.cost import Regime, measured_cost
 from sim.core.plan import GradientLayers
 from sim.schedulers import optimal
-n, alpha, beta = ARGS
+n, make_cost = ARGS
 rng = np.random.default_rng(n)
 bwd = rng.uniform(5e-5, 1e-3, n)
 grads = GradientLayers(np.arange(n), np.cumsum(bwd[::-1])[::-1].copy(), rng.integers(100_000, 10_000_000, n) * 4)
-cost = CommCost(alpha, beta)
+cost = eval(make_cost)
 t_c = cost.time_s(grads.nbytes).tolist()
 fwd, b = (bwd / 2).tolist(), bwd.tolist()
 ref = cpu(lambda: bare_recurrence(fwd, b, t_c), min_s=0.05)
 t0 = time.process_time(); plan = optimal(grads, cost); t = time.process_time() - t0
 done(ref=ref, t=t, messages=len(plan.groups))
 '''
-    regimes = {"hidden (10 µs + 0.01 ns/B)": (1e-5, 1e-11), "moderate (50 µs + 0.1 ns/B)": (5e-5, 1e-10),
-               "backlogged (1 ms + 1 ns/B)": (1e-3, 1e-9)}
+    jitter = "grads.nbytes * rng.uniform(0.8, 1.2, n)"
+    regimes = {
+        "keeps up (10 µs + 0.01 ns/B)": "CommCost(1e-5, 1e-11)",
+        "moderate (50 µs + 0.1 ns/B)": "CommCost(5e-5, 1e-10)",
+        "backlogged (1 ms + 1 ns/B)": "CommCost(1e-3, 1e-9)",
+        "piecewise, rising at each start (3 regimes)":
+            "CommCost.piecewise([Regime(0, 1e-5, 1e-9), Regime(1e6, 5e-4, 6e-10), Regime(2e7, 2e-3, 5.5e-10)])",
+        "piecewise, falling at each start (3 regimes)":
+            "CommCost.piecewise([Regime(0, 1e-5, 1e-9), Regime(1e6, 5e-5, 4e-10), Regime(2e7, 1e-3, 1e-10)])",
+        "measured per layer, keeps up (10 µs + 0.01 ns/B ± 20 %)": f"measured_cost(1e-5 + 1e-11 * {jitter}, grads.nbytes)",
+        "measured per layer, backlogged (1 ms + 1 ns/B ± 20 %)": f"measured_cost(1e-3 + 1e-9 * {jitter}, grads.nbytes)",
+    }
     out("## 4. `optimal` on synthetic models (gradients 0.4-40 MB, backward 0.05-1 ms per layer)\n")
-    out("Reference: the bare recurrence over the same n layers. Growth: between consecutive sizes.\n")
-    out("| regime | " + " | ".join(f"{n:,} layers (ratio)" for n in sizes) + " | growth |")
+    out("Reference: the bare recurrence over the same n layers. Growth: between consecutive sizes. "
+        "Complexity: O(n) for affine costs and piecewise ones rising at each regime start, O(n log n) "
+        "for piecewise ones falling at one and for measured per-layer times (`sim.schedulers.optimal`).\n")
+    out("| cost | " + " | ".join(f"{n:,} layers (ratio)" for n in sizes) + " | growth |")
     out("|---|" + "---|" * (len(sizes) + 1))
     result = {}
-    for label, (alpha, beta) in regimes.items():
+    for label, make_cost in regimes.items():
         cells, times = [], []
         for n in sizes:
-            got = child(body.replace("ARGS", repr((n, alpha, beta))), 300)
+            got = child(body.replace("ARGS", repr((n, make_cost))), 300)
             if "error" in got:
                 cells.append(got["error"])
                 times.append(None)

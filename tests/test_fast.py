@@ -16,6 +16,7 @@ import pytest
 from helpers import make_model, user_cluster
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_optimal import reference_plan
 
 import sim
 from sim import fast
@@ -296,29 +297,8 @@ class TestLazyTimeline:
 
 
 def optimal_quadratic(grads: GradientLayers, cost: CommCost) -> Plan:
-    """The DP over every j (the implementation before the search was bounded)."""
-    n = grads.n
-    if n == 0:
-        return Plan("optimal", ())
-    r = grads.ready_s[::-1]
-    b = grads.nbytes[::-1].astype(float)
-    cum = np.concatenate(([0.0], np.cumsum(b)))
-    choice = np.empty(n, dtype=np.int64)
-    prev = np.empty(n)
-    prev[0] = -np.inf
-    for i in range(n):
-        ends = np.maximum(prev[: i + 1], r[i]) + cost.time_s(cum[i + 1] - cum[: i + 1])
-        j = i - int(np.argmin(ends[::-1]))
-        choice[i] = j
-        if i + 1 < n:
-            prev[i + 1] = ends[j]
-    spans, i = [], n - 1
-    while i >= 0:
-        j = int(choice[i])
-        spans.append((j, i))
-        i = j - 1
-    spans.reverse()
-    return _plan("optimal", grads, [(n - 1 - j, n - 1 - i) for j, i in spans])
+    """The DP over every j, in exact arithmetic (ties in real numbers go to the largest j)."""
+    return reference_plan(grads, cost)
 
 
 class TestOptimal:

@@ -13,6 +13,7 @@ from sim.core.plan import GradientLayers, gradient_layers
 from sim.parallel import ConfigProduct, run_grid
 from sim.schedulers import make_plan
 from sim.schedulers.names import BUCKET, HOROVOD, MGWFBP, OPTIMAL, WFBP
+from sim.schedulers.optimal_exact import choices_monotone
 
 optimal_module = importlib.import_module("sim.schedulers.optimal")
 
@@ -26,16 +27,15 @@ def grads_of(n: int, seed: int, *, equal: bool = False) -> GradientLayers:
 
 
 def general_choices(grads: GradientLayers, cost: CommCost) -> np.ndarray:
-    r = grads.ready_s[::-1]
-    b = grads.nbytes[::-1].astype(float)
-    cum = np.concatenate(([0.0], np.cumsum(b)))
-    return optimal_module._choices_general(grads, r, b, cum, cost, True)
+    """The vectorised search over every j, ends within rounding of the least compared exactly."""
+    exact = optimal_module._exact_inputs(grads, cost)
+    return np.asarray(optimal_module._choices_general(grads, cost, exact))
 
 
 def affine_choices(grads: GradientLayers, cost: CommCost) -> np.ndarray:
-    r = grads.ready_s[::-1]
-    cum = np.concatenate(([0.0], np.cumsum(grads.nbytes[::-1].astype(float))))
-    return optimal_module._choices_affine(r, cum, cost)
+    """The monotone-queue DP (O(n)) on the same exact inputs."""
+    exact = optimal_module._exact_inputs(grads, cost)
+    return np.asarray(choices_monotone(exact["ready"], exact["cum"], exact["cost"]))
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections import deque
+import heapq
+import itertools
 
 import numpy as np
 
@@ -11,15 +11,20 @@ from sim.comm import CommCost
 from sim.core.plan import GradientLayers, Plan
 from sim.schedulers.base import plan_from_spans
 from sim.schedulers.names import OPTIMAL
+from sim.schedulers.optimal_exact import (
+    IntCost,
+    choices_any_regimes,
+    choices_monotone,
+    scale_exponent,
+    to_ints,
+)
 from sim.schedulers.registry import SchedulerSpec, ignoring_options, register
 
-__all__ = ["optimal", "plan_from_choices"]
+__all__ = ["optimal", "optimal_every_j", "plan_from_choices"]
 
-#: Near-tied candidates (see `_choices_affine`) evaluated one by one at most; more, and
-#: that step evaluates its whole window, vectorised, as the general DP does.
-_MAX_NEAR_TIES = 48
-#: Rounding slack, in units of the largest magnitude in the DP times machine epsilon.
-_SLACK_ULPS = 64.0
+#: Rounding slack of the general search's float ends, in units of machine epsilon
+#: times the largest magnitude in the window (each end is within 3 of them).
+_SLACK_EPS = 16.0
 
 
 def optimal(grads: GradientLayers, cost: CommCost) -> Plan:
@@ -31,35 +36,61 @@ def optimal(grads: GradientLayers, cost: CommCost) -> Plan:
     ``max(E[j-1], r_i) + T(bytes_j..i)``; that is non-decreasing in E[j-1],
     so the best prefix is part of the best whole, and
     ``E[i] = min_j max(E[j-1], r_i) + T(B_j..i)``. Among equal ends it keeps
-    the smaller last message (merges only where merging strictly helps).
+    the smaller last message (the largest j: merges only where merging
+    strictly helps).
 
-    E is non-decreasing, and so are the ready times r. Every j with
-    E[j-1] <= r_i gives r_i + T(B_j..i), which falls as j grows, so the
-    search over j starts at the largest such j, lo (the channel's backlog).
+    Ends are compared exactly, as real numbers (`sim.schedulers.optimal_exact`:
+    times are integers in units of 2**-K s). When the channel is behind, many
+    groupings cost exactly the same (``E[j-1] - beta S_j`` is the same for
+    every j inside one message sent as soon as the previous one ended); in
+    floats they would differ by rounding errors and the plan would depend on
+    them. (A cost class that times messages its own way, a ready time that is
+    not finite or byte counts that are not whole: float ends, ties by rounding.)
 
-    Complexity. With the alpha-beta cost ``T(M) = alpha + beta M`` (a plain
-    `CommCost`), every later j gives ``E[j-1] - beta S_j + alpha + beta
-    S_{i+1}`` (S the byte prefix sums): the best j is the minimum of a key over
-    a sliding window, kept in a monotone queue, so the DP takes O(n) time
-    amortised and O(n) memory when the minimum is clear. The exact ends of the
-    candidates whose keys are within rounding of the minimum are compared as
-    the definition computes them, so the plan is the same as the O(n^2)
-    search's to the bit; a step with ends tied up to rounding (messages that
-    cost the same either way, common when the channel is far behind) searches
-    its whole window, vectorised, so the worst case stays O(n * backlog). Any other cost (measured per-layer times, other cost models):
-    the window [lo, i] searched vectorised, O(n * backlog), O(n^2) at worst.
+    Complexity (n layers with gradients, R size regimes of the cost; ready
+    times r non-decreasing in sending order, as a chain's always are):
+
+    * T non-decreasing in the (whole) byte count (affine costs; piecewise
+      ones that do not fall at a regime start): E is non-decreasing; every j
+      with E[j-1] <= r_i gives r_i + T(B_j..i), least at the largest such j,
+      lo; every later j gives ``E[j-1] - beta_k S_j + alpha_k + beta_k S_{i+1}``
+      (S the byte prefix sums, k its regime), the minimum of a key over a
+      sliding window: one monotone queue per regime. O(n R) time, O(n) memory
+      (`choices_monotone`).
+    * T falling at a regime start: E may fall too. Per regime, the j whose
+      message falls in it are a sliding window; the j with E[j-1] <= r_i (a
+      set that only grows) give their least end at the largest of them (a
+      Fenwick tree of prefix maxima), the others are kept in a heap by key.
+      O(n R log n) time, O(n R) memory (`choices_any_regimes`).
+    * measured single-layer times (trace-driven costs, an affine line for
+      merged messages): the same with one regime plus the layer alone,
+      O(n log n) time, O(n) memory.
+    * otherwise (ready times out of order, a cost class timing messages its
+      own way): every j, vectorised, with the ends within rounding of the
+      least compared exactly: O(n^2) time, O(n) memory.
     """
     n = grads.n
     if n == 0:
         return Plan(OPTIMAL, ())
-    r = grads.ready_s[::-1]  # sending order: output layer first, ready times non-decreasing
-    b = grads.nbytes[::-1].astype(float)
-    cum = np.concatenate(([0.0], np.cumsum(b)))
-    monotone = bool(np.all(np.diff(r) >= 0) and np.all(b >= 0)) and not cost.is_measured
-    choice = _choices_affine(r, cum, cost) if monotone and _is_affine(cost) else None
+    exact = _exact_inputs(grads, cost)
+    choice = None
+    if exact is not None and exact["ready_sorted"]:
+        if not cost.is_measured:
+            fast = choices_monotone if exact["cost"].non_decreasing() else choices_any_regimes
+            choice = fast(exact["ready"], exact["cum"], exact["cost"])
+        elif not cost.regimes:
+            choice = _choices_measured(exact)
     if choice is None:
-        choice = _choices_general(grads, r, b, cum, cost, monotone)
+        choice = _choices_general(grads, cost, exact)
     return plan_from_choices(grads, choice)
+
+
+def optimal_every_j(grads: GradientLayers, cost: CommCost) -> Plan:
+    """The same plan as `optimal`, by the definition's search over every j <= i (O(n^2),
+    vectorised, ends compared exactly): the reference the fast paths are held to."""
+    if grads.n == 0:
+        return Plan(OPTIMAL, ())
+    return plan_from_choices(grads, _choices_general(grads, cost, _exact_inputs(grads, cost), every_j=True))
 
 
 def plan_from_choices(grads: GradientLayers, choice) -> Plan:
@@ -77,121 +108,121 @@ def plan_from_choices(grads: GradientLayers, choice) -> Plan:
     return plan_from_spans(OPTIMAL, grads, [(n - 1 - j, n - 1 - i) for j, i in spans_send])
 
 
-def _is_affine(cost) -> bool:
-    """True when ``cost.time_s`` is exactly ``alpha_s + beta_s_per_byte * M`` (a plain `CommCost`)."""
-    return (type(cost) is CommCost and {f.name for f in dataclasses.fields(cost)} == {"alpha_s", "beta_s_per_byte",
-                                                                                       "label"})
+def _exact_inputs(grads: GradientLayers, cost) -> dict | None:
+    """The DP's inputs as exact integers (sending order), or None when the cost is not a
+    `CommCost` (or one that times messages its own way), a value is not finite or a byte
+    count not whole."""
+    if not isinstance(cost, CommCost) or type(cost).time_s is not CommCost.time_s:
+        return None
+    r = np.asarray(grads.ready_s, dtype=float)[::-1]
+    nbytes = np.asarray(grads.nbytes)[::-1]
+    if nbytes.size and not (np.all(nbytes >= 0) and np.all(np.floor(nbytes) == nbytes)):
+        return None
+    floats = [r, IntCost.floats(cost)]
+    if cost.is_measured:
+        floats += [np.asarray(cost.layer_s, dtype=float), [cost.added_alpha_s, cost.added_beta_s_per_byte]]
+    k = scale_exponent(*floats)
+    if k is None:
+        return None
+    cum = list(itertools.accumulate(map(int, nbytes.tolist()), initial=0))
+    return {"k": k, "ready": to_ints(r, k), "cum": cum, "cost": IntCost(cost, k),
+            "ready_sorted": bool(np.all(np.diff(r) >= 0)), "single": _single_times(grads, cost, k)}
 
 
-def _choices_general(grads, r, b, cum, cost, monotone: bool) -> np.ndarray:
-    """The DP searching the window [lo, i] of every i, vectorised over j."""
-    n = grads.n
-    choice = np.empty(n, dtype=np.int64)
-    prev = np.empty(n)  # prev[j] = E[j-1], with E[-1] = -inf
-    prev[0] = -np.inf
-    prev_list, r_list = [-np.inf], r.tolist()
-    # Trace-driven costs time single-layer messages by measurement, not by T(M):
-    # the bound below then no longer holds, so the search covers every j.
-    measured = cost.is_measured
-    lo = 0  # the largest j with E[j-1] <= r_i, when monotone
+def _single_times(grads: GradientLayers, cost, k: int) -> list[int] | None:
+    """The exact time of each layer's message alone (sending order) when measured, else None."""
+    if not cost.is_measured:
+        return None
+    added_alpha, added_beta = to_ints([cost.added_alpha_s, cost.added_beta_s_per_byte], k)
+    layer = to_ints(cost.layer_s, k)
+    return [layer[int(i)] + added_alpha + added_beta * int(b)
+            for i, b in zip(grads.index[::-1].tolist(), grads.nbytes[::-1].tolist(), strict=True)]
+
+
+def _choices_measured(exact: dict) -> list[int]:
+    """The exact DP with measured single-layer times and an affine line for merged messages,
+    ready times non-decreasing: O(n log n) (see `optimal`)."""
+    ready, cum, single = exact["ready"], exact["cum"], exact["single"]
+    alpha, beta = exact["cost"].alphas[0], exact["cost"].betas[0]
+    n = len(ready)
+    prev: list = [float("-inf")] * (n + 1)  # prev[j] = E[j-1]
+    choice = [0] * n
+    by_key: list = []  # (E[j-1] - beta cum[j], -j): the j < i with E[j-1] > r_i, lazily
+    by_end: list = []  # (E[j-1], j): the same, by when they stop waiting
+    waited = -1  # the largest j < i with E[j-1] <= r_i
     for i in range(n):
-        if monotone:
-            while lo < i and prev_list[lo + 1] <= r_list[i]:
-                lo += 1
-        ends = np.maximum(prev[lo : i + 1], r[i]) + cost.time_s(cum[i + 1] - cum[lo : i + 1])
-        if measured:  # the message of layer i alone
-            ends[-1] = max(prev[i], r[i]) + cost.message_time_s((int(grads.index[n - 1 - i]),), b[i])
-        k = ends.shape[0] - 1 - int(np.argmin(ends[::-1]))  # the largest j among the minima
-        choice[i] = lo + k
-        if i + 1 < n:
-            prev[i + 1] = ends[k]
-            prev_list.append(float(ends[k]))
+        ri, total = ready[i], cum[i + 1]
+        if i:  # j = i - 1 may now start a merged message ending at i
+            j = i - 1
+            if prev[j] <= ri:
+                waited = max(waited, j)
+            else:
+                heapq.heappush(by_key, (prev[j] - beta * cum[j], -j))
+                heapq.heappush(by_end, (prev[j], j))
+        while by_end and by_end[0][0] <= ri:
+            waited = max(waited, heapq.heappop(by_end)[1])
+        while by_key and prev[-by_key[0][1]] <= ri:
+            heapq.heappop(by_key)
+        best_j, best = i, max(prev[i], ri) + single[i]
+        candidates = [(ri + alpha + beta * (total - cum[waited]), waited)] if waited >= 0 else []
+        if by_key:
+            candidates.append((by_key[0][0] + alpha + beta * total, -by_key[0][1]))
+        for end, j in candidates:  # every j here is below i: the larger j wins a tie
+            if end < best:
+                best_j, best = j, end
+            elif end == best and j > best_j:
+                best_j = j
+        choice[i], prev[i + 1] = best_j, best
     return choice
 
 
-class _Window:
-    """The keys ``E[j-1] - beta S_j`` of j in (lo, i], as a monotone queue.
-
-    The queue holds the j whose key is below every later key (its front is
-    the minimum). A j pushed out by a later j' with a key within twice
-    ``slack`` of its own may still be the exact minimum after rounding (each
-    key is within ``slack`` of its end): j' counts such j (``near``), and a
-    step whose minimum has any is searched over its whole window.
-    """
-
-    def __init__(self, slack: float):
-        self.slack = slack
-        self.queue: deque = deque()  # (key, j, near-ties pushed out by it)
-
-    def push(self, key: float, j: int) -> None:
-        near = 0
-        queue, bound = self.queue, key + 2 * self.slack
-        while queue and queue[-1][0] >= key:
-            k_old, _, near_old = queue.pop()
-            if k_old <= bound:
-                near += 1 + near_old
-        queue.append((key, j, near))
-
-    def candidates(self, lo: int) -> list[int] | None:
-        """Every j > lo whose key is within twice the slack of the minimum; None when
-        some j pushed out of the queue may be one (then the caller searches the window)."""
-        queue = self.queue
-        while queue and queue[0][1] <= lo:
-            queue.popleft()
-        if not queue:
-            return []
-        bound = queue[0][0] + 2 * self.slack
-        found: list[int] = []
-        for key, j, near in queue:
-            if key > bound:
-                break
-            if near or len(found) >= _MAX_NEAR_TIES:
-                return None
-            found.append(j)
-        return found
-
-
-def _choices_affine(r: np.ndarray, cum: np.ndarray, cost: CommCost) -> np.ndarray | None:
-    """The DP for ``T(M) = alpha + beta M`` in O(n) amortised (see `optimal`); None
-    if E turns out not non-decreasing (then the general DP decides)."""
-    n = len(r)
-    alpha, beta = float(cost.alpha_s), float(cost.beta_s_per_byte)
-    r_l, cum_l = r.tolist(), cum.tolist()
-    # every quantity the DP adds is at most about this large: rounding errors are below slack
-    scale = abs(r_l[0]) + abs(r_l[-1]) + (n + 1) * alpha + 2 * beta * cum_l[-1]
-    window = _Window(_SLACK_ULPS * float(np.finfo(float).eps) * scale)
-    prev = [-np.inf] * (n + 1)  # prev[j] = E[j-1]
-    prev_a = np.full(n + 1, -np.inf)  # the same, for the vectorised windows
+def _choices_general(grads: GradientLayers, cost, exact: dict | None, every_j: bool = False) -> np.ndarray:
+    """The DP over every j <= i, vectorised over j (over j >= lo when the premise of
+    `choices_monotone` holds, unless ``every_j``); with ``exact``, the ends within
+    rounding of the least are compared exactly, else the float ends are."""
+    n = grads.n
+    r = np.asarray(grads.ready_s, dtype=float)[::-1]
+    b = np.asarray(grads.nbytes)[::-1].astype(float)
+    cum = np.concatenate(([0.0], np.cumsum(b)))
     choice = np.empty(n, dtype=np.int64)
+    prev = np.full(n + 1, -np.inf)  # prev[j] = E[j-1] (rounded from the exact one with ``exact``)
+    prev_exact = np.full(n + 1, float("-inf"), dtype=object)  # exact E[j-1] (Python integers)
+    cum_exact = None if exact is None else np.array(exact["cum"], dtype=object)
+    eps = float(np.finfo(float).eps)
+    from_lo = (not every_j and exact is not None and exact["ready_sorted"] and not cost.is_measured
+               and exact["cost"].non_decreasing())
     lo = 0
     for i in range(n):
-        ri, total = r_l[i], cum_l[i + 1]
-        while lo < i and prev[lo + 1] <= ri:
+        while from_lo and lo < i and prev_exact[lo + 1] <= exact["ready"][i]:
             lo += 1
-        p = prev[lo]
-        best_j, best = lo, (p if p > ri else ri) + (alpha + beta * (total - cum_l[lo]))
-        near = window.candidates(lo)
-        if near is None:  # too many near-ties: the whole window, as the general DP computes it
-            best_j, best = _best_in(prev_a, r_l[i], cum, lo, i, alpha, beta)
+        start = np.maximum(prev[lo : i + 1], r[i])
+        ends = start + cost.time_s(cum[i + 1] - cum[lo : i + 1])
+        if cost.is_measured:  # the message of layer i alone
+            ends[-1] = start[-1] + cost.message_time_s((int(grads.index[n - 1 - i]),), b[i])
+        if exact is None:
+            j = i - int(np.argmin(ends[::-1]))  # the largest j among the minima
+            prev[i + 1] = ends[j - lo]
         else:
-            for j in near:
-                end = prev[j] + (alpha + beta * (total - cum_l[j]))
-                if end < best or (end == best and j > best_j):
-                    best_j, best = j, end
-        choice[i] = best_j
-        if best < prev[i]:  # E would decrease: the window's premise fails
-            return None
-        prev[i + 1] = prev_a[i + 1] = best
-        if i + 1 < n:
-            window.push(best - beta * cum_l[i + 1], i + 1)
+            slack = _SLACK_EPS * eps * float(np.max(np.abs(start)) + np.max(np.abs(ends - start)))
+            near = (lo + np.flatnonzero(ends <= float(ends.min()) + 2 * slack))[::-1]
+            j, prev_exact[i + 1] = _least_exact(exact, cum_exact, prev_exact, i, near)
+            prev[i + 1] = prev_exact[i + 1] / (1 << exact["k"])  # correctly rounded
+        choice[i] = j
     return choice
 
 
-def _best_in(prev: np.ndarray, r_i: float, cum: np.ndarray, lo, i, alpha, beta) -> tuple[int, float]:
-    """The largest j in [lo, i] among the minima of the exact ends, vectorised."""
-    ends = np.maximum(prev[lo : i + 1], r_i) + (alpha + beta * (cum[i + 1] - cum[lo : i + 1]))
-    k = ends.shape[0] - 1 - int(np.argmin(ends[::-1]))
-    return lo + k, float(ends[k])
+def _least_exact(exact: dict, cum: np.ndarray, prev: np.ndarray, i: int, near: np.ndarray) -> tuple[int, int]:
+    """(j, end) of the least exact end among the j in ``near`` (descending): the largest on a tie.
+    Python integers in object arrays: exact, and vectorised over the candidates."""
+    cost = exact["cost"]
+    nbytes = cum[i + 1] - cum[near]
+    regime = np.searchsorted(cost.starts, nbytes.astype(float), side="right") - 1  # whole counts: exact
+    took = cost.alpha_array[regime] + cost.beta_array[regime] * nbytes
+    if exact["single"] is not None and near[0] == i:
+        took[0] = exact["single"][i]
+    ends = np.maximum(prev[near], exact["ready"][i]) + took
+    k = list(ends).index(ends.min())
+    return int(near[k]), ends[k]
 
 
 SPEC = register(SchedulerSpec(
