@@ -49,7 +49,7 @@ from sim.errors import SimInputError
 from sim.frameworks import framework_name
 from sim.model import Model, load_model
 from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
-from sim.schedulers.names import OPTIMAL, WFBP
+from sim.schedulers.names import WFBP
 from sim.schedulers.registry import knob_reads
 from sim.sweep_plans import PlanCache
 from sim.tensors import gradients_of
@@ -69,12 +69,11 @@ _RUN_DEFAULTS = {
 GRID_KEYS = ("model", "batch_size", *_RUN_DEFAULTS, *_CLUSTER_DEFAULTS)
 _N_RUN = 2 + len(_RUN_DEFAULTS)
 
-#: Below this much work (layers summed over the distinct evaluations; an
-#: evaluation of the ``optimal`` scheduler adds its layers squared / 16) a
-#: grid runs in this process: starting a pool of worker processes costs more
-#: than it saves. Measured on the 2-core development machine (see
-#: BENCHMARKS.md): a pool costs 50-60 ms, and the two break even at about
-#: 150,000 units, some 100 ms of serial work.
+#: Below this much work (layers summed over the distinct evaluations; every
+#: scheduler's plan is linear in layers) a grid runs in this process: starting a
+#: pool of worker processes costs more than it saves. Measured on the 2-core
+#: development machine (BENCHMARKS.md): a pool costs 50-60 ms; the two break even
+#: at about 150,000 units, some 100 ms of serial work.
 SERIAL_WORK_LIMIT = 150_000
 _CHUNKS_PER_WORKER = 8
 _MISSING = object()
@@ -255,12 +254,7 @@ class Grid:
 
     def work(self, unit_ids) -> float:
         """Estimated work of some evaluations, in layer units (see `SERIAL_WORK_LIMIT`)."""
-        total = 0.0
-        for uid in unit_ids:
-            wid, scheduler = self.units[uid][:2]
-            n = self.workloads[wid].model.num_layers
-            total += n + (n * n / 16 if scheduler == OPTIMAL else 0)
-        return total
+        return float(sum(self.workloads[self.units[uid][0]].model.num_layers for uid in unit_ids))
 
     def chunks(self, parts: int) -> list[list[int]]:
         """Evaluation ids in ``parts`` runs of about equal work, evaluations
