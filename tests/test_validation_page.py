@@ -39,7 +39,9 @@ def test_a_plain_zoo_case_maps_exactly_onto_the_sidebar():
     assert settings["calib"] and settings["calib_s"] == pytest.approx(64 / 253.1)
     assert note.startswith("exact")
     # the sidebar's settings reproduce the validation number
-    cluster = sim.Cluster(gpus=16, gpus_per_node=4, network="10gbe", intra="pcie3", gpu="v100-pcie")
+    assert settings["coll"] == "nccl"  # the survey ran NCCL 2.4: ring or tree per message size
+    cluster = sim.Cluster(gpus=16, gpus_per_node=4, network="10gbe", intra="pcie3", gpu="v100-pcie",
+                          collective=settings["coll"])
     res = sim.simulate(sim.load_model("resnet50"), cluster, "mgwfbp", batch_size=64,
                        calibrate_iteration_s=settings["calib_s"])
     measured = run_validation(reference_dir=REF).set_index("case").loc["ddl-resnet50-MG-WFBP-16gpu"]
