@@ -274,6 +274,22 @@ def _lane_order(bars: pd.DataFrame) -> list[str]:
     return sorted(present - set(known)) + known  # a lane this module does not know goes to the bottom
 
 
+#: Where the Streamlit theme's automargin puts a timeline's plot area on a desktop-wide chart:
+#: left of it the lane names, below it the time axis and the one-row legend (which sits
+#: `LEGEND_BELOW` ["y"] of the plot's height lower, this many px tall). Plotly draws a chart a
+#: second time whenever the margins it pushes differ from the layout's; starting from these,
+#: a wide chart is drawn once (a narrow one, whose legend wraps, still grows its margin).
+GANTT_LEFT_PX = 122
+GANTT_LEGEND_PX = 68
+
+
+def _gantt_margin(height: int, top: int) -> dict:
+    """The layout margin of a timeline ``height`` px high with ``top`` px above the plot (`GANTT_LEFT_PX`)."""
+    drop = -LEGEND_BELOW["y"]  # the bottom margin b must hold drop x (height - top - b) + the legend
+    return {"l": GANTT_LEFT_PX, "r": 10, "t": top,
+            "b": int(np.ceil((GANTT_LEGEND_PX + drop * (height - top)) / (1 + drop)))}
+
+
 def gantt_figure(timeline: pd.DataFrame, title: str = "", height: int | None = None,
                  max_bars: int = MAX_BARS) -> go.Figure:
     """A Gantt chart of a timeline: one bar per task, one lane per resource.
@@ -290,7 +306,7 @@ def gantt_figure(timeline: pd.DataFrame, title: str = "", height: int | None = N
         "barmode": "overlay",
         "bargap": 0.25,
         "height": height or 170 + 55 * len(lanes),
-        "margin": {"l": 10, "r": 10, "t": (45 + 20 * title.count("<br>")) if title else 20, "b": 40},
+        "margin": _gantt_margin(height or 170 + 55 * len(lanes), (45 + 20 * title.count("<br>")) if title else 20),
         "legend": LEGEND_BELOW,
         "uirevision": "timeline",
         "uniformtext": {"minsize": 9, "mode": "hide"},

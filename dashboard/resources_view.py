@@ -33,6 +33,8 @@ _PART_COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D")
 UNFIT_COLOR = "#c8c8c8"
 _LINE_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 GB = 1e9
+#: Session key of the memory panel's optimizer, kept while the panel is closed.
+_KEPT_OPTIMIZER = "mem_optimizer_kept"
 
 
 def memory_figure(metrics: dict) -> go.Figure:
@@ -58,10 +60,18 @@ def memory_figure(metrics: dict) -> go.Figure:
 def memory_panel(res: sim.SimResult, batch_size: int, precision: str) -> None:
     """The memory parts of ``res`` on one GPU, for the optimizer chosen in the panel."""
     m = res.metrics
-    with st.expander("Memory per GPU" + ("" if m["fits_in_memory"] else " — does NOT fit at the default optimizer"),
-                     expanded=not m["fits_in_memory"]):
+    fits = bool(m["fits_in_memory"])
+    # Lazy: a closed panel computes and sends nothing (its chart cost the browser ~90 ms on every
+    # rerun). One key per verdict, so a run that does not fit opens the panel by itself again.
+    panel = st.expander("Memory per GPU" + ("" if fits else " — does NOT fit at the default optimizer"),
+                        expanded=not fits, key=f"memory_panel_{'fits' if fits else 'unfit'}", on_change="rerun")
+    if not panel.open:
+        return
+    session = st.session_state
+    with panel:  # the choice outlives the selectbox, which a closed panel does not draw
         optimizer = st.selectbox(
-            "Optimizer state", OPTIMIZERS, index=OPTIMIZERS.index(DEFAULT_OPTIMIZER), key="mem_optimizer",
+            "Optimizer state", OPTIMIZERS, index=OPTIMIZERS.index(session.get(_KEPT_OPTIMIZER, DEFAULT_OPTIMIZER)),
+            key="mem_optimizer", on_change=lambda: session.update({_KEPT_OPTIMIZER: session["mem_optimizer"]}),
             help="sgd keeps no state, momentum one fp32 buffer per parameter, adam two; with fp16 the optimizer "
                  "also keeps fp32 master weights (ZeRO paper's accounting). The iteration time does not change.")
         if optimizer != m["optimizer"]:
