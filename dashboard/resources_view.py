@@ -126,15 +126,20 @@ def samples_per_dollar_figure(sweep: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def cost_section(sweep: pd.DataFrame, gpu: str) -> None:
-    """Samples per dollar of the sweep, with the price and power it assumes and their sources."""
+def cost_section(sweep: pd.DataFrame, gpu: str, cache_key: tuple | None = None) -> None:
+    """Samples per dollar of the sweep, with the price and power it assumes and their sources
+    (the chart kept for every session under ``cache_key`` when given, `dashboard.ui.chart`)."""
     st.subheader("Throughput per dollar")
     row = gpu_price(gpu)
     if row is None or row.price_usd_per_hour is None or not sweep["cost_usd_per_1000_samples"].map(math.isfinite).any():
         st.info(f"No on-demand price for {gpu} in data/prices.csv: the command line takes one "
                 "(--price-usd-per-hour).")
         return
-    ui.chart(samples_per_dollar_figure(sweep), "samples_per_dollar_chart", "samples-per-dollar")
+    if cache_key is None:
+        ui.chart(samples_per_dollar_figure(sweep), "samples_per_dollar_chart", "samples-per-dollar")
+    else:
+        ui.chart(lambda: samples_per_dollar_figure(sweep), "samples_per_dollar_chart", "samples-per-dollar",
+                 cache_key=("samples-per-dollar", cache_key))
     st.caption(f"At ${row.price_usd_per_hour:g} per GPU-hour ({row.price_source}) and {row.power_w:g} W per GPU "
                f"({row.power_source}); energy = board power × GPUs × iteration time, an upper bound. Grey points "
                "do not fit in GPU memory.")
