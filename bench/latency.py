@@ -10,10 +10,13 @@ Debian's Chromium (``/usr/bin/chromium``) with Playwright:
    another count), as ``tests/test_load.py`` does.
 
 It prints and writes ``artifacts/latency-bench.json``: per phase the samples, median,
-p95 and max, the server's own script-run times (app.py logs them when
-``DASHBOARD_TIMING_LOG`` names a file), the errors seen (exception or error boxes, time-outs), the server's peak
-resident memory, and the load average of the machine at the start and the end (the
-numbers depend on what else the machine runs; say so when you quote them).
+p95 and max, the server's own script-run times and their CPU time (app.py logs them when
+``DASHBOARD_TIMING_LOG`` names a file), the CPU time the server process and this run's
+Chromium spent per change (the whole phase, first page loads included, over the samples:
+less sensitive to what else the machine runs than the latencies), the errors seen
+(exception or error boxes, time-outs), the server's peak resident memory, and the load
+average of the machine at the start and the end (the numbers depend on what else the
+machine runs; say so when you quote them).
 """
 
 from __future__ import annotations
@@ -99,24 +102,58 @@ async def _session(browser, url: str, path: str, counts: list[int], rounds: int)
 async def _phase(url: str, path: str, sessions: int, rounds: int) -> dict:
     from playwright.async_api import async_playwright
 
+    port = int(url.rsplit(":", 1)[1])
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
         try:
+            cpu0 = _cpu_s(port)
             runs = await asyncio.gather(*(
                 _session(browser, url, path, COUNTS[i % len(COUNTS):] + COUNTS[: i % len(COUNTS)], rounds)
                 for i in range(sessions)))
+            cpu1 = _cpu_s(port)
         finally:
             await browser.close()
     samples = [s for r in runs for s in r["samples_ms"]]
+    changes = max(len(samples), 1)
     return {"page": path, "sessions": sessions, "rounds": rounds, **stats(samples),
+            "cpu_ms_per_change": {"server": round((cpu1[0] - cpu0[0]) * 1e3 / changes),
+                                  "browser": round((cpu1[1] - cpu0[1]) * 1e3 / changes)},
             "errors": sum(len(r["problems"]) for r in runs), "problems": [p for r in runs for p in r["problems"]][:20],
             "samples_ms": [round(s, 1) for s in samples]}
 
 
 def _server_runs(path: Path, since: int) -> dict:
-    """Server-side script run times logged by app.py (``DASHBOARD_TIMING_LOG``) after line ``since``."""
-    lines = path.read_text(encoding="utf-8").splitlines()[since:] if path.exists() else []
-    return stats([json.loads(line)["ms"] for line in lines])
+    """Server-side script run times logged by app.py (``DASHBOARD_TIMING_LOG``) after line ``since``,
+    with the median CPU time of the script's thread per run."""
+    runs = [json.loads(line) for line in (path.read_text(encoding="utf-8").splitlines()[since:] if path.exists() else [])]
+    cpu = [run["cpu_ms"] for run in runs if "cpu_ms" in run]
+    return {**stats([run["ms"] for run in runs]), **({"cpu_median_ms": round(statistics.median(cpu), 1)} if cpu else {})}
+
+
+def _cpu_s(port: int) -> tuple[float, float]:
+    """CPU seconds so far (user + system, Linux /proc) of the streamlit server on ``port`` and of
+    the Chromium processes this process started."""
+    tick = os.sysconf("SC_CLK_TCK")
+    procs = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2:].split()
+            procs[int(proc.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick,
+                                     (proc / "cmdline").read_bytes().split(b"\0"))
+        except (OSError, ValueError):
+            continue
+    mine, todo = set(), [os.getpid()]
+    while todo:
+        parent = todo.pop()
+        children = [pid for pid, (ppid, _, _) in procs.items() if ppid == parent and pid not in mine]
+        mine.update(children)
+        todo.extend(children)
+    server = sum(cpu for _, cpu, cmd in procs.values() if b"streamlit" in b" ".join(cmd) and str(port).encode() in cmd)
+    browser = sum(procs[pid][1] for pid in mine if b"chrom" in b" ".join(procs[pid][2]))
+    return server, browser
 
 
 def run(loads: list[int]) -> dict:
@@ -154,9 +191,12 @@ def main() -> None:
     Path(args.out).write_text(json.dumps(report, indent=2))
     for phase in report["phases"]:
         runs = phase["server_runs"]
+        cpu = phase["cpu_ms_per_change"]
         print(f"{phase['name']:>22}: n={phase.get('n', 0)} median {phase.get('median_ms')} ms, "
               f"p95 {phase.get('p95_ms')} ms, max {phase.get('max_ms')} ms, errors {phase['errors']}; "
-              f"server script runs: median {runs.get('median_ms')} ms, p95 {runs.get('p95_ms')} ms (n={runs['n']})")
+              f"server script runs: median {runs.get('median_ms')} ms, p95 {runs.get('p95_ms')} ms (n={runs['n']}), "
+              f"CPU median {runs.get('cpu_median_ms')} ms; CPU per change: server {cpu['server']} ms, "
+              f"browser {cpu['browser']} ms")
     print(f"server RSS peak {report['server_rss_peak_mb']} MB; load average {report['loadavg_start']} -> "
           f"{report['loadavg_end']} on {report['cores']} cores")
 

@@ -274,6 +274,30 @@ def _lane_order(bars: pd.DataFrame) -> list[str]:
     return sorted(present - set(known)) + known  # a lane this module does not know goes to the bottom
 
 
+#: Where the Streamlit theme's automargin puts a timeline's plot area on the Timeline page of a
+#: desktop browser: left of it the lane names; below it the time axis and the legend (which sits
+#: `LEGEND_BELOW` ["y"] of the plot's height lower, this many px tall: two rows). See `settled_margin`.
+GANTT_LEFT_PX = 122
+GANTT_LEGEND_PX = 68
+#: The same for `scaling_figure`: the throughput axis's tick labels, a one-row legend.
+SCALING_LEFT_PX = 45
+SCALING_LEGEND_PX = 39
+
+
+def settled_margin(height: int, top: int, left: int, legend_px: int) -> dict:
+    """A layout margin that Plotly's automargin does not have to grow on a desktop-wide chart
+    ``height`` px high, with ``top`` px above the plot, ``left`` px of tick labels and a
+    `LEGEND_BELOW` legend ``legend_px`` tall.
+
+    Plotly draws a chart a second time whenever the margins its axes and legend push differ
+    from the layout's (measured with the browser's profiler: a third of a chart's drawing
+    time). Starting from the margins they settle at, a chart is drawn once; where they need
+    more (a phone, whose legend wraps), Plotly still grows them.
+    """
+    drop = -LEGEND_BELOW["y"]  # the bottom margin b must hold drop x (height - top - b) + the legend
+    return {"l": left, "r": 10, "t": top, "b": int(np.ceil((legend_px + drop * (height - top)) / (1 + drop)))}
+
+
 def gantt_figure(timeline: pd.DataFrame, title: str = "", height: int | None = None,
                  max_bars: int = MAX_BARS) -> go.Figure:
     """A Gantt chart of a timeline: one bar per task, one lane per resource.
@@ -290,7 +314,8 @@ def gantt_figure(timeline: pd.DataFrame, title: str = "", height: int | None = N
         "barmode": "overlay",
         "bargap": 0.25,
         "height": height or 170 + 55 * len(lanes),
-        "margin": {"l": 10, "r": 10, "t": (45 + 20 * title.count("<br>")) if title else 20, "b": 40},
+        "margin": settled_margin(height or 170 + 55 * len(lanes), (45 + 20 * title.count("<br>")) if title else 20,
+                                 GANTT_LEFT_PX, GANTT_LEGEND_PX),
         "legend": LEGEND_BELOW,
         "uirevision": "timeline",
         "uniformtext": {"minsize": 9, "mode": "hide"},
@@ -538,7 +563,7 @@ def scaling_figure(sweep: pd.DataFrame, picked_gpus: int | None = None) -> go.Fi
     fig.update_yaxes(range=[0, 1.05], tickformat=".0%", row=1, col=3)
     fig.update_layout(
         height=430,
-        margin={"l": 10, "r": 10, "t": 40, "b": 40},
+        margin=settled_margin(430, 40, SCALING_LEFT_PX, SCALING_LEGEND_PX),
         legend=LEGEND_BELOW,
         uirevision="scaling",
         clickmode="event+select",

@@ -33,6 +33,8 @@ _PART_COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D")
 UNFIT_COLOR = "#c8c8c8"
 _LINE_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 GB = 1e9
+#: Session key of the memory panel's optimizer, kept while the panel is closed.
+_KEPT_OPTIMIZER = "mem_optimizer_kept"
 
 
 def memory_figure(metrics: dict) -> go.Figure:
@@ -58,10 +60,18 @@ def memory_figure(metrics: dict) -> go.Figure:
 def memory_panel(res: sim.SimResult, batch_size: int, precision: str) -> None:
     """The memory parts of ``res`` on one GPU, for the optimizer chosen in the panel."""
     m = res.metrics
-    with st.expander("Memory per GPU" + ("" if m["fits_in_memory"] else " — does NOT fit at the default optimizer"),
-                     expanded=not m["fits_in_memory"]):
+    fits = bool(m["fits_in_memory"])
+    # Lazy: a closed panel computes and sends nothing (its chart cost the browser ~90 ms on every
+    # rerun). One key per verdict, so a run that does not fit opens the panel by itself again.
+    panel = st.expander("Memory per GPU" + ("" if fits else " — does NOT fit at the default optimizer"),
+                        expanded=not fits, key=f"memory_panel_{'fits' if fits else 'unfit'}", on_change="rerun")
+    if not panel.open:
+        return
+    session = st.session_state
+    with panel:  # the choice outlives the selectbox, which a closed panel does not draw
         optimizer = st.selectbox(
-            "Optimizer state", OPTIMIZERS, index=OPTIMIZERS.index(DEFAULT_OPTIMIZER), key="mem_optimizer",
+            "Optimizer state", OPTIMIZERS, index=OPTIMIZERS.index(session.get(_KEPT_OPTIMIZER, DEFAULT_OPTIMIZER)),
+            key="mem_optimizer", on_change=lambda: session.update({_KEPT_OPTIMIZER: session["mem_optimizer"]}),
             help="sgd keeps no state, momentum one fp32 buffer per parameter, adam two; with fp16 the optimizer "
                  "also keeps fp32 master weights (ZeRO paper's accounting). The iteration time does not change.")
         if optimizer != m["optimizer"]:
@@ -116,15 +126,20 @@ def samples_per_dollar_figure(sweep: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def cost_section(sweep: pd.DataFrame, gpu: str) -> None:
-    """Samples per dollar of the sweep, with the price and power it assumes and their sources."""
+def cost_section(sweep: pd.DataFrame, gpu: str, cache_key: tuple | None = None) -> None:
+    """Samples per dollar of the sweep, with the price and power it assumes and their sources
+    (the chart kept for every session under ``cache_key`` when given, `dashboard.ui.chart`)."""
     st.subheader("Throughput per dollar")
     row = gpu_price(gpu)
     if row is None or row.price_usd_per_hour is None or not sweep["cost_usd_per_1000_samples"].map(math.isfinite).any():
         st.info(f"No on-demand price for {gpu} in data/prices.csv: the command line takes one "
                 "(--price-usd-per-hour).")
         return
-    ui.chart(samples_per_dollar_figure(sweep), "samples_per_dollar_chart", "samples-per-dollar")
+    if cache_key is None:
+        ui.chart(samples_per_dollar_figure(sweep), "samples_per_dollar_chart", "samples-per-dollar")
+    else:
+        ui.chart(lambda: samples_per_dollar_figure(sweep), "samples_per_dollar_chart", "samples-per-dollar",
+                 cache_key=("samples-per-dollar", cache_key))
     st.caption(f"At ${row.price_usd_per_hour:g} per GPU-hour ({row.price_source}) and {row.power_w:g} W per GPU "
                f"({row.power_source}); energy = board power × GPUs × iteration time, an upper bound. Grey points "
                "do not fit in GPU memory.")

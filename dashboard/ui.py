@@ -417,6 +417,13 @@ def figure_image(fig, fmt: str, width: int = 1200) -> bytes:
     return fig.to_image(format=fmt, width=width, height=fig.layout.height or 450)
 
 
+def _keep_zoom(fig, key: str):
+    """``fig``, keeping its zoom across control changes (every chart has a ``uirevision``)."""
+    if fig.layout.uirevision is None:
+        fig.update_layout(uirevision=key)
+    return fig
+
+
 def chart(fig, key: str, name: str, *, cache_key: tuple | None = None, svg: Callable[[], str] | None = None,
           **kwargs):
     """``st.plotly_chart`` with the dashboard's config, then SVG and PDF downloads beside
@@ -428,9 +435,9 @@ def chart(fig, key: str, name: str, *, cache_key: tuple | None = None, svg: Call
     Returns what ``st.plotly_chart`` returns (the selection when ``on_select`` is set).
     """
     if cache_key is not None:
-        fig = cached.figure(cache_key, fig)
-    elif fig.layout.uirevision is None:  # keep the zoom across control changes, on every chart
-        fig.update_layout(uirevision=key)
+        fig = cached.figure(cache_key, lambda build=fig: _keep_zoom(build(), key))
+    else:
+        _keep_zoom(fig, key)
     event = st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, **kwargs)
     if note := fig.layout.meta.get("aggregated") if isinstance(fig.layout.meta, dict) else None:
         st.caption(note)

@@ -45,14 +45,19 @@ def _clicked() -> None:
 # A figure already built (this sweep, by any session) is shown without touching the sweep's points.
 
 
+def _points():
+    """The sweep's points, kept like its figure (a rerun does not look up each point's cached metrics)."""
+    return cached.figure(("scaling-points", *sweep_key), _sweep)
+
+
 def _figure():
-    points = _sweep()
+    points = _points()
     return resources_view.grey_unfit(figures.scaling_figure(points), points)
 
 
 base = cached.figure(sweep_key, _figure)
-ui.chart(figures.mark_gpus(base, cfg.gpus), "scaling_chart", f"scaling-{cfg.model_label}", on_select=_clicked,
-         selection_mode="points")
+ui.chart(lambda: figures.mark_gpus(base, cfg.gpus), "scaling_chart", f"scaling-{cfg.model_label}",
+         cache_key=(*sweep_key, "marked", cfg.gpus), on_select=_clicked, selection_mode="points")
 st.caption(f"GPU counts that do not fill whole nodes of {cfg.gpus_per_node} are skipped. "
            "Click a point (or use the slider) to see that configuration's timeline. Grey points do not fit in "
            "GPU memory (momentum SGD; see the Timeline page's memory panel).")
@@ -87,6 +92,6 @@ st.button(f"Open {chosen} at {ui.plural(cfg.gpus, 'GPU')} in the Timeline", key=
           icon=":material/open_in_new:", on_click=ui.request_timeline,
           args=({"scheduler": chosen, "method": "", "gpus": cfg.gpus},))
 
-resources_view.cost_section(_sweep(), cfg.gpu)
+resources_view.cost_section(_points(), cfg.gpu, cache_key=sweep_key)
 ui.download_metrics(lambda: cached.scaling_frame(cfg, counts, networks, schedulers), f"scaling-{cfg.model_label}",
                     "dl_scaling", label="Sweep metrics (CSV)")
