@@ -146,27 +146,19 @@ def coalesce(timeline: pd.DataFrame) -> pd.DataFrame:
 
 
 def graph_timeline(graph, start: np.ndarray, end: np.ndarray, iterations: int | None = None) -> pd.DataFrame:
-    """The timeline of a task graph (`sim.core.lower.TaskGraph`) timed by the engine,
+    """The timeline of a task graph (`sim.core.taskgraph.TaskGraph`) timed by the engine,
     for its first ``iterations`` iterations (all by default)."""
-    keep = range(len(graph)) if iterations is None else [t for t, k in enumerate(graph.iteration) if k < iterations]
-    keep = list(keep)
-    many = any(w > 0 for w in graph.worker)
-
-    def name(t: int) -> str:
-        tail = graph.label[t] or graph.layer[t] or "0"
-        who = f"w{graph.worker[t]}/" if many and graph.worker[t] >= 0 else ""
-        return f"it{graph.iteration[t]}/{who}{graph.kind[t]}/{tail}"
-
-    def pick(values):
-        return [values[t] for t in keep]
-
-    idx = np.asarray(keep, dtype=np.int64)
+    graph.finish()
+    keep = np.flatnonzero(graph.iteration < iterations) if iterations is not None else np.arange(len(graph))
+    kind, layer, label, lane = graph.kind[keep], graph.layer[keep], graph.label[keep], graph.lane_names[keep]
+    iteration, worker = graph.iteration[keep], graph.worker[keep]
+    many = bool(np.any(graph.worker > 0))
+    tail = np.where(label != "", label, np.where(layer != "", layer, "0"))
+    who = [f"w{w}/" if w >= 0 else "" for w in worker.tolist()] if many else [""] * len(keep)
+    names = [f"it{k}/{w}{kd}/{tl}" for k, w, kd, tl in zip(iteration.tolist(), who, kind, tail, strict=True)]
     return frame({
-        "iteration": pick(graph.iteration), "worker": pick(graph.worker),
-        "lane": [graph.lane(t) for t in keep], "kind": pick(graph.kind), "name": [name(t) for t in keep],
-        "layer": pick(graph.layer), "message": pick(graph.message),
-        "start_s": start[idx] if len(idx) else np.zeros(0), "end_s": end[idx] if len(idx) else np.zeros(0),
-        "bytes": pick(graph.nbytes),
+        "iteration": iteration, "worker": worker, "lane": lane, "kind": kind, "name": names, "layer": layer,
+        "message": graph.message[keep], "start_s": start[keep], "end_s": end[keep], "bytes": graph.nbytes[keep],
     })
 
 
