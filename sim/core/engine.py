@@ -27,6 +27,7 @@ import heapq
 
 import numpy as np
 
+from sim.core import pipeline
 from sim.core.taskgraph import TaskGraph
 
 __all__ = ["CycleError", "run"]
@@ -36,8 +37,12 @@ class CycleError(ValueError):
     """The task graph has a cycle: no schedule exists."""
 
 
-def run(graph: TaskGraph) -> tuple[np.ndarray, np.ndarray]:
+def run(graph: TaskGraph, *, general: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Start and end time of every task of ``graph`` (arrays in task order).
+
+    A graph the lowering marked as a plain pipeline of one worker is timed
+    lane by lane (`sim.core.pipeline`, the same times); ``general`` forces
+    the event loop.
 
     Raises
     ------
@@ -49,6 +54,10 @@ def run(graph: TaskGraph) -> tuple[np.ndarray, np.ndarray]:
     start, end = np.full(n, np.nan), np.full(n, np.nan)
     if n == 0:
         return start, end
+    if graph.pipeline is not None and not general:
+        times = pipeline.run(graph, graph.pipeline)
+        if times is not None:
+            return times
     done = _simulate(graph, memoryview(start), memoryview(end))
     if done != n:
         raise CycleError("the task graph has a cycle; no schedule exists")

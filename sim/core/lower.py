@@ -39,12 +39,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.core.cost import PSCost
-from sim.core.messages import Messages, parts_of
-from sim.core.plan import SHARD_NONE, Plan
+from sim.core.messages import Messages, part_count, parts_of
+from sim.core.pipeline import PipelineSteps
+from sim.core.plan import SHARD_GRADIENTS, SHARD_NONE, SHARD_OPTIMIZER, SHARD_PARAMETERS, Plan
 from sim.core.shard import REDUCE_SCATTER, ShardedSteps
 from sim.core.taskgraph import KINDS, TAGS, Carry, TaskGraph
 
-__all__ = ["COMPUTE_LANES", "LANES", "TaskGraph", "WorkerTimes", "lower", "needs_general_engine", "parts_of"]
+__all__ = ["COMPUTE_LANES", "LANES", "TaskGraph", "WorkerTimes", "lower", "needs_general_engine", "parts_of", "task_count"]
 
 #: Every lane a task can run on: a worker's loader, copy engine and compute
 #: stream, and the shared communication lanes.
@@ -98,7 +99,7 @@ class _Lowering(ShardedSteps):
         self.n = model.num_layers
         self.layer_bytes = np.asarray(model.gradient_bytes(precision)).astype(np.int64)
         self.msgs = Messages(plan.groups, self.layer_bytes, self.names, plan.partition_bytes, plan.lag_s)
-        self.g = TaskGraph(self.names, _LazyLabels(self.msgs))
+        self.g = TaskGraph(self.names, _LazyLabels(self.msgs, "labels"), _LazyLabels(self.msgs, "part_labels"))
         self.group_of = np.full(self.n, -1, dtype=np.int64)
         self.group_of[self.msgs.members] = np.repeat(np.arange(len(self.msgs)), self.msgs.sizes)
         self.is_ps = isinstance(cost, PSCost)
@@ -108,7 +109,18 @@ class _Lowering(ShardedSteps):
         self.steps = self.step_names()
         self.base_s = {step: self.msgs.step_times_s(cost, step) for step in self.steps}
         self.carry = None  # per worker: a `Carry`
+        self.pipeline = self.pipeline_steps(prefetch)
         self.forwards: dict = {}  # per worker: its h2d task and forward tasks of the iteration being built
+
+    def pipeline_steps(self, prefetch: bool) -> PipelineSteps | None:
+        """What `sim.core.pipeline` needs to time the graph without the event loop, when it applies:
+        one worker, at least one layer and one message, no decoupled or sharded steps."""
+        m, plan = self.msgs, self.plan
+        if (self.times.workers != 1 or not self.n or not m.parts or plan.decoupled or plan.shard != SHARD_NONE
+                or len(np.unique(m.members)) != len(m.members)):
+            return None
+        return PipelineSteps(m, two_lanes=self.push_lane != self.pull_lane, after_backward=plan.after_backward,
+                             prefetch=prefetch, per_layer=plan.per_layer_update)
 
     def step_names(self) -> tuple[str, ...]:
         if self.is_ps:
@@ -120,6 +132,7 @@ class _Lowering(ShardedSteps):
     def run(self, iterations: int) -> TaskGraph:
         for k in range(iterations):
             self.iteration(k)
+        self.g.pipeline = self.pipeline
         return self.g.finish()
 
     def iteration(self, k: int) -> None:
@@ -133,6 +146,10 @@ class _Lowering(ShardedSteps):
             for w in range(W):
                 self.g.edge(chains[w][-1], single[w])
         ends = self.message_tasks(k, chains)
+        if self.pipeline is not None:
+            io, h2d, fwd = self.forwards[0]
+            self.pipeline.add(io=io, h2d=h2d, fwd=fwd, bwd=chains[0][:-1], first=self.first_steps, last=ends,
+                              single=None if single is None else single[0])
         if single is not None:
             for w in range(W):
                 self.g.edges(ends, single[w])
@@ -165,7 +182,7 @@ class _Lowering(ShardedSteps):
             g.edge(fwd[n - 1], bwd[n - 1])
             g.edges(bwd[1:], bwd[:-1])
         self.link_previous(k, w, io, fwd)
-        self.forwards[w] = (h2d, fwd)
+        self.forwards[w] = (io, h2d, fwd)
         return np.append(bwd, bwd[0] if n else h2d)
 
     def link_previous(self, k: int, w: int, io: int, fwd: np.ndarray) -> None:
@@ -213,12 +230,14 @@ class _Lowering(ShardedSteps):
                                 nbytes=np.repeat(m.part_bytes, 2), part=np.repeat(m.part_suffix, 2), **common)
             first, last = tasks[0::2], tasks[1::2]
             g.edges(first, last)
+            self.first_steps = first
         else:
             step = self.steps[0]
             tag = TAGS.index("reduce-scatter") if step == "reduce-scatter" else TAGS.index("message")
             first = last = g.add_block(parts, k, SHARED, "comm", "comm", self.part_times_s(k, step),
                                        key=self.part_keys(k, 0), tag=tag, nbytes=m.part_bytes, part=m.part_suffix,
                                        **common)
+            self.first_steps = first
         for bwd in chains:
             g.edges(bwd[self.grad_layer], first[self.grad_part], self.grad_lag)
             if self.plan.after_backward:
@@ -251,6 +270,8 @@ class _Lowering(ShardedSteps):
         ups = base + u_pos
         reps = m.count[u_msg]  # every part of the message -> each of its updates
         g.edges(ends[np.repeat(m.first_part[:-1][u_msg], reps) + _ranges(reps)], np.repeat(ups, reps))
+        if self.pipeline is not None:
+            self.pipeline.iterations[-1].update(ups=ups, ups_layer=u_layer, ups_msg=u_msg)
         if not self.plan.decoupled:
             return [Carry(ups[u_w == w], u_layer[u_w == w], chains[w][-1], chains[w][-1]) for w in range(W)]
         ag = base + ag_pos
@@ -316,14 +337,30 @@ def _ranges(counts: np.ndarray) -> np.ndarray:
 class _LazyLabels:
     """The messages' labels, built when first read (a timeline or a drawing)."""
 
-    def __init__(self, msgs: Messages) -> None:
-        self.msgs = msgs
+    def __init__(self, msgs: Messages, which: str) -> None:
+        self.msgs, self.which = msgs, which
 
     def __iter__(self):
-        return iter(self.msgs.labels)
+        return iter(getattr(self.msgs, self.which))
 
     def __len__(self) -> int:
         return len(self.msgs)
+
+
+def task_count(model, plan: Plan, cost, *, precision: str = "fp32", iterations: int = 1, workers: int = 1) -> int:
+    """How many tasks `lower` creates for ``iterations`` iterations of ``workers`` workers, from the
+    sizes alone (exact; ``cost`` None counts two steps per part, as for a parameter server)."""
+    W, n, m = int(workers), int(model.num_layers), len(plan.groups)
+    parts = part_count(plan.groups, model.gradient_bytes(precision), plan.partition_bytes)
+    steps = 2 if cost is None or isinstance(cost, PSCost) or plan.decoupled else 1
+    per_iteration = W * (2 + 2 * n) + steps * parts
+    per_iteration += W * sum(len(g) for g in plan.groups) if plan.per_layer_update else W
+    first = per_iteration
+    if plan.shard in (SHARD_OPTIMIZER, SHARD_GRADIENTS):
+        per_iteration, first = per_iteration + m, first + m
+    elif plan.shard == SHARD_PARAMETERS:  # before each unit's backward but the last; before each forward after the first iteration
+        per_iteration, first = per_iteration + m + max(m - 1, 0), first + max(m - 1, 0)
+    return first + (int(iterations) - 1) * per_iteration if iterations > 0 else 0
 
 
 def lower(model, plan: Plan, cost, *, precision: str = "fp32", iterations: int = 1, prefetch: bool = False,

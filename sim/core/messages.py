@@ -16,7 +16,10 @@ import numpy as np
 
 from sim.core.cost import CommCost, PSCost
 
-__all__ = ["Messages", "parts_of"]
+__all__ = ["PART_LABEL_LAYERS", "Messages", "part_count", "parts_of"]
+
+#: A part of a message of more layers than this names the message by its first and last layer.
+PART_LABEL_LAYERS = 3
 
 
 def parts_of(nbytes: int, partition_bytes: int) -> list[int]:
@@ -29,6 +32,16 @@ def parts_of(nbytes: int, partition_bytes: int) -> list[int]:
         return [int(nbytes)]
     full, rest = divmod(int(nbytes), int(partition_bytes))
     return [int(partition_bytes)] * full + ([rest] if rest else [])
+
+
+def part_count(groups, layer_bytes, partition_bytes: int) -> int:
+    """How many parts the messages ``groups`` are cut into, from their sizes alone (no part is built)."""
+    layer_bytes = np.asarray(layer_bytes).astype(np.int64)
+    nbytes = np.fromiter((int(layer_bytes[list(g)].sum()) for g in groups), dtype=np.int64, count=len(groups))
+    p = int(partition_bytes)
+    if p <= 0:
+        return len(groups)
+    return int(np.where(nbytes > p, -(-nbytes // p), 1).sum())
 
 
 class Messages:
@@ -81,6 +94,14 @@ class Messages:
     def labels(self) -> list[str]:
         """Each message's name: its layers' names joined by ``+``."""
         return ["+".join(self.names[i] for i in g) for g in self.groups]
+
+    @cached_property
+    def part_labels(self) -> list[str]:
+        """Each message's name in the names of its parts: its label, or for a message of more than
+        `PART_LABEL_LAYERS` layers its first and last layer (``"l0+...+l99"``), so that a timeline of
+        many parts of one large message does not repeat its whole label in every part's name."""
+        return [label if len(g) <= PART_LABEL_LAYERS else f"{self.names[g[0]]}+...+{self.names[g[-1]]}"
+                for g, label in zip(self.groups, self.labels, strict=True)]
 
     def step_times_s(self, cost, step: str) -> np.ndarray:
         """The time of ``step`` for every part (`sim.core.cost` ``step_time_s``, to the bit)."""

@@ -91,7 +91,7 @@ class ShardedSteps:
             for p, gi in enumerate(units):
                 ag = self.gather(k, gi, GATHER_FORWARD, p, "all-gather-fwd")
                 for w in range(W):
-                    h2d, fwd = self.forwards[w]
+                    _, h2d, fwd = self.forwards[w]
                     if p < 2:  # issued as the iteration starts: the updated shards, the batch on the GPU
                         self.g.edge(self.carry[w].step_done, ag)
                         self.g.edge(h2d, ag)
@@ -103,7 +103,7 @@ class ShardedSteps:
             gi = units[p]
             ag = self.gather(k, gi, GATHER_BACKWARD, last - p, "all-gather-bwd")
             for w in range(W):
-                _, fwd = self.forwards[w]
+                _, _, fwd = self.forwards[w]
                 bwd = chains[w]
                 # issued as unit p + 1's backward starts: after the forward of the last
                 # unit, or after the backward of unit p + 2

@@ -47,11 +47,13 @@ class TaskGraph:
     """Tasks as parallel arrays; edges as arrays with optional lags (see the module doc).
 
     ``layer_names`` and ``message_labels`` name a task's layer (``layer_id``)
-    and message (``message``) in `layer` and `label`.
+    and message (``message``) in `layer` and `label`; ``part_labels`` name the
+    message in the label of a part of it (default: ``message_labels``).
     """
 
-    def __init__(self, layer_names=(), message_labels=()) -> None:
+    def __init__(self, layer_names=(), message_labels=(), part_labels=None) -> None:
         self.layer_names, self.message_labels = tuple(layer_names), message_labels
+        self.part_labels = message_labels if part_labels is None else part_labels
         self.resources: list = []
         self._resource_id: dict = {}
         self._chunks = {name: [] for name, _ in _COLUMNS + _EDGE_COLUMNS}
@@ -60,6 +62,7 @@ class TaskGraph:
         self._final = False
         self._priority = None
         self.kinds = list(KINDS)  # `KINDS`, then any other kind a caller adds
+        self.pipeline = None  # the lowering's steps when `sim.core.pipeline` can time the graph
 
     def __len__(self) -> int:
         return self._n
@@ -138,13 +141,15 @@ class TaskGraph:
             setattr(self, name, np.concatenate(chunks) if chunks else np.zeros(0, dtype))
         self._pending = {}
         order = np.argsort(self.eu, kind="stable")
-        self.succ_index = self.ev[order]
-        self.succ_lag_s = self.elag[order]
+        self.succ_index = self.ev[order].astype(np.int32)
+        self.has_lags = bool(np.any(self.elag > 0))
+        self.succ_lag_s = self.elag[order] if self.has_lags else np.zeros(1)
         self.succ_ptr = np.zeros(self._n + 1, dtype=np.int64)
         np.cumsum(np.bincount(self.eu, minlength=self._n), out=self.succ_ptr[1:])
-        self.indegree = np.bincount(self.ev, minlength=self._n)
-        self.has_lags = bool(np.any(self.elag > 0))
+        self.indegree = np.bincount(self.ev, minlength=self._n).astype(np.int32)
+        del self.eu, self.ev, self.elag  # kept in compressed form only
         self._rank()
+        del self.key0, self.key1, self.key2, self.key3  # ranked
         self._final = True
         return self
 
@@ -156,24 +161,26 @@ class TaskGraph:
         """``order``: the tasks sorted by (resource, key, index); ``rank[t]``: t's place in it;
         ``priority[t]``: t's rank among its resource's tasks."""
         idx = np.arange(self._n, dtype=np.int64)
-        self.order = np.lexsort((idx, self.key3, self.key2, self.key1, self.key0, self.resource))
+        self.order = np.lexsort((idx, self.key3, self.key2, self.key1, self.key0, self.resource)).astype(np.int64)
         self.rank = np.empty(self._n, dtype=np.int64)
         self.rank[self.order] = idx
-        first = np.zeros(len(self.resources) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self.resource, minlength=len(self.resources)), out=first[1:])
-        self._priority = self.rank - first[self.resource] if self._n else np.zeros(0, np.int64)
 
     @property
     def priority(self) -> np.ndarray:
-        return self.finish()._priority
+        """Each task's rank among its resource's tasks."""
+        self.finish()
+        first = np.zeros(len(self.resources) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.resource, minlength=len(self.resources)), out=first[1:])
+        return self.rank - first[self.resource] if self._n else np.zeros(0, np.int64)
 
     @priority.setter
     def priority(self, values) -> None:
-        """Set the ranks directly (a graph read from networkx): ``key0`` becomes the rank."""
+        """Set the ranks directly (a graph read from networkx): the given values become the keys."""
         self.finish()
         self.key0 = np.asarray(values, dtype=np.int64)
         self.key1 = self.key2 = self.key3 = np.zeros(self._n, np.int64)
         self._rank()
+        del self.key0, self.key1, self.key2, self.key3
 
     # ------------------------------------------------------------------ views for timelines and drawings
     @property
@@ -190,9 +197,9 @@ class TaskGraph:
     def lane(self, t: int) -> str:
         return self.resources[int(self.finish().resource[t])][1]
 
-    def message_strings(self) -> np.ndarray:
-        """Per message, its label; one more entry (index -1) for no message."""
-        return np.array(list(self.message_labels) + [""], dtype=object)
+    def message_strings(self, parts: bool = False) -> np.ndarray:
+        """Per message, its label (``parts``: its name in its parts' labels); one more entry (index -1) for none."""
+        return np.array(list(self.part_labels if parts else self.message_labels) + [""], dtype=object)
 
     @property
     def layer(self) -> np.ndarray:
@@ -213,15 +220,17 @@ class TaskGraph:
         for rows in _groups(np.flatnonzero(self.tag >= TAGS.index("message")), self.tag):
             tag = TAGS[self.tag[rows[0]]]
             prefix = "" if tag == "message" else tag + ":"
-            labels = self.message_strings()[self.message[rows]]
-            parts = self.part[rows]
-            out[rows] = [f"{prefix}{m}#{j}" if j >= 0 else prefix + m for m, j in zip(labels, parts, strict=True)]
+            whole, part = self.message_strings(), self.message_strings(parts=True)
+            out[rows] = [f"{prefix}{part[m]}#{j}" if j >= 0 else prefix + whole[m]
+                         for m, j in zip(self.message[rows].tolist(), self.part[rows].tolist(), strict=True)]
         return out
 
     def edge_list(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every edge as (source, target, lag) arrays, in the order they were added."""
+        """Every edge as (source, target, lag) arrays, by source."""
         self.finish()
-        return self.eu, self.ev, self.elag
+        u = np.repeat(np.arange(self._n, dtype=np.int64), np.diff(self.succ_ptr))
+        lag = self.succ_lag_s if self.has_lags else np.zeros(len(u))
+        return u, self.succ_index.astype(np.int64), lag
 
 
 def _groups(rows: np.ndarray, tag: np.ndarray) -> list[np.ndarray]:
