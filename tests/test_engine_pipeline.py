@@ -13,9 +13,11 @@ from hypothesis import strategies as st
 import sim
 from sim.core import engine, pipeline
 from sim.core.cost import CommCost, PSCost, measured_cost
+from sim.core.interference import overlap_fractions
 from sim.core.lower import WorkerTimes, lower, task_count
 from sim.core.plan import SHARD_LEVELS, SHARD_NONE, Plan
 from sim.core.run import MAX_TASKS, check_task_budget
+from sim.core.timeline import graph_overlap_fractions, graph_timeline
 from sim.errors import SimInputError
 
 SETTINGS = settings(max_examples=150, deadline=None)
@@ -144,3 +146,17 @@ def test_a_part_of_a_long_message_is_named_by_its_first_and_last_layer():
     labels = [lb for lb in graph.label.tolist() if lb.startswith("push")]
     assert labels == ["push:l0+...+l5#0", "push:l0+...+l5#1", "push:l0+...+l5#2"]
     assert set(graph.layer[graph.kind == "comm"].tolist()) == {"l0+l1+l2+l3+l4+l5"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_the_graphs_overlap_fractions_are_the_timelines(seed):
+    """`graph_overlap_fractions` (arrays) equals `overlap_fractions` of the timeline, to the bit."""
+    model, plan, cost, iterations, prefetch, times = _case(seed)
+    graph = lower(model, plan, cost, iterations=iterations, prefetch=prefetch, times=times)
+    start, end = engine.run(graph)
+    timeline = graph_timeline(graph, start, end)
+    for ref in range(iterations):
+        want = overlap_fractions(timeline, model.layer_names, ref)
+        got = graph_overlap_fractions(graph, start, end, model.layer_names, ref)
+        assert all(np.array_equal(a, b) for a, b in zip(want, got, strict=True))

@@ -170,7 +170,7 @@ def _runs(tasks: list, rel: list, run_of: list, run_end: list, ctx: _Times, free
     """The list schedule of `_lane_by_runs` (positions are ranks); returns when the lane is free."""
     S, E, D = ctx.S, ctx.E, ctx.D
     count = len(tasks)
-    order = sorted(range(count), key=rel.__getitem__)
+    order = np.argsort(np.asarray(rel), kind="stable").tolist()
     head = [0] + run_end[:-1]  # each run's next position
     heap: list = []
     push, pop = heapq.heappush, heapq.heappop
@@ -214,7 +214,7 @@ def _lane(tasks: list, release: list, then, ctx: _Times, free):
     released task of smallest rank starts. ``then[i]``, if given, is released as ``tasks[i]`` ends.
     Returns when the lane is free again."""
     S, E, D, R = ctx.S, ctx.E, ctx.D, ctx.R
-    order = sorted(range(len(tasks)), key=release.__getitem__)
+    order = np.argsort(np.asarray(release), kind="stable").tolist()
     heap: list = []
     p, count = 0, len(tasks)
     t = -_INF if free is None else free
@@ -242,7 +242,7 @@ def _updates_and_forward(it, nxt, release: list, ctx: _Times) -> None:
     rank), else the next forward once released (its previous layer, and its layer's update)."""
     S, E, D = ctx.S, ctx.E, ctx.D
     ups, layers = it["ups"].tolist(), it["ups_layer"].tolist()
-    order = sorted(range(len(ups)), key=release.__getitem__)
+    order = np.argsort(np.asarray(release), kind="stable").tolist()
     fwd = nxt["fwd"].tolist() if nxt is not None else []
     update_of = [-1] * len(it["fwd"])
     for u, layer in enumerate(layers):

@@ -204,25 +204,35 @@ class TaskGraph:
     @property
     def layer(self) -> np.ndarray:
         """Each task's layer: its layer's name, or its message's label (communication), or ''."""
+        return self.layer_of(np.arange(len(self)))
+
+    def layer_of(self, rows: np.ndarray) -> np.ndarray:
+        """`layer` of the tasks ``rows``."""
         self.finish()
         names = np.array(list(self.layer_names) + [""], dtype=object)
-        out = names[self.layer_id]
-        comm = (self.layer_id < 0) & (self.message >= 0) & (self.tag >= TAGS.index("message"))
-        out[comm] = self.message_strings()[self.message[comm]]
+        layer_id, message, tag = self.layer_id[rows], self.message[rows], self.tag[rows]
+        out = names[layer_id]
+        comm = (layer_id < 0) & (message >= 0) & (tag >= TAGS.index("message"))
+        out[comm] = self.message_strings()[message[comm]]
         return out
 
     @property
     def label(self) -> np.ndarray:
         """Each task's label: ``"0"`` (io, h2d), ``"push:fc#2"`` (a step and part of a message), ''."""
+        return self.label_of(np.arange(len(self)))
+
+    def label_of(self, rows: np.ndarray) -> np.ndarray:
+        """`label` of the tasks ``rows``."""
         self.finish()
-        out = np.full(self._n, "", dtype=object)
-        out[self.tag == TAGS.index("0")] = "0"
-        for rows in _groups(np.flatnonzero(self.tag >= TAGS.index("message")), self.tag):
-            tag = TAGS[self.tag[rows[0]]]
-            prefix = "" if tag == "message" else tag + ":"
-            whole, part = self.message_strings(), self.message_strings(parts=True)
-            out[rows] = [f"{prefix}{part[m]}#{j}" if j >= 0 else prefix + whole[m]
-                         for m, j in zip(self.message[rows].tolist(), self.part[rows].tolist(), strict=True)]
+        tag, message, part = self.tag[rows], self.message[rows], self.part[rows]
+        out = np.full(len(rows), "", dtype=object)
+        out[tag == TAGS.index("0")] = "0"
+        named = np.flatnonzero(tag >= TAGS.index("message"))
+        if len(named):
+            whole, parts = self.message_strings(), self.message_strings(parts=True)
+            prefixes = [t + ":" if t != "message" else "" for t in TAGS]
+            out[named] = [f"{prefixes[t]}{parts[m]}#{j}" if j >= 0 else prefixes[t] + whole[m] for t, m, j in
+                          zip(tag[named].tolist(), message[named].tolist(), part[named].tolist(), strict=True)]
         return out
 
     def edge_list(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -231,8 +241,3 @@ class TaskGraph:
         u = np.repeat(np.arange(self._n, dtype=np.int64), np.diff(self.succ_ptr))
         lag = self.succ_lag_s if self.has_lags else np.zeros(len(u))
         return u, self.succ_index.astype(np.int64), lag
-
-
-def _groups(rows: np.ndarray, tag: np.ndarray) -> list[np.ndarray]:
-    """``rows`` split by their tag."""
-    return [rows[tag[rows] == value] for value in np.unique(tag[rows])]
