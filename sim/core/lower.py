@@ -222,9 +222,12 @@ class _Lowering(ShardedSteps):
         common = dict(layer=-1, message=np.repeat(m.part_msg, 2) if self.is_ps else m.part_msg)
         if self.is_ps:
             lanes = np.tile([g.resource_id(SHARED, self.push_lane), g.resource_id(SHARED, self.pull_lane)], parts)
-            keys = [np.stack(np.broadcast_arrays(*self.part_keys(k, phase)), axis=1) for phase in (0, 1)]
-            key = np.stack(keys, axis=1).reshape(2 * parts, 4).T
-            dur = np.stack([self.part_times_s(k, "push"), self.part_times_s(k, "pull")], axis=1).ravel()
+            key = [np.empty(2 * parts, dtype=np.int64) for _ in range(4)]
+            dur = np.empty(2 * parts)
+            for phase, step in ((0, "push"), (1, "pull")):  # a part's push, then its pull
+                dur[phase::2] = self.part_times_s(k, step)
+                for column, values in zip(key, self.part_keys(k, phase), strict=True):
+                    column[phase::2] = values
             tags = np.tile([TAGS.index("push"), TAGS.index("pull")], parts)
             tasks = g.add_block(2 * parts, k, SHARED, lanes, "comm", dur, key=tuple(key), tag=tags,
                                 nbytes=np.repeat(m.part_bytes, 2), part=np.repeat(m.part_suffix, 2), **common)

@@ -157,6 +157,8 @@ def _lane_by_runs(tasks: np.ndarray, release: np.ndarray, msg: np.ndarray, ctx: 
     smaller rank is released."""
     by_rank = np.argsort(ctx.rank[tasks], kind="stable")
     tasks, release, msg = tasks[by_rank], release[by_rank], msg[by_rank]
+    if np.all(release[1:] >= release[:-1]):  # released in rank order: first come, first served
+        return _fifo(tasks.tolist(), release.tolist(), ctx, free)
     cut = np.flatnonzero(msg[1:] != msg[:-1]) + 1
     runs = np.concatenate([[0], cut, [len(tasks)]]).astype(np.int64)
     contiguous = len(np.unique(msg)) == len(runs) - 1
@@ -164,6 +166,20 @@ def _lane_by_runs(tasks: np.ndarray, release: np.ndarray, msg: np.ndarray, ctx: 
         return _lane(tasks.tolist(), release.tolist(), None, ctx, free)
     run_of = np.repeat(np.arange(len(runs) - 1), np.diff(runs)).tolist()
     return _runs(tasks.tolist(), release.tolist(), run_of, runs[1:].tolist(), ctx, free)
+
+
+def _fifo(tasks: list, release: list, ctx: _Times, free) -> float:
+    """`_lane` for tasks released in rank order: each starts at the later of its release and the
+    end of the one before."""
+    S, E, D = ctx.S, ctx.E, ctx.D
+    t = -_INF if free is None else free
+    for task, r in zip(tasks, release, strict=True):
+        if r > t:
+            t = r
+        S[task] = t
+        t = t + D[task]
+        E[task] = t
+    return t
 
 
 def _runs(tasks: list, rel: list, run_of: list, run_end: list, ctx: _Times, free) -> float:
@@ -183,11 +199,9 @@ def _runs(tasks: list, rel: list, run_of: list, run_end: list, ctx: _Times, free
             p += 1
             if q == head[run_of[q]] and q != cur:
                 push(heap, q)
-        if cur >= 0 and (not heap or cur < heap[0]):
-            x = cur
+        if cur >= 0:  # the run goes on unless something of a smaller rank is released
+            x = heapq.heappushpop(heap, cur) if heap else cur
         elif heap:
-            if cur >= 0:
-                push(heap, cur)
             x = pop(heap)
         else:  # idle until the next release
             t = rel[order[p]]
