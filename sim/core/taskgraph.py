@@ -29,7 +29,7 @@ TAGS = ("", "0", "message", "push", "pull", "reduce-scatter", "all-gather", "all
 _INT_COLUMNS = ("resource", "iteration", "worker", "kind_id", "layer_id", "message", "tag", "part")
 _COLUMNS = (("duration_s", np.float64), ("nbytes", np.int64), ("key0", np.int64), ("key1", np.int64),
             ("key2", np.int64), ("key3", np.int64)) + tuple((c, np.int32) for c in _INT_COLUMNS)
-_EDGE_COLUMNS = (("eu", np.int64), ("ev", np.int64), ("elag", np.float64))
+_EDGE_COLUMNS = (("eu", np.int32), ("ev", np.int32), ("elag", np.float64))
 
 
 class Carry(NamedTuple):
@@ -161,8 +161,8 @@ class TaskGraph:
         """``order``: the tasks sorted by (resource, key, index); ``rank[t]``: t's place in it;
         ``priority[t]``: t's rank among its resource's tasks."""
         idx = np.arange(self._n, dtype=np.int64)
-        self.order = np.lexsort((idx, self.key3, self.key2, self.key1, self.key0, self.resource)).astype(np.int64)
-        self.rank = np.empty(self._n, dtype=np.int64)
+        self.order = np.lexsort((idx, self.key3, self.key2, self.key1, self.key0, self.resource)).astype(np.int32)
+        self.rank = np.empty(self._n, dtype=np.int32)
         self.rank[self.order] = idx
 
     @property
