@@ -11,6 +11,8 @@ or shift. `tests/test_bad_input.py` runs them all.
 
 from __future__ import annotations
 
+from sim.core.run import MAX_TASKS
+
 LONG_NAME = "x" * 5000
 
 #: Files the cases read, by name.
@@ -238,7 +240,7 @@ CLI_CASES: list[tuple[str, str]] = [
     ("sweep " + M + " --jobs 0", "--jobs"),
     ("sweep " + M + " --gpus 0,4", "--gpus"),
     ("sweep " + M + " --gpus ''", "--gpus"),
-    ("run " + M + " --gpus 4 --scheduler bytescheduler --partition-bytes 1", "limit is 1,000,000"),
+    ("run " + M + " --gpus 4 --scheduler bytescheduler --partition-bytes 1", f"limit is {MAX_TASKS:,}"),
     ("run " + M + " --gpus 4 --scheduler bytescheduler --partition-bytes 100", "SSGD_MAX_TASKS"),
     ("trace " + M + " --gpus 4 --scheduler bytescheduler --partition-bytes 1 -o {d}/t.json", "tasks"),
     ("run " + M + " --gpus 4 --architecture ps --partition-bytes 1", "tasks"),

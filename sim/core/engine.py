@@ -14,6 +14,11 @@ predecessors' ends and the end of the task before it on its lane, so the
 makespan equals the longest path of the graph with those lane-order edges
 added. Without contention it is the graph's own longest path
 (`networkx.dag_longest_path_length` with task durations on out-edges).
+
+The loop reads the graph's arrays through memoryviews (no Python object per
+task is kept), a lane's queue holds the tasks' global ranks (one integer
+each, `sim.core.taskgraph.TaskGraph.order` maps a rank back to its task),
+and only the lanes touched at an instant are served.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import heapq
 
 import numpy as np
 
-from sim.core.lower import TaskGraph
+from sim.core import pipeline
+from sim.core.taskgraph import TaskGraph
 
 __all__ = ["CycleError", "run"]
 
@@ -31,58 +37,85 @@ class CycleError(ValueError):
     """The task graph has a cycle: no schedule exists."""
 
 
-def run(graph: TaskGraph) -> tuple[np.ndarray, np.ndarray]:
+def run(graph: TaskGraph, *, general: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Start and end time of every task of ``graph`` (arrays in task order).
+
+    A graph the lowering marked as a plain pipeline of one worker is timed
+    lane by lane (`sim.core.pipeline`, the same times); ``general`` forces
+    the event loop.
 
     Raises
     ------
     CycleError
         If some task can never be released (the graph has a cycle).
     """
+    graph.finish()
     n = len(graph)
-    duration, resource, priority = graph.duration_s, graph.resource, graph.priority
-    succ, lag = graph.succ, graph.lag_s
-    waiting = list(graph.indegree)
-    release = [0.0] * n
-    queues: list[list] = [[] for _ in graph.resources]
-    busy = [False] * len(graph.resources)
-    start = [float("nan")] * n
-    end = [float("nan")] * n
-    events: list[tuple[float, int, int]] = []  # (time, 0 = task ends / 1 = task released, task)
-    for t in range(n):
-        if waiting[t] == 0:
-            heapq.heappush(queues[resource[t]], (priority[t], t))
+    start, end = np.full(n, np.nan), np.full(n, np.nan)
+    if n == 0:
+        return start, end
+    if graph.pipeline is not None and not general:
+        times = pipeline.run(graph, graph.pipeline)
+        if times is not None:
+            return times
+    done = _simulate(graph, memoryview(start), memoryview(end))
+    if done != n:
+        raise CycleError("the task graph has a cycle; no schedule exists")
+    return start, end
 
-    def dispatch(now: float) -> None:
-        for r, queue in enumerate(queues):
-            if not busy[r] and queue:
-                _, t = heapq.heappop(queue)
+
+def _simulate(graph: TaskGraph, start, end) -> int:
+    """The event loop; writes ``start`` and ``end``; returns how many tasks ended."""
+    push, pop = heapq.heappush, heapq.heappop
+    duration, resource = memoryview(graph.duration_s), memoryview(graph.resource)
+    rank, order = memoryview(graph.rank), memoryview(graph.order)
+    ptr, succ, lag = memoryview(graph.succ_ptr), memoryview(graph.succ_index), memoryview(graph.succ_lag_s)
+    has_lags = graph.has_lags
+    waiting = graph.indegree.tolist()
+    release = [0.0] * len(waiting) if has_lags else None
+    lanes = len(graph.resources)
+    queues: list[list] = [[] for _ in range(lanes)]
+    busy = [False] * lanes
+    for t in np.flatnonzero(graph.indegree == 0).tolist():
+        queues[resource[t]].append(rank[t])
+    for queue in queues:
+        heapq.heapify(queue)
+    events: list[tuple[float, int, int]] = []  # (time, 0 = task ends / 1 = task released, task)
+    touched = set(range(lanes))
+    now, done = 0.0, 0
+    while True:
+        for r in touched:  # serve the lanes something happened to (the order does not matter)
+            queue = queues[r]
+            if queue and not busy[r]:
+                t = order[pop(queue)]
                 busy[r] = True
                 start[t] = now
                 end[t] = e = now + duration[t]
-                heapq.heappush(events, (e, 0, t))
-
-    dispatch(0.0)
-    done = 0
-    while events:
+                push(events, (e, 0, t))
+        touched.clear()
+        if not events:
+            return done
         now = events[0][0]
         while events and events[0][0] == now:
-            _, what, t = heapq.heappop(events)
+            _, what, t = pop(events)
+            r = resource[t]
+            touched.add(r)
             if what == 1:  # a lagged task is released
-                heapq.heappush(queues[resource[t]], (priority[t], t))
+                push(queues[r], rank[t])
                 continue
             done += 1
-            busy[resource[t]] = False
-            for v in succ[t]:
+            busy[r] = False
+            for i in range(ptr[t], ptr[t + 1]):
+                v = succ[i]
                 waiting[v] -= 1
-                if lag:
-                    release[v] = max(release[v], now + lag.get((t, v), 0.0))
+                if has_lags:
+                    ready = now + lag[i]
+                    if ready > release[v]:
+                        release[v] = ready
                 if waiting[v] == 0:
-                    if release[v] > now:
-                        heapq.heappush(events, (release[v], 1, v))
+                    if has_lags and release[v] > now:
+                        push(events, (release[v], 1, v))
                     else:
-                        heapq.heappush(queues[resource[v]], (priority[v], v))
-        dispatch(now)
-    if done != n:
-        raise CycleError("the task graph has a cycle; no schedule exists")
-    return np.array(start, dtype=float), np.array(end, dtype=float)
+                        rv = resource[v]
+                        push(queues[rv], rank[v])
+                        touched.add(rv)

@@ -6,28 +6,29 @@ networkx is imported here only, when a graph is converted.
 
 from __future__ import annotations
 
-from sim.core.lower import TaskGraph
+from sim.core.taskgraph import TaskGraph
 
 __all__ = ["from_networkx", "to_networkx"]
 
 
-def _keys(graph: TaskGraph) -> list[tuple]:
+def _keys(graph: TaskGraph, kind, layer) -> list[tuple]:
     """Node keys ``(iteration, kind, index)``: the layer for forward, backward and
     per-layer updates, a running number per iteration for messages' tasks, else 0;
     per-worker graphs put the worker after the iteration."""
     keys, comm_seen = [], {}
     layer_index = {}
-    many = any(w > 0 for w in graph.worker)
+    iteration, worker = graph.iteration.tolist(), graph.worker.tolist()
+    many = any(w > 0 for w in worker)
     for t in range(len(graph)):
-        k, kind, w = graph.iteration[t], graph.kind[t], graph.worker[t]
-        if kind == "comm":
+        k, w = iteration[t], worker[t]
+        if kind[t] == "comm":
             idx = comm_seen.get(k, 0)
             comm_seen[k] = idx + 1
-        elif graph.layer[t] and kind in ("forward", "backward", "update"):
-            idx = layer_index.setdefault(graph.layer[t], len(layer_index))
+        elif layer[t] and kind[t] in ("forward", "backward", "update"):
+            idx = layer_index.setdefault(layer[t], len(layer_index))
         else:
             idx = 0
-        keys.append((k, w, kind, idx) if many else (k, kind, idx))
+        keys.append((k, w, kind[t], idx) if many else (k, kind[t], idx))
     return keys
 
 
@@ -36,26 +37,28 @@ def to_networkx(graph: TaskGraph, layer_names=None):
     group, resource, duration_s, bytes, priority, label`` and ``lag_s`` on lagged edges."""
     import networkx as nx
 
+    kind, layer, label = graph.kind, graph.layer, graph.label
+    iteration, lanes = graph.iteration.tolist(), graph.lane_names
     if layer_names is not None:  # layer index by model order
         order = {name: i for i, name in enumerate(layer_names)}
-        keys = [(graph.iteration[t], graph.kind[t], order.get(graph.layer[t], 0))
-                if graph.kind[t] in ("forward", "backward", "update") and graph.layer[t] else None
+        fallback = _keys(graph, kind, layer)
+        keys = [(iteration[t], kind[t], order.get(layer[t], 0))
+                if kind[t] in ("forward", "backward", "update") and layer[t] else fallback[t]
                 for t in range(len(graph))]
-        fallback = _keys(graph)
-        keys = [key if key is not None else fallback[t] for t, key in enumerate(keys)]
     else:
-        keys = _keys(graph)
+        keys = _keys(graph, kind, layer)
     g = nx.DiGraph()
-    for t, key in enumerate(keys):
-        g.add_node(key, iteration=graph.iteration[t], kind=graph.kind[t], layer=graph.layer[t],
-                   group=graph.message[t], resource=graph.lane(t), worker=graph.worker[t],
-                   duration_s=graph.duration_s[t], bytes=graph.nbytes[t], priority=graph.priority[t],
-                   label=graph.label[t])
-    for u, succ in enumerate(graph.succ):
-        for v in succ:
-            g.add_edge(keys[u], keys[v])
-    for (u, v), lag in graph.lag_s.items():
-        g.edges[keys[u], keys[v]]["lag_s"] = lag
+    columns = zip(iteration, kind, layer, graph.message.tolist(), lanes, graph.worker.tolist(),
+                  graph.duration_s.tolist(), graph.nbytes.tolist(), graph.priority.tolist(), label, strict=True)
+    for key, (k, kd, ly, msg, lane, w, d, b, p, lb) in zip(keys, columns, strict=True):
+        g.add_node(key, iteration=k, kind=kd, layer=ly, group=msg, resource=lane, worker=w, duration_s=d, bytes=b,
+                   priority=p, label=lb)
+    eu, ev, lag = graph.edge_list()
+    for u, v, d in zip(eu.tolist(), ev.tolist(), lag.tolist(), strict=True):
+        g.add_edge(keys[u], keys[v])
+        if d > 0:
+            edge = g.edges[keys[u], keys[v]]
+            edge["lag_s"] = max(d, edge.get("lag_s", 0.0))
     return g
 
 

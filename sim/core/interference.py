@@ -35,7 +35,7 @@ import numpy as np
 from sim.core.intervals import covered_before, union
 
 __all__ = ["COMPUTE_KINDS", "PASSES", "TOLERANCE", "Overlap", "fast_overlap", "fixed_point", "stretch",
-           "timeline_overlap", "with_times"]
+           "task_overlap", "timeline_overlap", "with_times"]
 
 #: Fixed-point rounds at most (each a full timing of the run).
 PASSES = 3
@@ -55,16 +55,15 @@ class Overlap(NamedTuple):
     bwd_end_covered: np.ndarray
 
 
-def _covered(start: np.ndarray, end: np.ndarray, busy: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """Length of each [start, end) that the disjoint sorted ``busy`` intervals cover."""
-    return covered_before(*busy, end) - covered_before(*busy, start)
-
-
-def _inside(t: np.ndarray, busy: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """Whether each time ``t`` lies strictly inside one of the disjoint sorted ``busy``
-    intervals (begun before it: a message that begins at a task's end may be the one it releases)."""
-    at = np.searchsorted(busy[0], t, side="left") - 1
-    return (at >= 0) & (t < busy[1][np.clip(at, 0, None)]) if len(busy[0]) else np.zeros(len(t), bool)
+def task_overlap(start: np.ndarray, end: np.ndarray, busy: tuple[np.ndarray, np.ndarray]):
+    """For tasks [start, end) and the disjoint sorted ``busy`` intervals: how long busy
+    covers each task, and whether busy runs at its end, begun before it (a message that
+    begins at a task's end may be the one the task releases)."""
+    covered = np.clip(covered_before(*busy, end) - covered_before(*busy, start), 0.0, end - start)
+    if not len(busy[0]):
+        return covered, np.zeros(len(end), bool)
+    at = np.searchsorted(busy[0], end, side="left") - 1
+    return covered, (at >= 0) & (end < busy[1][np.clip(at, 0, None)])
 
 
 def timeline_overlap(timeline, layer_names, iteration: int) -> Overlap:
@@ -86,9 +85,7 @@ def timeline_overlap(timeline, layer_names, iteration: int) -> Overlap:
         covered, at_end = np.zeros(len(layer_names)), np.zeros(len(layer_names), bool)
         idx = np.fromiter((index.get(str(n), -1) for n in layers[rows]), dtype=np.int64, count=len(rows))
         keep = idx >= 0
-        s, e = start[rows][keep], end[rows][keep]
-        covered[idx[keep]] = np.clip(_covered(s, e, busy), 0.0, e - s)
-        at_end[idx[keep]] = _inside(e, busy)
+        covered[idx[keep]], at_end[idx[keep]] = task_overlap(start[rows][keep], end[rows][keep], busy)
         out += [covered[None], at_end[None]]
     return Overlap(out[0], out[2], out[1], out[3])
 

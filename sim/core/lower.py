@@ -39,10 +39,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.core.cost import PSCost
-from sim.core.plan import SHARD_NONE, Plan
-from sim.core.shard import REDUCE_SCATTER, ShardedSteps, shard_key
+from sim.core.messages import Messages, part_count, parts_of
+from sim.core.pipeline import PipelineSteps
+from sim.core.plan import SHARD_GRADIENTS, SHARD_NONE, SHARD_OPTIMIZER, SHARD_PARAMETERS, Plan
+from sim.core.shard import REDUCE_SCATTER, ShardedSteps
+from sim.core.taskgraph import KINDS, TAGS, Carry, TaskGraph
 
-__all__ = ["COMPUTE_LANES", "LANES", "TaskGraph", "WorkerTimes", "lower", "needs_general_engine", "parts_of"]
+__all__ = ["COMPUTE_LANES", "LANES", "TaskGraph", "WorkerTimes", "lower", "needs_general_engine", "parts_of", "task_count"]
 
 #: Every lane a task can run on: a worker's loader, copy engine and compute
 #: stream, and the shared communication lanes.
@@ -50,18 +53,7 @@ LANES = ("io", "h2d", "compute", "comm", "push", "pull")
 COMPUTE_LANES = ("io", "h2d", "compute")
 #: The worker of a shared (communication) task.
 SHARED = -1
-
-
-def parts_of(nbytes: int, partition_bytes: int) -> list[int]:
-    """Sizes of the parts of an ``nbytes`` message: full partitions, then the rest.
-
-    >>> parts_of(10, 4)
-    [4, 4, 2]
-    """
-    if partition_bytes <= 0 or nbytes <= partition_bytes:
-        return [int(nbytes)]
-    full, rest = divmod(int(nbytes), int(partition_bytes))
-    return [int(partition_bytes)] * full + ([rest] if rest else [])
+_UPDATE, _COMM = KINDS.index("update"), KINDS.index("comm")
 
 
 def needs_general_engine(plan: Plan, cost) -> bool:
@@ -94,113 +86,54 @@ class WorkerTimes:
         return cls((model,), np.zeros(workers, dtype=int), np.ones((iterations, workers)), np.ones(workers))
 
 
-class TaskGraph:
-    """Tasks as parallel lists; edges as successor lists with optional lags.
-
-    ``resource[t]`` indexes ``resources``, a list of ``(worker, lane)``;
-    ``priority[t]`` is the task's rank among the tasks of its resource
-    (`rank_priorities`), ``key[t]`` what it is ranked by.
-    """
-
-    #: One list per task attribute, in task order.
-    COLUMNS = ("duration_s", "resource", "key", "iteration", "worker", "kind", "layer", "message", "nbytes", "label",
-               "succ", "indegree")
-
-    def __init__(self) -> None:
-        for name in self.COLUMNS:
-            setattr(self, name, [])
-        self.lag_s: dict = {}
-        self.resources: list = []
-        self.priority: list = []
-        self._resource_id: dict = {}
-
-    def __len__(self) -> int:
-        return len(self.duration_s)
-
-    def add(self, k, worker, lane, kind, duration, layer="", message=-1, nbytes=0, key=None, label=""):
-        """Add one task; return its index. ``key`` orders it on its lane (default: insertion order)."""
-        r = self._resource_id.get((worker, lane))
-        if r is None:
-            r = self._resource_id[(worker, lane)] = len(self.resources)
-            self.resources.append((worker, lane))
-        t = len(self.duration_s)
-        self.duration_s.append(float(duration))
-        self.resource.append(r)
-        self.key.append((t,) if key is None else key)
-        self.iteration.append(k)
-        self.worker.append(worker)
-        self.kind.append(kind)
-        self.layer.append(layer)
-        self.message.append(message)
-        self.nbytes.append(int(nbytes))
-        self.label.append(label)
-        self.succ.append([])
-        self.indegree.append(0)
-        return t
-
-    def edge(self, u: int, v: int, lag_s: float = 0.0) -> None:
-        self.succ[u].append(v)
-        self.indegree[v] += 1
-        if lag_s > 0:
-            self.lag_s[(u, v)] = max(lag_s, self.lag_s.get((u, v), 0.0))
-
-    def rank_priorities(self) -> None:
-        """Each task's rank among its resource's tasks, by key (then index)."""
-        self.priority = [0] * len(self.duration_s)
-        by_resource: dict[int, list[int]] = {}
-        for t, r in enumerate(self.resource):
-            by_resource.setdefault(r, []).append(t)
-        for tasks in by_resource.values():
-            keyed = sorted(tasks, key=lambda t: (self.key[t], t))
-            for rank, t in enumerate(keyed):
-                self.priority[t] = rank
-
-    def lane(self, t: int) -> str:
-        return self.resources[self.resource[t]][1]
-
-
-@dataclass
-class _Messages:
-    """The plan's messages with their sizes and labels."""
-
-    groups: tuple
-    nbytes: list
-    labels: list
-    parts: list
-    lags: tuple
-
-
-def _messages(model, plan: Plan, precision: str) -> _Messages:
-    layer_bytes = model.gradient_bytes(precision)
-    names = model.layer_names
-    groups = plan.groups
-    nbytes = [int(sum(int(layer_bytes[i]) for i in members)) for members in groups]
-    labels = ["+".join(names[i] for i in members) for members in groups]
-    parts = [parts_of(b, plan.partition_bytes) for b in nbytes]
-    return _Messages(groups, nbytes, labels, parts, plan.lag_s or (0.0,) * len(groups))
+def _one(task) -> np.ndarray:
+    return np.asarray([task], dtype=np.int64)
 
 
 class _Lowering(ShardedSteps):
     """Builds the graph iteration by iteration (see the module docstring)."""
 
     def __init__(self, model, plan: Plan, cost, precision: str, prefetch: bool, times: WorkerTimes):
-        self.g = TaskGraph()
         self.plan, self.cost, self.prefetch, self.times = plan, cost, prefetch, times
-        self.msgs = _messages(model, plan, precision)
         self.names = model.layer_names
         self.n = model.num_layers
-        self.layer_bytes = model.gradient_bytes(precision)
-        self.group_of = {i: gi for gi, members in enumerate(plan.groups) for i in members}
-        shared = not isinstance(cost, PSCost) or cost.shared_lane
+        self.layer_bytes = np.asarray(model.gradient_bytes(precision)).astype(np.int64)
+        self.msgs = Messages(plan.groups, self.layer_bytes, self.names, plan.partition_bytes, plan.lag_s)
+        self.g = TaskGraph(self.names, _LazyLabels(self.msgs, "labels"), _LazyLabels(self.msgs, "part_labels"))
+        self.group_of = np.full(self.n, -1, dtype=np.int64)
+        self.group_of[self.msgs.members] = np.repeat(np.arange(len(self.msgs)), self.msgs.sizes)
+        self.is_ps = isinstance(cost, PSCost)
+        shared = not self.is_ps or cost.shared_lane
         self.push_lane, self.pull_lane = ("comm", "comm") if shared else ("push", "pull")
-        self.carry = None  # per worker: (layer -> tasks its next forward waits for, end of the step)
+        self.grad_layer, self.grad_part, self.grad_lag = self.msgs.gradient_sources()
+        self.steps = self.step_names()
+        self.base_s = {step: self.msgs.step_times_s(cost, step) for step in self.steps}
+        self.carry = None  # per worker: a `Carry`
+        self.pipeline = self.pipeline_steps(prefetch)
         self.forwards: dict = {}  # per worker: its h2d task and forward tasks of the iteration being built
+
+    def pipeline_steps(self, prefetch: bool) -> PipelineSteps | None:
+        """What `sim.core.pipeline` needs to time the graph without the event loop, when it applies:
+        one worker, at least one layer and one message, no decoupled or sharded steps."""
+        m, plan = self.msgs, self.plan
+        if (self.times.workers != 1 or not self.n or not m.parts or plan.decoupled or plan.shard != SHARD_NONE
+                or len(np.unique(m.members)) != len(m.members)):
+            return None
+        return PipelineSteps(m, two_lanes=self.push_lane != self.pull_lane, after_backward=plan.after_backward,
+                             prefetch=prefetch, per_layer=plan.per_layer_update)
+
+    def step_names(self) -> tuple[str, ...]:
+        if self.is_ps:
+            return ("push", "pull")
+        if self.plan.decoupled:
+            return ("reduce-scatter", "all-gather")
+        return ("reduce-scatter",) if self.plan.shard != SHARD_NONE else ("allreduce",)
 
     def run(self, iterations: int) -> TaskGraph:
         for k in range(iterations):
             self.iteration(k)
-        self.g.rank_priorities()
-        return self.g
+        self.g.pipeline = self.pipeline
+        return self.g.finish()
 
     def iteration(self, k: int) -> None:
         W = self.times.workers
@@ -212,13 +145,15 @@ class _Lowering(ShardedSteps):
             single = [self.g.add(k, w, "compute", "update", self.update_s(w)) for w in range(W)]
             for w in range(W):
                 self.g.edge(chains[w][-1], single[w])
-        ends = [self.message_tasks(k, gi, chains) for gi in range(len(self.msgs.groups))]
+        ends = self.message_tasks(k, chains)
+        if self.pipeline is not None:
+            io, h2d, fwd = self.forwards[0]
+            self.pipeline.add(io=io, h2d=h2d, fwd=fwd, bwd=chains[0][:-1], first=self.first_steps, last=ends,
+                              single=None if single is None else single[0])
         if single is not None:
             for w in range(W):
-                for tasks in ends:
-                    for t in tasks:
-                        self.g.edge(t, single[w])
-            self.carry = [({0: [single[w]]}, single[w], chains[w][-1]) for w in range(W)]
+                self.g.edges(ends, single[w])
+            self.carry = [Carry(_one(single[w]), _one(0), single[w], chains[w][-1]) for w in range(W)]
             if self.gathers_after_update():
                 self.carry = self.gather_updated(k, single, chains)
         else:
@@ -227,127 +162,208 @@ class _Lowering(ShardedSteps):
     def update_s(self, w: int) -> float:
         return float(self.times.models[self.times.profile_of[w]].update_s) * float(self.times.update_scale[w])
 
-    def compute_chain(self, k: int, w: int) -> list[int]:
+    def compute_chain(self, k: int, w: int) -> np.ndarray:
         """Worker w's io, h2d, forward and backward of iteration k, chained; the
-        list holds the backward tasks by layer index, then (last) backward 0."""
-        g, names, n = self.g, self.names, self.n
+        array holds the backward tasks by layer index, then (last) backward 0."""
+        g, n = self.g, self.n
         model = self.times.models[self.times.profile_of[w]]
         scale = float(self.times.compute_scale[k, w])
-        io = g.add(k, w, "io", "io", model.io_s, label="0")
-        h2d = g.add(k, w, "h2d", "h2d", model.h2d_s, label="0")
+        io = g.add(k, w, "io", "io", model.io_s, tag=1)
+        h2d = g.add(k, w, "h2d", "h2d", model.h2d_s, tag=1)
         g.edge(io, h2d)
-        fwd = [g.add(k, w, "compute", "forward", model.fwd_s[i] * scale, names[i], self.group_of.get(i, -1))
-               for i in range(n)]
-        bwd = [0] * n
-        for i in range(n - 1, -1, -1):
-            bwd[i] = g.add(k, w, "compute", "backward", model.bwd_s[i] * scale, names[i], self.group_of.get(i, -1),
-                           self.layer_bytes[i])
+        layers = np.arange(n, dtype=np.int64)
+        fwd = g.add_block(n, k, w, "compute", "forward", np.asarray(model.fwd_s, dtype=float) * scale, layer=layers,
+                          message=self.group_of)
+        bwd = g.add_block(n, k, w, "compute", "backward", (np.asarray(model.bwd_s, dtype=float) * scale)[::-1],
+                          layer=layers[::-1], message=self.group_of[::-1], nbytes=self.layer_bytes[::-1])[::-1]
         if n:
             g.edge(h2d, fwd[0])
-        for i in range(1, n):
-            g.edge(fwd[i - 1], fwd[i])
-        if n:
+            g.edges(fwd[:-1], fwd[1:])
             g.edge(fwd[n - 1], bwd[n - 1])
-        for i in range(n - 1, 0, -1):
-            g.edge(bwd[i], bwd[i - 1])
+            g.edges(bwd[1:], bwd[:-1])
         self.link_previous(k, w, io, fwd)
-        self.forwards[w] = (h2d, fwd)
-        return bwd + [bwd[0] if n else h2d]
+        self.forwards[w] = (io, h2d, fwd)
+        return np.append(bwd, bwd[0] if n else h2d)
 
-    def link_previous(self, k: int, w: int, io: int, fwd: list[int]) -> None:
-        if self.carry is None or not fwd:
+    def link_previous(self, k: int, w: int, io: int, fwd: np.ndarray) -> None:
+        if self.carry is None or not len(fwd):
             return
-        ready, step_done, backward_done = self.carry[w]
-        self.g.edge(backward_done, fwd[0])
-        for i, tasks in ready.items():
-            for t in tasks:
-                self.g.edge(t, fwd[i])
+        carry = self.carry[w]
+        self.g.edge(carry.backward_done, fwd[0])
+        self.g.edges(carry.sources, fwd[carry.layers])
         if not self.prefetch:
-            self.g.edge(step_done, io)
+            self.g.edge(carry.step_done, io)
 
-    def channel_key(self, k: int, phase: int, gi: int, j: int) -> tuple:
-        """FIFO: plan order; input_first: the layer nearest the input. A push
-        and a pull sharing one lane take turns part by part; DeAR's
-        reduce-scatters of an iteration go before its all-gathers."""
-        groups = self.msgs.groups
+    def part_keys(self, k: int, phase: int) -> tuple:
+        """Channel keys of every part (a step of a message). FIFO: plan order;
+        input_first: the layer nearest the input. A push and a pull sharing one
+        lane take turns part by part; DeAR's reduce-scatters of an iteration go
+        before its all-gathers."""
+        m = self.msgs
         if self.plan.shard != SHARD_NONE:
-            return shard_key(k, REDUCE_SCATTER, gi, j)
+            return (k, REDUCE_SCATTER, m.part_msg, m.part_j)
         if self.plan.decoupled:
-            return (k, phase, min(groups[gi]) if phase else gi, j)
-        order = min(groups[gi]) if self.plan.priority == "input_first" else gi
-        return (k, order, j, phase)
+            return (k, phase, m.low[m.part_msg] if phase else m.part_msg, m.part_j)
+        order = m.low[m.part_msg] if self.plan.priority == "input_first" else m.part_msg
+        return (k, order, m.part_j, phase)
 
-    def comm_s(self, k: int, gi: int, step: str, nbytes: int, whole: bool) -> float:
-        t = self.cost.step_time_s(step, self.msgs.groups[gi], nbytes, whole=whole)
+    def part_times_s(self, k: int, step: str) -> np.ndarray:
         scale = self.times.comm_scale
-        return t if scale is None else t * float(scale[k, gi])
+        base = self.base_s[step]
+        return base if scale is None else base * np.asarray(scale[k], dtype=float)[self.msgs.part_msg]
 
-    def message_tasks(self, k: int, gi: int, chains) -> list[int]:
-        """The tasks of message gi in iteration k; returns the last task of each part."""
+    def message_tasks(self, k: int, chains) -> np.ndarray:
+        """The tasks of every message in iteration k (a part's push then pull, or its one
+        task); gradient edges; returns the last task of each part, in part order."""
         g, m = self.g, self.msgs
-        parts = m.parts[gi]
-        is_ps = isinstance(self.cost, PSCost)
-        ends = []
-        for j, b in enumerate(parts):
-            suffix = f"#{j}" if len(parts) > 1 else ""
-            whole = len(parts) == 1
-            if is_ps:
-                first = g.add(k, SHARED, self.push_lane, "comm", self.comm_s(k, gi, "push", b, whole), m.labels[gi],
-                              gi, b, self.channel_key(k, 0, gi, j), f"push:{m.labels[gi]}{suffix}")
-                last = g.add(k, SHARED, self.pull_lane, "comm", self.comm_s(k, gi, "pull", b, whole), m.labels[gi],
-                             gi, b, self.channel_key(k, 1, gi, j), f"pull:{m.labels[gi]}{suffix}")
-                g.edge(first, last)
-            else:
-                halves = self.plan.decoupled or self.plan.shard != SHARD_NONE
-                step = "reduce-scatter" if halves else "allreduce"
-                name = f"reduce-scatter:{m.labels[gi]}" if halves else m.labels[gi]
-                first = last = g.add(k, SHARED, "comm", "comm", self.comm_s(k, gi, step, b, whole), m.labels[gi], gi,
-                                     b, self.channel_key(k, 0, gi, j), name + suffix)
-            self.gradient_edges(gi, first, chains)
-            ends.append(last)
-        return ends
-
-    def gradient_edges(self, gi: int, first: int, chains) -> None:
-        members, lag = self.msgs.groups[gi], self.msgs.lags[gi]
-        low = min(members)
+        parts = m.parts
+        if not parts:
+            return np.zeros(0, dtype=np.int64)
+        common = dict(layer=-1, message=np.repeat(m.part_msg, 2) if self.is_ps else m.part_msg)
+        if self.is_ps:
+            lanes = np.tile([g.resource_id(SHARED, self.push_lane), g.resource_id(SHARED, self.pull_lane)], parts)
+            key = [np.empty(2 * parts, dtype=np.int64) for _ in range(4)]
+            dur = np.empty(2 * parts)
+            for phase, step in ((0, "push"), (1, "pull")):  # a part's push, then its pull
+                dur[phase::2] = self.part_times_s(k, step)
+                for column, values in zip(key, self.part_keys(k, phase), strict=True):
+                    column[phase::2] = values
+            tags = np.tile([TAGS.index("push"), TAGS.index("pull")], parts)
+            tasks = g.add_block(2 * parts, k, SHARED, lanes, "comm", dur, key=tuple(key), tag=tags,
+                                nbytes=np.repeat(m.part_bytes, 2), part=np.repeat(m.part_suffix, 2), **common)
+            first, last = tasks[0::2], tasks[1::2]
+            g.edges(first, last)
+            self.first_steps = first
+        else:
+            step = self.steps[0]
+            tag = TAGS.index("reduce-scatter") if step == "reduce-scatter" else TAGS.index("message")
+            first = last = g.add_block(parts, k, SHARED, "comm", "comm", self.part_times_s(k, step),
+                                       key=self.part_keys(k, 0), tag=tag, nbytes=m.part_bytes, part=m.part_suffix,
+                                       **common)
+            self.first_steps = first
         for bwd in chains:
-            for i in members:
-                self.g.edge(bwd[i], first, lag if (i == low and lag > 0) else 0.0)
+            g.edges(bwd[self.grad_layer], first[self.grad_part], self.grad_lag)
             if self.plan.after_backward:
-                self.g.edge(bwd[-1], first)
+                g.edges(bwd[-1], first)
+        return last
 
-    def layer_updates(self, k: int, ends, chains) -> list:
-        """Per-layer updates (ByteScheduler, DeAR) and DeAR's all-gathers; the carry per worker."""
+    def layer_updates(self, k: int, ends: np.ndarray, chains) -> list:
+        """Per-layer updates (ByteScheduler, DeAR) and DeAR's all-gathers; the carry per worker.
+
+        Per message, in plan order: each worker's updates of the message's layers
+        (by layer index), each waiting for every part of the message; with
+        ``decoupled``, then an all-gather per part, waiting for all those updates."""
         g, m, W = self.g, self.msgs, self.times.workers
-        ready: list[dict[int, list]] = [{} for _ in range(W)]
-        for gi, members in enumerate(m.groups):
-            ups = [[self.layer_update(k, w, i, gi, ends[gi]) for i in sorted(members)] for w in range(W)]
-            if not self.plan.decoupled:
-                for w in range(W):
-                    for i, up in zip(sorted(members), ups[w], strict=True):
-                        ready[w].setdefault(i, []).append(up)
-                continue
-            for j, b in enumerate(m.parts[gi]):
-                suffix = f"#{j}" if len(m.parts[gi]) > 1 else ""
-                ag = g.add(k, SHARED, "comm", "comm", self.comm_s(k, gi, "all-gather", b, len(m.parts[gi]) == 1),
-                           m.labels[gi], gi, b, self.channel_key(k, 1, gi, j), f"all-gather:{m.labels[gi]}{suffix}")
-                for w in range(W):
-                    for up in ups[w]:
-                        g.edge(up, ag)
-                    for i in members:
-                        ready[w].setdefault(i, []).append(ag)
+        members = self.sorted_members()
+        per_msg = W * m.sizes  # updates per message
+        ags = m.count if self.plan.decoupled else np.zeros(len(m), dtype=np.int64)
+        offset = _starts(per_msg + ags)  # where each message's tasks start in the block
+        u_first = _starts(per_msg)
+        u_msg = np.repeat(np.arange(len(m), dtype=np.int64), per_msg)
+        q = _ranges(per_msg)  # an update's place among its message's
+        size = np.maximum(m.sizes[u_msg], 1)
+        u_w, u_layer = q // size, members[m.member_first[:-1][u_msg] + q % size]
+        u_pos = offset[u_msg] + q
+        ag_pos = offset[m.part_msg] + per_msg[m.part_msg] + m.part_j
+        base, total = len(g), int(np.sum(per_msg + ags))
+        cols = self.update_columns(k, base, total, u_msg, u_w, u_layer, u_pos)
+        if self.plan.decoupled:
+            self.all_gather_columns(k, cols, ag_pos)
+        g.add_block(total, k, cols.pop("worker"), cols.pop("lane"), cols.pop("kind"), cols.pop("duration"), **cols)
+        ups = base + u_pos
+        reps = m.count[u_msg]  # every part of the message -> each of its updates
+        g.edges(ends[np.repeat(m.first_part[:-1][u_msg], reps) + _ranges(reps)], np.repeat(ups, reps))
+        if self.pipeline is not None:
+            self.pipeline.iterations[-1].update(ups=ups, ups_layer=u_layer, ups_msg=u_msg)
+        if not self.plan.decoupled:
+            return [Carry(ups[u_w == w], u_layer[u_w == w], chains[w][-1], chains[w][-1]) for w in range(W)]
+        ag = base + ag_pos
+        reps = per_msg[m.part_msg]  # every update of the message -> each of its all-gathers
+        g.edges(ups[np.repeat(u_first[m.part_msg], reps) + _ranges(reps)], np.repeat(ag, reps))
+        reps = m.sizes[m.part_msg]  # the next forward of each layer waits for each all-gather of its message
+        layers = members[np.repeat(m.member_first[:-1][m.part_msg], reps) + _ranges(reps)]
         # the framework's step returns once backward has ended; without
         # prefetch the next batch is read from then on
-        return [(ready[w], chains[w][-1], chains[w][-1]) for w in range(W)]
+        return [Carry(np.repeat(ag, reps), layers, chains[w][-1], chains[w][-1]) for w in range(W)]
 
-    def layer_update(self, k: int, w: int, i: int, gi: int, ends) -> int:
-        model = self.times.models[self.times.profile_of[w]]
-        total = float(model.params.astype(float).sum())
-        share = model.update_s * float(model.params[i]) / total if total else 0.0
-        t = self.g.add(k, w, "compute", "update", share * float(self.times.update_scale[w]), self.names[i], gi)
-        for e in ends:
-            self.g.edge(e, t)
-        return t
+    def sorted_members(self) -> np.ndarray:
+        """Each message's layers, by layer index (flat, in message order)."""
+        m = self.msgs
+        msg_of = np.repeat(np.arange(len(m), dtype=np.int64), m.sizes)
+        return m.members[np.lexsort((m.members, msg_of))]
+
+    def update_columns(self, k: int, base: int, total: int, u_msg, u_w, u_layer, u_pos) -> dict:
+        """The columns of a block of ``total`` tasks, its updates filled in."""
+        g, times = self.g, self.times
+        comm = g.resource_id(SHARED, "comm") if self.plan.decoupled else -1
+        compute = np.asarray([g.resource_id(w, "compute") for w in range(times.workers)], dtype=np.int64)
+        shares = []
+        for model in times.models:
+            params = np.asarray(model.params).astype(float)
+            whole = float(params.sum())
+            shares.append(model.update_s * params / whole if whole else np.zeros(len(params)))
+        cols = dict(worker=np.full(total, SHARED), lane=np.full(total, comm), kind=np.full(total, _COMM),
+                    duration=np.zeros(total), layer=np.full(total, -1), message=np.full(total, -1),
+                    nbytes=np.zeros(total, np.int64), tag=np.zeros(total, np.int64), part=np.full(total, -1),
+                    key=[base + np.arange(total, dtype=np.int64)] + [np.zeros(total, np.int64)] * 3)
+        profile = np.asarray(times.profile_of, dtype=np.int64)[u_w]
+        scale = np.asarray(times.update_scale, dtype=float)[u_w]
+        share = np.array([shares[p][i] for p, i in zip(profile.tolist(), u_layer.tolist(), strict=True)]) \
+            if len(shares) > 1 else shares[0][u_layer]
+        for name, values in (("worker", u_w), ("lane", compute[u_w]), ("kind", _UPDATE), ("duration", share * scale),
+                             ("layer", u_layer), ("message", u_msg)):
+            cols[name][u_pos] = values
+        return cols
+
+    def all_gather_columns(self, k: int, cols: dict, pos: np.ndarray) -> None:
+        """DeAR's all-gathers of every part, at ``pos`` in the block."""
+        m = self.msgs
+        key = cols["key"] = [c.copy() for c in cols["key"]]
+        for c, values in zip(key, np.broadcast_arrays(*self.part_keys(k, 1)), strict=True):
+            c[pos] = values
+        for name, values in (("duration", self.part_times_s(k, "all-gather")), ("message", m.part_msg),
+                             ("nbytes", m.part_bytes), ("tag", TAGS.index("all-gather")), ("part", m.part_suffix)):
+            cols[name][pos] = values
+
+
+def _starts(counts: np.ndarray) -> np.ndarray:
+    """Where each of consecutive runs of ``counts`` items starts."""
+    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) if len(counts) else np.zeros(0, np.int64)
+
+
+def _ranges(counts: np.ndarray) -> np.ndarray:
+    """``0 .. c - 1`` for each c of ``counts``, joined."""
+    counts = np.asarray(counts, dtype=np.int64)
+    return np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(_starts(counts), counts)
+
+
+class _LazyLabels:
+    """The messages' labels, built when first read (a timeline or a drawing)."""
+
+    def __init__(self, msgs: Messages, which: str) -> None:
+        self.msgs, self.which = msgs, which
+
+    def __iter__(self):
+        return iter(getattr(self.msgs, self.which))
+
+    def __len__(self) -> int:
+        return len(self.msgs)
+
+
+def task_count(model, plan: Plan, cost, *, precision: str = "fp32", iterations: int = 1, workers: int = 1) -> int:
+    """How many tasks `lower` creates for ``iterations`` iterations of ``workers`` workers, from the
+    sizes alone (exact; ``cost`` None counts two steps per part, as for a parameter server)."""
+    W, n, m = int(workers), int(model.num_layers), len(plan.groups)
+    parts = part_count(plan.groups, model.gradient_bytes(precision), plan.partition_bytes)
+    steps = 2 if cost is None or isinstance(cost, PSCost) or plan.decoupled else 1
+    per_iteration = W * (2 + 2 * n) + steps * parts
+    per_iteration += W * sum(len(g) for g in plan.groups) if plan.per_layer_update else W
+    first = per_iteration
+    if plan.shard in (SHARD_OPTIMIZER, SHARD_GRADIENTS):
+        per_iteration, first = per_iteration + m, first + m
+    elif plan.shard == SHARD_PARAMETERS:  # before each unit's backward but the last; before each forward after the first iteration
+        per_iteration, first = per_iteration + m + max(m - 1, 0), first + max(m - 1, 0)
+    return first + (int(iterations) - 1) * per_iteration if iterations > 0 else 0
 
 
 def lower(model, plan: Plan, cost, *, precision: str = "fp32", iterations: int = 1, prefetch: bool = False,

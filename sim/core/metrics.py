@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sim.core.taskgraph import KINDS
 from sim.core.timeline import COMPUTE_KINDS, interval_overlap_s
 
 __all__ = [
@@ -97,36 +98,36 @@ def rates(batch_size, gpus, iteration_time_s, single_gpu_iteration_s) -> dict:
     }
 
 
-def _sum(values: list[float]) -> float:
-    return float(np.sum(np.asarray(values, dtype=float))) if values else 0.0
+def _sum(values) -> float:
+    return float(np.sum(np.asarray(values, dtype=float))) if len(values) else 0.0
 
 
 def graph_figures(graph, start: np.ndarray, end: np.ndarray, pipelined: bool, worker: int = 0) -> tuple[float, dict]:
-    """Iteration time and phase figures of one worker of an engine run."""
-    kinds, iters, workers = graph.kind, graph.iteration, graph.worker
-    last = max(iters)
+    """Iteration time and phase figures of one worker of an engine run (a `sim.core.taskgraph.TaskGraph`)."""
+    graph.finish()
+    kinds, iters, workers = graph.kind_id, graph.iteration, graph.worker
+    start, end = np.asarray(start, dtype=float), np.asarray(end, dtype=float)
+    last = int(iters.max())
     update_end = np.full(last + 1, -np.inf)
-    for t, kind in enumerate(kinds):
-        if kind == "update" and (workers[t] == worker):
-            update_end[iters[t]] = max(update_end[iters[t]], end[t])
+    mine = workers == worker
+    updates = (kinds == KINDS.index("update")) & mine
+    np.maximum.at(update_end, iters[updates], end[updates])
     # no update at all (a per-layer plan of a model without parameters): the makespan, as before
     t_iter = steady_iteration_s(update_end, pipelined) if np.isfinite(update_end).all() else float(np.max(end))
     ref = last - 1 if (pipelined and last >= 1) else last
-    dur: dict[str, list[float]] = {}
-    comm, lanes, compute = [], set(), []
-    for t, kind in enumerate(kinds):
-        if kind in COMPUTE_KINDS and workers[t] == worker:
-            compute.append(t)
-        if iters[t] != ref or workers[t] not in (worker, -1):
-            continue
-        dur.setdefault(kind, []).append(end[t] - start[t])
-        if kind == "comm":
-            comm.append(t)
-            lanes.add(graph.resource[t])
+    in_ref = (iters == ref) & (mine | (workers == -1))
+    dur = {KINDS[k]: (end - start)[in_ref & (kinds == k)] for k in np.unique(kinds[in_ref]).tolist()}
+    comm = np.flatnonzero(in_ref & (kinds == KINDS.index("comm")))
+    lanes = set(graph.resource[comm].tolist())
     c_start, c_end = start[comm], end[comm]
     comm_s = _sum(dur.get("comm", []))
     if len(lanes) > 1:  # push and pull at once: the time communication is under way
         comm_s = interval_overlap_s(c_start, c_end, c_start, c_end)
+    # compute anywhere (any iteration); what lies wholly outside the span of communication adds nothing
+    compute = np.isin(kinds, [KINDS.index(k) for k in COMPUTE_KINDS]) & mine
+    if len(comm):
+        compute &= (end >= c_start.min()) & (start <= c_end.max())
+    compute = np.flatnonzero(compute)
     hidden = min(interval_overlap_s(c_start, c_end, start[compute], end[compute]), comm_s)
     by_kind = {k: _sum(v) for k, v in dur.items()}
     return t_iter, {

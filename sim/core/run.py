@@ -20,20 +20,21 @@ import numpy as np
 
 from sim.core import engine as core_engine
 from sim.core import fast
-from sim.core.interference import fast_overlap, fixed_point, timeline_overlap, with_times
-from sim.core.lower import WorkerTimes, lower
+from sim.core.interference import fast_overlap, fixed_point, with_times
+from sim.core.lower import WorkerTimes, lower, task_count
 from sim.core.metrics import PHASE_KEYS, graph_figures, iterations_to_run
 from sim.core.plan import Plan
-from sim.core.timeline import graph_timeline
+from sim.core.timeline import graph_overlap, graph_timeline
 from sim.errors import SimInputError
 
 __all__ = ["ENGINES", "MAX_TASKS", "MAX_TASKS_ENV", "Timing", "check_task_budget", "estimated_tasks",
            "interference_model", "single_gpu_iteration_s", "time_plan"]
 
-#: Tasks one run's graph may hold (about 15 s and 1 GB at the limit on one core); raise it with the
+#: Tasks one run's graph may hold (at the limit, about 10 s and 1 GB on one core in the event loop, half that
+#: for one worker's plain pipeline, `sim.core.pipeline`; a timeline or interference adds to it); raise it with the
 #: environment variable `MAX_TASKS_ENV` or here.
 MAX_TASKS_ENV = "SSGD_MAX_TASKS"
-MAX_TASKS = int(os.environ.get(MAX_TASKS_ENV, "1000000"))
+MAX_TASKS = int(os.environ.get(MAX_TASKS_ENV, "8000000"))
 
 #: ``auto``: the fast path where it applies, else the task graph; ``general``: always the task graph.
 ENGINES = ("auto", "general")
@@ -91,13 +92,13 @@ def interference_model(model, plan: Plan, cost, *, precision: str = "fp32", pref
     kappa, cost = _slowdown(cost), _without_slowdown(cost)
     n_run = iterations_to_run(plan, 2)
 
-    def time_rows(fwd, bwd):
+    def time_rows(fwd, bwd):  # the task graph and its times (no timeline table)
         timing = _time_plan(with_times(model, fwd[0], bwd[0]), plan, [cost], precision=precision, iterations=n_run,
                             prefetch=prefetch, engine=engine, keep_timeline=True)
-        return timing.timeline(0, n_run)
+        return timing.timeline.kept[0]
 
-    def overlap_of(timeline):
-        return timeline_overlap(timeline, model.layer_names, n_run - 2)
+    def overlap_of(kept):
+        return graph_overlap(*kept, model.layer_names, n_run - 2)
 
     fwd, bwd, _ = fixed_point(time_rows, overlap_of, model.fwd_s, model.bwd_s, np.array([kappa]))
     return with_times(model, fwd[0], bwd[0])
@@ -184,21 +185,15 @@ def _time_plan(model, plan: Plan, costs, *, precision: str, iterations: int, pre
     return Timing(t_iter, phases, _Timelines(None, kept, iterations), False)
 
 
-def estimated_tasks(model, plan: Plan, precision: str, iterations: int, workers: int = 1) -> int:
-    """About how many tasks `sim.core.lower.lower` would create, from sizes alone
-    (an upper estimate: each message part counted twice, for push and pull or
-    reduce-scatter and all-gather)."""
-    layer_bytes = model.gradient_bytes(precision)
-    parts = 0
-    for members in plan.groups:
-        nbytes = int(sum(int(layer_bytes[i]) for i in members))
-        parts += max(1, -(-nbytes // plan.partition_bytes)) if plan.partition_bytes > 0 else 1
-    return int(iterations) * (int(workers) * (3 * model.num_layers + 4) + 2 * parts)
+def estimated_tasks(model, plan: Plan, precision: str, iterations: int, workers: int = 1, cost=None) -> int:
+    """How many tasks `sim.core.lower.lower` would create, from sizes alone (`sim.core.lower.task_count`:
+    exact with ``cost``; without it, each message part counted twice, an upper bound)."""
+    return task_count(model, plan, cost, precision=precision, iterations=iterations, workers=workers)
 
 
 def check_task_budget(model, plan: Plan, cost, precision: str, iterations: int, workers: int = 1) -> None:
     """Refuse, before any work, a run whose task graph would exceed `MAX_TASKS`."""
-    tasks = estimated_tasks(model, plan, precision, iterations, workers)
+    tasks = estimated_tasks(model, plan, precision, iterations, workers, cost)
     if tasks > MAX_TASKS:
         raise SimInputError(
             f"this run would build about {tasks:,} tasks ({iterations} iterations of {model.num_layers:,} layers"

@@ -37,7 +37,10 @@ schedulers do not know P, so the 1/P share of the update is not timed).
 
 from __future__ import annotations
 
+import numpy as np
+
 from sim.core.plan import SHARD_GRADIENTS, SHARD_OPTIMIZER, SHARD_PARAMETERS
+from sim.core.taskgraph import TAGS, Carry
 
 __all__ = ["GATHER_BACKWARD", "GATHER_FORWARD", "GATHER_UPDATED", "REDUCE_SCATTER", "ShardedSteps", "shard_key"]
 
@@ -68,10 +71,12 @@ class ShardedSteps:
 
     def gather(self, k: int, gi: int, rank: int, order: int, what: str) -> int:
         """One all-gather of message gi's parameters on the channel."""
-        m = self.msgs
-        b = m.nbytes[gi]
-        return self.g.add(k, _SHARED, "comm", "comm", self.comm_s(k, gi, "all-gather", b, True), m.labels[gi], gi, b,
-                          shard_key(k, rank, order), f"{what}:{m.labels[gi]}")
+        b = int(self.msgs.nbytes[gi])
+        t = self.cost.step_time_s("all-gather", self.msgs.groups[gi], b, whole=True)
+        scale = self.times.comm_scale
+        t = t if scale is None else t * float(scale[k, gi])
+        return self.g.add(k, _SHARED, "comm", "comm", t, message=gi, nbytes=b, key=shard_key(k, rank, order),
+                          tag=TAGS.index(what))
 
     def units(self) -> list[int]:
         """The messages (units) in forward order: by their layer nearest the input."""
@@ -86,9 +91,9 @@ class ShardedSteps:
             for p, gi in enumerate(units):
                 ag = self.gather(k, gi, GATHER_FORWARD, p, "all-gather-fwd")
                 for w in range(W):
-                    h2d, fwd = self.forwards[w]
+                    _, h2d, fwd = self.forwards[w]
                     if p < 2:  # issued as the iteration starts: the updated shards, the batch on the GPU
-                        self.g.edge(self.carry[w][1], ag)
+                        self.g.edge(self.carry[w].step_done, ag)
                         self.g.edge(h2d, ag)
                     else:  # issued as unit p - 1's forward starts
                         self.g.edge(fwd[max(groups[units[p - 2]])], ag)
@@ -98,7 +103,7 @@ class ShardedSteps:
             gi = units[p]
             ag = self.gather(k, gi, GATHER_BACKWARD, last - p, "all-gather-bwd")
             for w in range(W):
-                _, fwd = self.forwards[w]
+                _, _, fwd = self.forwards[w]
                 bwd = chains[w]
                 # issued as unit p + 1's backward starts: after the forward of the last
                 # unit, or after the backward of unit p + 2
@@ -116,6 +121,6 @@ class ShardedSteps:
                 self.g.edge(u, ag)
             gathers.append(ag)
         W = self.times.workers
-        if not gathers:
-            return [({0: [single[w]]}, single[w], chains[w][-1]) for w in range(W)]
-        return [({0: [single[w], *gathers]}, gathers[-1], chains[w][-1]) for w in range(W)]
+        done = gathers[-1] if gathers else None
+        return [Carry(np.asarray([single[w], *gathers], dtype=np.int64), np.zeros(1 + len(gathers), dtype=np.int64),
+                      single[w] if done is None else done, chains[w][-1]) for w in range(W)]

@@ -37,8 +37,8 @@ if TYPE_CHECKING:  # pandas is imported when a timeline is built, not with sim
     import pandas as pd
 
 __all__ = [
-    "COMPUTE_KINDS", "ROW_COLUMNS", "TIMELINE_COLUMNS", "coalesce", "frame", "from_rows", "graph_timeline",
-    "interval_overlap_s", "to_rows",
+    "COMPUTE_KINDS", "ROW_COLUMNS", "TIMELINE_COLUMNS", "coalesce", "frame", "from_rows", "graph_overlap",
+    "graph_timeline", "interval_overlap_s", "to_rows",
 ]
 
 TIMELINE_COLUMNS = (
@@ -146,40 +146,83 @@ def coalesce(timeline: pd.DataFrame) -> pd.DataFrame:
 
 
 def graph_timeline(graph, start: np.ndarray, end: np.ndarray, iterations: int | None = None) -> pd.DataFrame:
-    """The timeline of a task graph (`sim.core.lower.TaskGraph`) timed by the engine,
+    """The timeline of a task graph (`sim.core.taskgraph.TaskGraph`) timed by the engine,
     for its first ``iterations`` iterations (all by default)."""
-    keep = range(len(graph)) if iterations is None else [t for t, k in enumerate(graph.iteration) if k < iterations]
-    keep = list(keep)
-    many = any(w > 0 for w in graph.worker)
-
-    def name(t: int) -> str:
-        tail = graph.label[t] or graph.layer[t] or "0"
-        who = f"w{graph.worker[t]}/" if many and graph.worker[t] >= 0 else ""
-        return f"it{graph.iteration[t]}/{who}{graph.kind[t]}/{tail}"
-
-    def pick(values):
-        return [values[t] for t in keep]
-
-    idx = np.asarray(keep, dtype=np.int64)
+    graph.finish()
+    keep = np.flatnonzero(graph.iteration < iterations) if iterations is not None else np.arange(len(graph))
     return frame({
-        "iteration": pick(graph.iteration), "worker": pick(graph.worker),
-        "lane": [graph.lane(t) for t in keep], "kind": pick(graph.kind), "name": [name(t) for t in keep],
-        "layer": pick(graph.layer), "message": pick(graph.message),
-        "start_s": start[idx] if len(idx) else np.zeros(0), "end_s": end[idx] if len(idx) else np.zeros(0),
-        "bytes": pick(graph.nbytes),
+        "iteration": graph.iteration[keep], "worker": graph.worker[keep], "lane": graph.lane_names[keep],
+        "kind": graph.kind[keep], "name": _task_names(graph, keep), "layer": graph.layer_of(keep),
+        "message": graph.message[keep], "start_s": start[keep], "end_s": end[keep], "bytes": graph.nbytes[keep],
     })
 
 
+def graph_overlap(graph, start: np.ndarray, end: np.ndarray, layer_names, iteration: int):
+    """`sim.core.interference.timeline_overlap` of the timeline of ``graph`` (the same
+    arithmetic on the same intervals, so the same figures) from its arrays, without
+    building the timeline: worker 0's compute in ``iteration`` against communication
+    on any lane in that iteration and the two beside it."""
+    from sim.core.interference import Overlap, task_overlap
+    from sim.core.intervals import union
+
+    graph.finish()
+    it, kind = graph.iteration, graph.kind_id
+    lanes = np.array([lane not in ("io", "h2d", "compute") for _, lane in graph.resources] or [False])
+    comm = (np.abs(it - iteration) <= 1) & lanes[graph.resource]
+    busy = union(start[comm], end[comm])
+    index = {name: i for i, name in enumerate(layer_names)}
+    remap = np.array([index.get(str(name), -1) for name in graph.layer_names] + [-1], dtype=np.int64)
+    mine = (it == iteration) & (graph.worker == 0)
+    out = []
+    for k in ("forward", "backward"):
+        rows = np.flatnonzero(mine & (kind == graph.kinds.index(k)))
+        covered, at_end = np.zeros(len(layer_names)), np.zeros(len(layer_names), bool)
+        idx = remap[graph.layer_id[rows]]
+        keep = idx >= 0
+        covered[idx[keep]], at_end[idx[keep]] = task_overlap(start[rows][keep], end[rows][keep], busy)
+        out += [covered[None], at_end[None]]
+    return Overlap(out[0], out[2], out[1], out[3])
+
+
+def _task_names(graph, rows: np.ndarray) -> list[str]:
+    """``it{k}/[w{w}/]{kind}/{label, layer or 0}`` of each task of ``rows``. Where every iteration
+    holds the same tasks as the first (as the lowering builds them), the part after the
+    iteration is built once."""
+    iteration = graph.iteration[rows]
+    many = bool(np.any(graph.worker > 0))
+    counts = np.bincount(iteration) if len(rows) else np.zeros(0, np.int64)
+    block = int(counts[0]) if len(counts) else 0
+    same = (len(counts) > 0 and np.all(counts == block) and np.all(np.diff(iteration) >= 0)
+            and all(np.array_equal(c[rows[:block]], c[rows].reshape(-1, block)[k])
+                    for c in (graph.worker, graph.kind_id, graph.layer_id, graph.message, graph.tag, graph.part)
+                    for k in range(1, len(counts))))
+    first = rows[:block] if same else rows
+    kinds, workers = graph.kind[first], graph.worker[first].tolist()
+    label, layer = graph.label_of(first), graph.layer_of(first)
+    tails = [lb or ly or "0" for lb, ly in zip(label.tolist(), layer.tolist(), strict=True)]
+    suffixes = [f"/w{w}/{kd}/{tl}" if many and w >= 0 else f"/{kd}/{tl}"
+                for w, kd, tl in zip(workers, kinds.tolist(), tails, strict=True)]
+    if not same:
+        return [f"it{k}{sf}" for k, sf in zip(iteration.tolist(), suffixes, strict=True)]
+    names: list[str] = []
+    for k in range(len(counts)):
+        head = f"it{k}"
+        names += [head + sf for sf in suffixes]
+    return names
+
+
 def _union(starts: np.ndarray, ends: np.ndarray) -> list[tuple[float, float]]:
-    merged: list[tuple[float, float]] = []
-    for s, e in sorted(zip(starts.tolist(), ends.tolist(), strict=True)):
-        if e <= s:
-            continue
-        if merged and s <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
-        else:
-            merged.append((s, e))
-    return merged
+    """The union of the intervals of positive length, as sorted disjoint (start, end) pairs
+    (intervals that touch are joined)."""
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if not len(starts):
+        return []
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    first = np.flatnonzero(np.r_[True, starts[1:] > reach[:-1]])
+    return list(zip(starts[first].tolist(), np.maximum.reduceat(ends, first).tolist(), strict=True))
 
 
 def interval_overlap_s(a_start, a_end, b_start, b_end) -> float:

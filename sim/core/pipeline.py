@@ -1,0 +1,292 @@
+"""The engine's schedule of one worker's plain pipeline, lane by lane, without an event queue.
+
+For the task graphs `sim.core.lower` builds for one worker (the aggregate
+run) without decoupled or sharded steps, the list schedule of
+`sim.core.engine` follows from a few facts of their structure, so each
+lane can be timed on its own, iteration by iteration, with the engine's
+own floating-point operations (a start is the later of a release and the
+lane's previous end, an end is start plus duration, a release the latest
+predecessor's end plus its lag), hence to the bit:
+
+* the io and h2d lanes hold one task per iteration each, in order;
+* every message of iteration k is sent before the backward pass of
+  iteration k + 1 starts (the updates that the next forward waits for wait
+  for it), so the channels of an iteration are timed once its backward
+  pass is known: each a list schedule of known releases by rank (`_lane`);
+  a pull that shares its push's lane is released as its push ends;
+* the backward pass runs as one chain after the last forward (no task of a
+  smaller rank is left on the compute lane then);
+* after it, the compute lane runs the single update, or the per-layer
+  updates of iteration k (released as their messages' last parts end,
+  ranked before any later task) with the forward pass of iteration k + 1,
+  whose layer i waits for layer i's update (`_updates_and_forward`).
+
+`sim.core.engine.run` uses this where the lowering recorded the steps
+(`PipelineSteps`) and every task that releases another lane's task takes
+time (`applies`), and the general event loop elsewhere; the tests check
+that both give the same times to the bit.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+__all__ = ["PipelineSteps", "applies", "run"]
+
+_INF = float("inf")
+
+
+class PipelineSteps:
+    """What the lowering created, per iteration: task indices ``io``, ``h2d``, ``fwd`` and ``bwd``
+    (by layer), the parts' ``first`` and ``last`` steps (the same for a one-step part), and the
+    ``single`` update or the per-layer updates ``ups`` with their layers ``ups_layer`` and
+    messages ``ups_msg``. Per part: the layer whose backward releases it (``part_low``), its
+    lag and message; whether the first and second steps share a lane (``shared``)."""
+
+    def __init__(self, msgs, *, two_lanes: bool, after_backward: bool, prefetch: bool, per_layer: bool) -> None:
+        self.part_low, self.part_lag = msgs.low[msgs.part_msg], msgs.lag_s[msgs.part_msg]
+        self.part_msg, self.first_part = msgs.part_msg, msgs.first_part
+        self.two_lanes, self.after_backward = two_lanes, after_backward
+        self.prefetch, self.per_layer = prefetch, per_layer
+        self.iterations: list[dict] = []
+
+    def add(self, **tasks) -> None:
+        self.iterations.append(tasks)
+
+
+def applies(graph, steps: PipelineSteps) -> bool:
+    """True when every task that releases another lane's task takes time: each step of each part,
+    and the backward tasks that release parts. (A task of no duration ends at the instant it
+    starts, and the engine serves what it releases only in a later round of that instant.)"""
+    dur = graph.duration_s
+    for it in steps.iterations:
+        releasing = [it["first"], it["last"], it["bwd"][steps.part_low]]
+        if steps.after_backward:
+            releasing.append(it["bwd"][:1])
+        if any(np.any(dur[tasks] <= 0) for tasks in releasing):
+            return False
+    return True
+
+
+def run(graph, steps: PipelineSteps) -> tuple[np.ndarray, np.ndarray] | None:
+    """Start and end of every task, as `sim.core.engine.run` gives them; None where `applies` does not."""
+    if not applies(graph, steps):
+        return None
+    n = len(graph)
+    start, end = np.full(n, np.nan), np.full(n, np.nan)
+    ctx = _Times(start, end, graph.duration_s, graph.rank)
+    lanes = {"io": None, "h2d": None, "first": None, "second": None}
+    its = steps.iterations
+    _io_h2d(its[0], 0.0, ctx, lanes)
+    _chain(its[0]["fwd"], end[its[0]["h2d"]], ctx)
+    for k, it in enumerate(its):
+        nxt = its[k + 1] if k + 1 < len(its) else None
+        bwd0 = int(it["bwd"][0])
+        _chain(it["bwd"][::-1], end[it["fwd"][-1]], ctx)
+        last_end = _channels(it, steps, ctx, lanes)
+        if steps.per_layer:
+            if nxt is not None:
+                _io_h2d(nxt, 0.0 if steps.prefetch else ctx.E[bwd0], ctx, lanes)
+            release = np.maximum.reduceat(last_end, steps.first_part[:-1])[it["ups_msg"]]
+            _updates_and_forward(it, nxt, release.tolist(), ctx)
+            continue
+        u = int(it["single"])
+        ctx.S[u] = t = max(ctx.E[bwd0], float(np.max(last_end)))
+        ctx.E[u] = t + ctx.D[u]
+        if nxt is not None:
+            _io_h2d(nxt, 0.0 if steps.prefetch else ctx.E[u], ctx, lanes)
+            _chain(nxt["fwd"], max(ctx.E[int(nxt["h2d"])], ctx.E[bwd0], ctx.E[u]), ctx)
+    return start, end
+
+
+class _Times:
+    """The start and end arrays being filled, with memoryviews for item access (S, E) and the
+    durations (D) and ranks (R) likewise."""
+
+    def __init__(self, start, end, duration, rank) -> None:
+        self.start, self.end, self.rank = start, end, rank
+        self.S, self.E, self.D, self.R = memoryview(start), memoryview(end), memoryview(duration), memoryview(rank)
+
+
+def _later(a: float, b) -> float:
+    return a if b is None else max(a, b)
+
+
+def _io_h2d(it, ready: float, ctx: _Times, lanes) -> None:
+    """An iteration's io (released at ``ready``) and h2d, each after the one before on its lane."""
+    S, E, D = ctx.S, ctx.E, ctx.D
+    io, h2d = int(it["io"]), int(it["h2d"])
+    S[io] = s = _later(float(ready), lanes["io"])
+    E[io] = lanes["io"] = s + D[io]
+    S[h2d] = s = _later(E[io], lanes["h2d"])
+    E[h2d] = lanes["h2d"] = s + D[h2d]
+
+
+def _chain(tasks, ready, ctx: _Times) -> None:
+    """Tasks one after the other on a lane, the first at ``ready``."""
+    S, E, D = ctx.S, ctx.E, ctx.D
+    t = float(ready)
+    for i in tasks.tolist():
+        S[i] = t
+        t = t + D[i]
+        E[i] = t
+
+
+def _channels(it, steps: PipelineSteps, ctx: _Times, lanes) -> np.ndarray:
+    """The parts of one iteration on their lanes; the end of each part's last step."""
+    first, last, bwd, end = it["first"], it["last"], it["bwd"], ctx.end
+    release = end[bwd[steps.part_low]]
+    lagged = steps.part_lag > 0
+    release[lagged] = release[lagged] + steps.part_lag[lagged]
+    if steps.after_backward:
+        release = np.maximum(release, end[bwd[0]])
+    if first is last or steps.two_lanes:  # one step per part, or push then pull on a lane of its own
+        lanes["first"] = _lane_by_runs(first, release, steps.part_msg, ctx, lanes["first"])
+        if first is not last:
+            lanes["second"] = _lane_by_runs(last, end[first], steps.part_msg, ctx, lanes["second"])
+    else:  # push and pull take turns on one lane
+        lanes["first"] = _lane(first.tolist(), release.tolist(), last.tolist(), ctx, lanes["first"])
+    return end[last]
+
+
+def _lane_by_runs(tasks: np.ndarray, release: np.ndarray, msg: np.ndarray, ctx: _Times, free):
+    """`_lane` for a lane whose tasks come in runs, one per message: consecutive ranks, releases
+    that do not decrease along the run. A run goes on without the heap while nothing of a
+    smaller rank is released."""
+    by_rank = np.argsort(ctx.rank[tasks], kind="stable")
+    tasks, release, msg = tasks[by_rank], release[by_rank], msg[by_rank]
+    if np.all(release[1:] >= release[:-1]):  # released in rank order: first come, first served
+        return _fifo(tasks.tolist(), release.tolist(), ctx, free)
+    cut = np.flatnonzero(msg[1:] != msg[:-1]) + 1
+    runs = np.concatenate([[0], cut, [len(tasks)]]).astype(np.int64)
+    contiguous = len(np.unique(msg)) == len(runs) - 1
+    if not contiguous or np.any(np.diff(release)[np.isin(np.arange(1, len(tasks)), cut, invert=True)] < 0):
+        return _lane(tasks.tolist(), release.tolist(), None, ctx, free)
+    run_of = np.repeat(np.arange(len(runs) - 1), np.diff(runs)).tolist()
+    return _runs(tasks.tolist(), release.tolist(), run_of, runs[1:].tolist(), ctx, free)
+
+
+def _fifo(tasks: list, release: list, ctx: _Times, free) -> float:
+    """`_lane` for tasks released in rank order: each starts at the later of its release and the
+    end of the one before."""
+    S, E, D = ctx.S, ctx.E, ctx.D
+    t = -_INF if free is None else free
+    for task, r in zip(tasks, release, strict=True):
+        if r > t:
+            t = r
+        S[task] = t
+        t = t + D[task]
+        E[task] = t
+    return t
+
+
+def _runs(tasks: list, rel: list, run_of: list, run_end: list, ctx: _Times, free) -> float:
+    """The list schedule of `_lane_by_runs` (positions are ranks); returns when the lane is free."""
+    S, E, D = ctx.S, ctx.E, ctx.D
+    count = len(tasks)
+    order = np.argsort(np.asarray(rel), kind="stable").tolist()
+    head = [0] + run_end[:-1]  # each run's next position
+    heap: list = []
+    push, pop = heapq.heappush, heapq.heappop
+    t = -_INF if free is None else free
+    p = done = 0
+    cur = -1  # the position that would continue the run just served
+    while done < count:
+        while p < count and rel[order[p]] <= t:
+            q = order[p]
+            p += 1
+            if q == head[run_of[q]] and q != cur:
+                push(heap, q)
+        if cur >= 0:  # the run goes on unless something of a smaller rank is released
+            x = heapq.heappushpop(heap, cur) if heap else cur
+        elif heap:
+            x = pop(heap)
+        else:  # idle until the next release
+            t = rel[order[p]]
+            continue
+        # serve the run from x on until its next part is not yet released or something else is
+        r = run_of[x]
+        stop, upcoming = run_end[r], rel[order[p]] if p < count else _INF
+        while True:
+            task = tasks[x]
+            S[task] = t
+            t = t + D[task]
+            E[task] = t
+            done += 1
+            x += 1
+            if x >= stop or rel[x] > t or upcoming <= t:
+                break
+        head[r] = x
+        cur = x if x < stop and rel[x] <= t else -1
+    return t
+
+
+def _lane(tasks: list, release: list, then, ctx: _Times, free):
+    """List scheduling of ``tasks`` on one lane from ``free`` on: whenever the lane is free, the
+    released task of smallest rank starts. ``then[i]``, if given, is released as ``tasks[i]`` ends.
+    Returns when the lane is free again."""
+    S, E, D, R = ctx.S, ctx.E, ctx.D, ctx.R
+    order = np.argsort(np.asarray(release), kind="stable").tolist()
+    heap: list = []
+    p, count = 0, len(tasks)
+    t = -_INF if free is None else free
+    pending = count * (2 if then is not None else 1)
+    while pending:
+        if not heap and release[order[p]] > t:
+            t = release[order[p]]
+        while p < count and release[order[p]] <= t:
+            i = order[p]
+            heapq.heappush(heap, (R[tasks[i]], tasks[i], i))
+            p += 1
+        _, x, i = heapq.heappop(heap)
+        S[x] = t
+        t = t + D[x]
+        E[x] = t
+        pending -= 1
+        if then is not None and i >= 0:
+            heapq.heappush(heap, (R[then[i]], then[i], -1))
+    return t
+
+
+def _updates_and_forward(it, nxt, release: list, ctx: _Times) -> None:
+    """Iteration k's per-layer updates (released at ``release``) and iteration k + 1's forward
+    pass on the compute lane, free from the end of backward on: a released update first (by
+    rank), else the next forward once released (its previous layer, and its layer's update)."""
+    S, E, D = ctx.S, ctx.E, ctx.D
+    ups, layers = it["ups"].tolist(), it["ups_layer"].tolist()
+    order = np.argsort(np.asarray(release), kind="stable").tolist()
+    fwd = nxt["fwd"].tolist() if nxt is not None else []
+    update_of = [-1] * len(it["fwd"])
+    for u, layer in enumerate(layers):
+        update_of[layer] = u
+    done = [False] * len(ups)
+    t = E[int(it["bwd"][0])]
+    ready = max(E[int(nxt["h2d"])], t) if nxt is not None else _INF  # the first forward's other predecessors
+    heap: list = []
+    p = i = 0
+    count, n_fwd = len(ups), len(fwd)
+    while p < count or heap or i < n_fwd:
+        while p < count and release[order[p]] <= t:
+            heapq.heappush(heap, order[p])
+            p += 1
+        if heap:
+            u = heapq.heappop(heap)
+            x = ups[u]
+            done[u] = True
+        else:
+            u = update_of[i] if i < n_fwd else -1
+            fwd_ready = ready if u < 0 else (max(ready, E[ups[u]]) if done[u] else _INF)
+            if i < n_fwd and fwd_ready <= t:
+                x = fwd[i]
+                i += 1
+                S[x] = t
+                t = ready = t + D[x]
+                E[x] = t
+                continue
+            t = min(release[order[p]] if p < count else _INF, fwd_ready if i < n_fwd else _INF)
+            continue
+        S[x] = t
+        t = t + D[x]
+        E[x] = t

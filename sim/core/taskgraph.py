@@ -1,0 +1,243 @@
+"""A task graph as arrays: what the lowering builds and the engine times.
+
+Tasks are rows of parallel numpy columns (int32 and float64, no Python object
+per task); edges are arrays too, turned into successor lists in compressed
+form (`TaskGraph.finish`). Tasks come one at a time (`TaskGraph.add`) or a
+block at a time (`TaskGraph.add_block`, `TaskGraph.edges`); the strings a
+timeline shows (a task's layer and label) are built from small tables only
+when asked for.
+
+``resource[t]`` indexes ``resources``, a list of ``(worker, lane)``;
+``priority[t]`` is the task's rank among its resource's tasks by ``key``
+(four integers; by default the task's index, so insertion order), ties by
+index.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["KINDS", "TAGS", "Carry", "TaskGraph"]
+
+#: A task's kind (the ``kind`` column holds the index).
+KINDS = ("io", "h2d", "forward", "backward", "update", "comm")
+#: What a task's label says before its message's name: none (the label is
+#: empty), ``"0"`` (io, h2d), the message alone (an all-reduce), or a step.
+TAGS = ("", "0", "message", "push", "pull", "reduce-scatter", "all-gather", "all-gather-fwd", "all-gather-bwd")
+_INT_COLUMNS = ("resource", "iteration", "worker", "kind_id", "layer_id", "message", "tag", "part")
+_COLUMNS = (("duration_s", np.float64), ("nbytes", np.int64), ("key0", np.int64), ("key1", np.int64),
+            ("key2", np.int64), ("key3", np.int64)) + tuple((c, np.int32) for c in _INT_COLUMNS)
+_EDGE_COLUMNS = (("eu", np.int32), ("ev", np.int32), ("elag", np.float64))
+
+
+class Carry(NamedTuple):
+    """What a worker's next iteration waits for: the forward of layer ``layers[i]``
+    waits for task ``sources[i]``, its first forward for ``backward_done``, and
+    (without prefetch) its io for ``step_done``."""
+
+    sources: np.ndarray
+    layers: np.ndarray
+    step_done: int
+    backward_done: int
+
+
+class TaskGraph:
+    """Tasks as parallel arrays; edges as arrays with optional lags (see the module doc).
+
+    ``layer_names`` and ``message_labels`` name a task's layer (``layer_id``)
+    and message (``message``) in `layer` and `label`; ``part_labels`` name the
+    message in the label of a part of it (default: ``message_labels``).
+    """
+
+    def __init__(self, layer_names=(), message_labels=(), part_labels=None) -> None:
+        self.layer_names, self.message_labels = tuple(layer_names), message_labels
+        self.part_labels = message_labels if part_labels is None else part_labels
+        self.resources: list = []
+        self._resource_id: dict = {}
+        self._chunks = {name: [] for name, _ in _COLUMNS + _EDGE_COLUMNS}
+        self._pending = {name: [] for name, _ in _COLUMNS + _EDGE_COLUMNS}
+        self._n = 0
+        self._final = False
+        self._priority = None
+        self.kinds = list(KINDS)  # `KINDS`, then any other kind a caller adds
+        self.pipeline = None  # the lowering's steps when `sim.core.pipeline` can time the graph
+
+    def __len__(self) -> int:
+        return self._n
+
+    def resource_id(self, worker: int, lane: str) -> int:
+        r = self._resource_id.get((worker, lane))
+        if r is None:
+            r = self._resource_id[(worker, lane)] = len(self.resources)
+            self.resources.append((worker, lane))
+        return r
+
+    def add(self, k, worker, lane, kind, duration, *, layer=-1, message=-1, nbytes=0, key=None, tag=0, part=-1):
+        """Add one task; return its index. ``key`` orders it on its lane (default: insertion order)."""
+        t = self._n
+        key = (t, 0, 0, 0) if key is None else tuple(key) + (0,) * (4 - len(key))
+        row = (float(duration), int(nbytes), *key, self.resource_id(worker, lane), k, worker, self.kind_index(kind),
+               layer, message, tag, part)
+        for (name, _), value in zip(_COLUMNS, row, strict=True):
+            self._pending[name].append(value)
+        self._n += 1
+        return t
+
+    def add_block(self, count: int, k, worker, lane, kind, duration, *, layer=-1, message=-1, nbytes=0, key=None,
+                  tag=0, part=-1) -> np.ndarray:
+        """Add ``count`` tasks at once (each argument a scalar or an array of ``count``; ``lane`` a lane
+        name or an array of resource ids, ``kind`` a kind or an array of indices into `KINDS`); their indices."""
+        self._flush("task")
+        first = self._n
+        idx = np.arange(first, first + count, dtype=np.int64)
+        key = (idx, 0, 0, 0) if key is None else tuple(key) + (0,) * (4 - len(key))
+        resource = self.resource_id(worker, lane) if isinstance(lane, str) else lane
+        kind = self.kind_index(kind) if isinstance(kind, str) else kind
+        values = (duration, nbytes, *key, resource, k, worker, kind, layer, message, tag, part)
+        for (name, dtype), value in zip(_COLUMNS, values, strict=True):
+            self._chunks[name].append(np.broadcast_to(np.asarray(value, dtype=dtype), (count,)).copy())
+        self._n += count
+        return idx
+
+    def kind_index(self, kind: str) -> int:
+        if kind not in self.kinds:
+            self.kinds.append(kind)
+        return self.kinds.index(kind)
+
+    def edge(self, u: int, v: int, lag_s: float = 0.0) -> None:
+        self._pending["eu"].append(u)
+        self._pending["ev"].append(v)
+        self._pending["elag"].append(float(lag_s) if lag_s > 0 else 0.0)
+
+    def edges(self, u, v, lag_s=0.0) -> None:
+        """Edges ``u[i] -> v[i]`` (either may be a scalar), with optional lags."""
+        self._flush("edge")
+        u, v = np.broadcast_arrays(np.asarray(u, dtype=np.int64), np.asarray(v, dtype=np.int64))
+        lag = np.broadcast_to(np.asarray(lag_s, dtype=np.float64), u.shape)
+        for name, values in (("eu", u), ("ev", v), ("elag", np.where(lag > 0, lag, 0.0))):
+            self._chunks[name].append(np.array(values, dtype=self._dtype(name)).ravel())
+
+    @staticmethod
+    def _dtype(name: str):
+        return dict(_COLUMNS + _EDGE_COLUMNS)[name]
+
+    def _flush(self, which: str) -> None:
+        names = [c for c, _ in (_EDGE_COLUMNS if which == "edge" else _COLUMNS)]
+        if self._pending[names[0]]:
+            for name in names:
+                self._chunks[name].append(np.asarray(self._pending[name], dtype=self._dtype(name)))
+                self._pending[name] = []
+
+    def finish(self) -> TaskGraph:
+        """Join the columns, build the successor lists and rank the priorities (once)."""
+        if self._final:
+            return self
+        self._flush("task")
+        self._flush("edge")
+        for name, dtype in _COLUMNS + _EDGE_COLUMNS:
+            chunks = self._chunks.pop(name)
+            setattr(self, name, np.concatenate(chunks) if chunks else np.zeros(0, dtype))
+        self._pending = {}
+        order = np.argsort(self.eu, kind="stable")
+        self.succ_index = self.ev[order].astype(np.int32)
+        self.has_lags = bool(np.any(self.elag > 0))
+        self.succ_lag_s = self.elag[order] if self.has_lags else np.zeros(1)
+        self.succ_ptr = np.zeros(self._n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.eu, minlength=self._n), out=self.succ_ptr[1:])
+        self.indegree = np.bincount(self.ev, minlength=self._n).astype(np.int32)
+        del self.eu, self.ev, self.elag  # kept in compressed form only
+        self._rank()
+        del self.key0, self.key1, self.key2, self.key3  # ranked
+        self._final = True
+        return self
+
+    def rank_priorities(self) -> TaskGraph:
+        """Each task's rank among its resource's tasks, by key (then index): `finish`."""
+        return self.finish()
+
+    def _rank(self) -> None:
+        """``order``: the tasks sorted by (resource, key, index); ``rank[t]``: t's place in it;
+        ``priority[t]``: t's rank among its resource's tasks."""
+        idx = np.arange(self._n, dtype=np.int64)
+        self.order = np.lexsort((idx, self.key3, self.key2, self.key1, self.key0, self.resource)).astype(np.int32)
+        self.rank = np.empty(self._n, dtype=np.int32)
+        self.rank[self.order] = idx
+
+    @property
+    def priority(self) -> np.ndarray:
+        """Each task's rank among its resource's tasks."""
+        self.finish()
+        first = np.zeros(len(self.resources) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.resource, minlength=len(self.resources)), out=first[1:])
+        return self.rank - first[self.resource] if self._n else np.zeros(0, np.int64)
+
+    @priority.setter
+    def priority(self, values) -> None:
+        """Set the ranks directly (a graph read from networkx): the given values become the keys."""
+        self.finish()
+        self.key0 = np.asarray(values, dtype=np.int64)
+        self.key1 = self.key2 = self.key3 = np.zeros(self._n, np.int64)
+        self._rank()
+        del self.key0, self.key1, self.key2, self.key3
+
+    # ------------------------------------------------------------------ views for timelines and drawings
+    @property
+    def kind(self) -> np.ndarray:
+        """Each task's kind as a string (an object array of the shared names in `KINDS`)."""
+        return np.array(self.kinds, dtype=object)[self.finish().kind_id]
+
+    @property
+    def lane_names(self) -> np.ndarray:
+        """Each task's lane as a string."""
+        lanes = np.array([lane for _, lane in self.resources] or [""], dtype=object)
+        return lanes[self.finish().resource]
+
+    def lane(self, t: int) -> str:
+        return self.resources[int(self.finish().resource[t])][1]
+
+    def message_strings(self, parts: bool = False) -> np.ndarray:
+        """Per message, its label (``parts``: its name in its parts' labels); one more entry (index -1) for none."""
+        return np.array(list(self.part_labels if parts else self.message_labels) + [""], dtype=object)
+
+    @property
+    def layer(self) -> np.ndarray:
+        """Each task's layer: its layer's name, or its message's label (communication), or ''."""
+        return self.layer_of(np.arange(len(self)))
+
+    def layer_of(self, rows: np.ndarray) -> np.ndarray:
+        """`layer` of the tasks ``rows``."""
+        self.finish()
+        names = np.array(list(self.layer_names) + [""], dtype=object)
+        layer_id, message, tag = self.layer_id[rows], self.message[rows], self.tag[rows]
+        out = names[layer_id]
+        comm = (layer_id < 0) & (message >= 0) & (tag >= TAGS.index("message"))
+        out[comm] = self.message_strings()[message[comm]]
+        return out
+
+    @property
+    def label(self) -> np.ndarray:
+        """Each task's label: ``"0"`` (io, h2d), ``"push:fc#2"`` (a step and part of a message), ''."""
+        return self.label_of(np.arange(len(self)))
+
+    def label_of(self, rows: np.ndarray) -> np.ndarray:
+        """`label` of the tasks ``rows``."""
+        self.finish()
+        tag, message, part = self.tag[rows], self.message[rows], self.part[rows]
+        out = np.full(len(rows), "", dtype=object)
+        out[tag == TAGS.index("0")] = "0"
+        named = np.flatnonzero(tag >= TAGS.index("message"))
+        if len(named):
+            whole, parts = self.message_strings(), self.message_strings(parts=True)
+            prefixes = [t + ":" if t != "message" else "" for t in TAGS]
+            out[named] = [f"{prefixes[t]}{parts[m]}#{j}" if j >= 0 else prefixes[t] + whole[m] for t, m, j in
+                          zip(tag[named].tolist(), message[named].tolist(), part[named].tolist(), strict=True)]
+        return out
+
+    def edge_list(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every edge as (source, target, lag) arrays, by source."""
+        self.finish()
+        u = np.repeat(np.arange(self._n, dtype=np.int64), np.diff(self.succ_ptr))
+        lag = self.succ_lag_s if self.has_lags else np.zeros(len(u))
+        return u, self.succ_index.astype(np.int64), lag
