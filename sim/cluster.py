@@ -19,6 +19,7 @@ from sim.comm import (
     ps_cost,
     topology_links,
 )
+from sim.core.cost import MAX_COMPUTE_SLOWDOWN
 from sim.errors import SimInputError
 from sim.frameworks import AUTO, MAX_LAUNCH_US, get_framework, resolve_framework, with_framework
 from sim.interference import compute_slowdown
@@ -27,8 +28,6 @@ from sim.topology import Topology, get_topology, network_regimes
 __all__ = ["MAX_GPUS", "Cluster"]
 
 MAX_GPUS = 1 << 20
-#: Compute slowed more than this many times over by overlapped communication is absurd.
-MAX_COMPUTE_SLOWDOWN = 10.0
 #: A link rate beyond this is absurd (1 Pb/s).
 MAX_LINK_GBPS = 1e6
 

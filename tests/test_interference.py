@@ -93,3 +93,16 @@ def test_every_link_preset_has_a_sourced_coefficient():
     for name, row in rows.items():
         assert ("FITTED" in row["source"]) or ("DERIVED" in row["source"]), name
         assert compute_slowdown(name) == float(row["compute_slowdown"]) >= 0
+
+
+def test_the_fraction_names_kept_from_the_earlier_rounds_by_hand():
+    """Without interference, b's message (1 ms, from 4 ms) covers the first quarter of a's
+    backward (4 ms, from 4 ms): fraction 0.25 by the timeline and by the fast path's arrays;
+    one round of the earlier stretch makes it 4 x (1 + 0.5 x 0.25) = 4.5 ms."""
+    from sim.core.interference import overlap_fractions, stretched_model
+
+    res = run(two_layers(4.0), 0.0, 1e-3)
+    f_fwd, f_bwd = overlap_fractions(res.timeline, res.model.layer_names, 0)
+    assert f_bwd.tolist() == pytest.approx([0.25, 0.0], abs=1e-12) and f_fwd.tolist() == [0.0, 0.0]
+    one_round = stretched_model(res.model, res.timeline, 0, 0.5)
+    assert one_round.bwd_s.tolist() == pytest.approx([4.5e-3, 2e-3], rel=1e-12)

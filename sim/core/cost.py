@@ -22,10 +22,19 @@ import numpy as np
 
 from sim.errors import SimInputError
 
-__all__ = ["NO_COMM", "STEPS", "CommCost", "MeasuredCommCost", "PSCost", "Regime", "check_regimes", "measured_cost"]
+__all__ = ["MAX_COMPUTE_SLOWDOWN", "NO_COMM", "STEPS", "CommCost", "MeasuredCommCost", "PSCost", "Regime", "check_regimes", "measured_cost"]
 
 #: The communication steps a cost object times.
 STEPS = ("allreduce", "reduce-scatter", "all-gather", "push", "pull")
+
+
+#: Compute slowed more than this many times over by overlapped communication is absurd.
+MAX_COMPUTE_SLOWDOWN = 10.0
+
+
+def _check_slowdown(value: float) -> None:
+    if not value <= MAX_COMPUTE_SLOWDOWN:
+        raise SimInputError(f"compute_slowdown must be <= {MAX_COMPUTE_SLOWDOWN:g}, got {value}")
 
 
 def _check_nonnegative(owner, **values) -> None:
@@ -103,6 +112,7 @@ class CommCost:
     def __post_init__(self) -> None:
         _check_nonnegative("", alpha_s=self.alpha_s, beta_s_per_byte=self.beta_s_per_byte,
                            compute_slowdown=self.compute_slowdown)
+        _check_slowdown(self.compute_slowdown)
         if self.regimes:
             regimes = check_regimes(self.regimes)
             object.__setattr__(self, "regimes", regimes)
@@ -281,6 +291,7 @@ class PSCost:
     def __post_init__(self) -> None:
         _check_nonnegative("", **{name: getattr(self, name) for name in (
             "push_alpha_s", "push_beta_s_per_byte", "pull_alpha_s", "pull_beta_s_per_byte", "compute_slowdown")})
+        _check_slowdown(self.compute_slowdown)
 
     def plus(self, alpha_s: float = 0.0, beta_s_per_byte: float = 0.0, label: str | None = None) -> PSCost:
         """This cost with ``alpha_s`` more per message and ``beta_s_per_byte`` more per byte on

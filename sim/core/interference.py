@@ -34,8 +34,9 @@ import numpy as np
 
 from sim.core.intervals import covered_before, union
 
-__all__ = ["COMPUTE_KINDS", "PASSES", "TOLERANCE", "Overlap", "fast_overlap", "fixed_point", "stretch",
-           "task_overlap", "timeline_overlap", "with_times"]
+__all__ = ["COMPUTE_KINDS", "PASSES", "TOLERANCE", "Overlap", "fast_overlap", "fast_overlap_fractions", "fixed_point",
+           "overlap_fractions", "per_layer", "stretch", "stretched_model", "task_overlap", "timeline_overlap",
+           "with_times"]
 
 #: Fixed-point rounds at most (each a full timing of the run).
 PASSES = 3
@@ -53,6 +54,15 @@ class Overlap(NamedTuple):
     bwd_covered_s: np.ndarray
     fwd_end_covered: np.ndarray
     bwd_end_covered: np.ndarray
+    fwd_s: np.ndarray | None = None  # each task's duration in the run
+    bwd_s: np.ndarray | None = None
+
+    def fractions(self) -> tuple[np.ndarray, np.ndarray]:
+        """The covered share of each forward and backward task (0 for a task that takes no time)."""
+        def share(covered, duration):
+            return np.divide(covered, duration, out=np.zeros_like(covered), where=duration > 0)
+
+        return share(self.fwd_covered_s, self.fwd_s), share(self.bwd_covered_s, self.bwd_s)
 
 
 def task_overlap(start: np.ndarray, end: np.ndarray, busy: tuple[np.ndarray, np.ndarray]):
@@ -82,12 +92,19 @@ def timeline_overlap(timeline, layer_names, iteration: int) -> Overlap:
     out = []
     for k in COMPUTE_KINDS:
         rows = np.flatnonzero(mine & (kind == k))
-        covered, at_end = np.zeros(len(layer_names)), np.zeros(len(layer_names), bool)
         idx = np.fromiter((index.get(str(n), -1) for n in layers[rows]), dtype=np.int64, count=len(rows))
-        keep = idx >= 0
-        covered[idx[keep]], at_end[idx[keep]] = task_overlap(start[rows][keep], end[rows][keep], busy)
-        out += [covered[None], at_end[None]]
-    return Overlap(out[0], out[2], out[1], out[3])
+        out += per_layer(idx, start[rows], end[rows], busy, len(layer_names))
+    return Overlap(out[0], out[3], out[1], out[4], out[2], out[5])
+
+
+def per_layer(idx: np.ndarray, start: np.ndarray, end: np.ndarray, busy, n: int) -> list[np.ndarray]:
+    """`task_overlap` of tasks of layers ``idx`` (-1: none of the n), as (1, n) arrays:
+    covered time, end covered, duration."""
+    covered, at_end, duration = np.zeros(n), np.zeros(n, bool), np.zeros(n)
+    keep = idx >= 0
+    covered[idx[keep]], at_end[idx[keep]] = task_overlap(start[keep], end[keep], busy)
+    duration[idx[keep]] = end[keep] - start[keep]
+    return [covered[None], at_end[None], duration[None]]
 
 
 def fast_overlap(run, iteration: int) -> Overlap:
@@ -129,10 +146,12 @@ def fast_overlap(run, iteration: int) -> Overlap:
         j = at - ((at >= 0) & (c_start.ravel()[flat] == bounds))
         j_flat = np.clip(j, 0, None) if shared else np.clip(j, 0, None) + base
         inside = (j >= 0) & (bounds < c_end.ravel()[j_flat])
-    task = np.clip(np.diff(covered, axis=1), 0.0, np.diff(bounds, axis=1))
+    dur = np.diff(bounds, axis=1)
+    task = np.clip(np.diff(covered, axis=1), 0.0, dur)
     at_end = inside[:, 1:]  # task j ends at boundary j + 1
     # backward ran layer n-1 first
-    return Overlap(task[:, :n], task[:, n:][:, ::-1], at_end[:, :n], at_end[:, n:][:, ::-1])
+    return Overlap(task[:, :n], task[:, n:][:, ::-1], at_end[:, :n], at_end[:, n:][:, ::-1], dur[:, :n],
+                   dur[:, n:][:, ::-1])
 
 
 def stretch(base_s: np.ndarray, current_s: np.ndarray, covered_s: np.ndarray, end_covered: np.ndarray,
@@ -188,3 +207,22 @@ def with_times(model, fwd_s: np.ndarray, bwd_s: np.ndarray):
     object.__setattr__(out, "fwd_s", np.asarray(fwd_s, float))
     object.__setattr__(out, "bwd_s", np.asarray(bwd_s, float))
     return out
+
+
+def overlap_fractions(timeline, layer_names, iteration: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per layer, the share of its forward and of its backward task that communication
+    covers (`timeline_overlap`'s; kept for scripts written before the quadratic rounds)."""
+    fwd, bwd = timeline_overlap(timeline, layer_names, iteration).fractions()
+    return fwd[0], bwd[0]
+
+
+def fast_overlap_fractions(run, iteration: int) -> tuple[np.ndarray, np.ndarray]:
+    """`overlap_fractions` of every row of a fast-path run (`fast_overlap`'s; kept as above)."""
+    return fast_overlap(run, iteration).fractions()
+
+
+def stretched_model(model, timeline, iteration: int, kappa: float, *, fractions=None):
+    """``model`` with each task stretched by ``1 + kappa f`` for its covered share ``f`` in
+    ``timeline`` (one round of the earlier fixed point; `fixed_point` solves it)."""
+    f_fwd, f_bwd = fractions if fractions is not None else overlap_fractions(timeline, model.layer_names, iteration)
+    return with_times(model, model.fwd_s * (1.0 + kappa * f_fwd), model.bwd_s * (1.0 + kappa * f_bwd))

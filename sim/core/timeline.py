@@ -162,7 +162,7 @@ def graph_overlap(graph, start: np.ndarray, end: np.ndarray, layer_names, iterat
     arithmetic on the same intervals, so the same figures) from its arrays, without
     building the timeline: worker 0's compute in ``iteration`` against communication
     on any lane in that iteration and the two beside it."""
-    from sim.core.interference import Overlap, task_overlap
+    from sim.core.interference import Overlap, per_layer
     from sim.core.intervals import union
 
     graph.finish()
@@ -176,12 +176,8 @@ def graph_overlap(graph, start: np.ndarray, end: np.ndarray, layer_names, iterat
     out = []
     for k in ("forward", "backward"):
         rows = np.flatnonzero(mine & (kind == graph.kinds.index(k)))
-        covered, at_end = np.zeros(len(layer_names)), np.zeros(len(layer_names), bool)
-        idx = remap[graph.layer_id[rows]]
-        keep = idx >= 0
-        covered[idx[keep]], at_end[idx[keep]] = task_overlap(start[rows][keep], end[rows][keep], busy)
-        out += [covered[None], at_end[None]]
-    return Overlap(out[0], out[2], out[1], out[3])
+        out += per_layer(remap[graph.layer_id[rows]], start[rows], end[rows], busy, len(layer_names))
+    return Overlap(out[0], out[3], out[1], out[4], out[2], out[5])
 
 
 def _task_names(graph, rows: np.ndarray) -> list[str]:

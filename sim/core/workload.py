@@ -8,6 +8,8 @@ import math
 import threading
 import weakref
 
+import numpy as np
+
 from sim.checks import check_int
 from sim.errors import SimInputError
 from sim.model import bytes_per_param, check_batch_size
@@ -63,7 +65,8 @@ def resolve_model(model, cluster, batch_size: int, precision: str, prefetch: boo
     or per layer (``gradients``, else the model's own choice, else
     `sim.tensors.DEFAULT_GRADIENTS`; `sim.model.Model.with_gradients`).
     Worked out once per model and arguments."""
-    key = (cluster.gpu, batch_size, precision, bool(prefetch), calibrate_iteration_s, gradients, optimizer)
+    key = (cluster.gpu, batch_size, precision, bool(prefetch), calibrate_iteration_s, gradients, optimizer,
+           _fingerprint(model))
     try:
         with _RESOLVED_LOCK:
             kept = _RESOLVED.get(model)
@@ -75,6 +78,9 @@ def resolve_model(model, cluster, batch_size: int, precision: str, prefetch: boo
     if calibrate_iteration_s is not None:
         resolved = calibrate(resolved, calibrate_iteration_s, precision=precision, prefetch=prefetch)
     resolved = resolved.with_gradients(gradients)
+    if resolved is model:  # already resolved: kept as it is (a value must not hold its own key)
+        return resolved
+    _read_only(resolved, model)
     try:
         with _RESOLVED_LOCK:
             kept = _RESOLVED.setdefault(model, {})
@@ -86,3 +92,21 @@ def resolve_model(model, cluster, batch_size: int, precision: str, prefetch: boo
     return resolved
 
 
+_ARRAYS = ("params", "fwd_s", "bwd_s", "comm_s", "fwd_flops", "out_elems")
+
+
+def _fingerprint(model) -> int:
+    """A hash of what the model's numbers are now (a caller may have changed an array in place)."""
+    parts = [getattr(model, a, None) for a in _ARRAYS]
+    return hash((tuple(None if p is None else hash(p.tobytes()) for p in parts),
+                 getattr(model, "io_s", 0.0), getattr(model, "h2d_s", 0.0), getattr(model, "update_s", 0.0)))
+
+
+def _read_only(resolved, given) -> None:
+    """Make a resolved model's own arrays read-only: it is shared by every run that asks
+    for it (arrays it shares with the caller's model are left as they are)."""
+    for attr in _ARRAYS:
+        arr, mine = getattr(resolved, attr, None), getattr(given, attr, None)
+        if isinstance(arr, np.ndarray) and arr.base is None and not (
+                isinstance(mine, np.ndarray) and np.may_share_memory(arr, mine)):
+            arr.flags.writeable = False
