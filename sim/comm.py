@@ -316,15 +316,17 @@ def ps(nodes: int, k: int, intra: Link, inter: Link, gamma: float) -> CommCost:
 def nccl(nodes: int, k: int, intra: Link, inter: Link, gamma: float) -> CommCost:
     """NCCL's choice per message: the faster of `ring` and `double_binary_tree`.
 
-    NCCL (2.4 and later) times every collective with its own cost model and
-    runs the algorithm it predicts fastest for the message's size
-    (NVIDIA/nccl src/graph/tuning.cc, ``ncclTopoGetAlgoTime``; "Massively
-    Scale Your Deep Learning Training with NCCL 2.4", 2019): across nodes the
-    double binary tree, with latency logarithmic in the nodes, for small
-    messages, and the ring, with the better bandwidth term, for large ones.
-    Both are affine in M, so the choice is two size regimes cut where the
-    lines cross, M* = (alpha_ring - alpha_tree) / (beta_tree - beta_ring).
-    Inside one node NCCL runs rings.
+    NCCL 2.4 added the double binary tree and ran it below a message-size
+    threshold (``NCCL_TREE_THRESHOLD``; "Massively Scale Your Deep Learning
+    Training with NCCL 2.4", 2019); later releases time every collective with
+    their own cost model and run the algorithm it predicts fastest
+    (NVIDIA/nccl src/graph/tuning.cc, ``ncclTopoGetAlgoTime``): across nodes
+    the tree, with latency logarithmic in the nodes, for small messages, and
+    the ring, with the better bandwidth term, for large ones. Modelled as the
+    later rule (the 2.4 threshold approximated by it): both are affine in M,
+    so the choice is two size regimes cut where the lines cross,
+    M* = (alpha_ring - alpha_tree) / (beta_tree - beta_ring). Inside one node
+    NCCL runs rings.
     """
     r = ring(nodes, k, intra, inter, gamma)
     if nodes == 1:
