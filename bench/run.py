@@ -90,8 +90,9 @@ def verdict(value_s: float, target_s: float) -> str:
 # ---------------------------------------------------------------- references
 def longest_path_s(model: sim.Model, cluster: sim.Cluster, scheduler: str, iterations: int = 2) -> float:
     """Makespan of the iteration DAG by networkx: node durations on out-edges,
-    each resource's order (plan order on the channel) added as edges."""
-    cost = cluster.comm_cost()
+    each resource's order (plan order on the channel) added as edges. ``model`` is timed,
+    in the gradients simulate plans over; the cost has the framework's per-message costs."""
+    cost = cluster.framework_cost(cluster.comm_cost(), scheduler)
     plan = make_plan(scheduler, gradient_layers(model, "fp32"), cost)
     g = build_dag(model, plan, cost, iterations=iterations)
     h = nx.DiGraph()
@@ -121,6 +122,7 @@ def synthetic_grads(n: int, seed: int = 0) -> GradientLayers:
 # ---------------------------------------------------------------- benchmarks
 def bench_simulate(out, repeat: int) -> dict:
     cluster = sim.Cluster(gpus=16, gpus_per_node=4, network="10gbe", intra="pcie3")
+    plain = sim.Cluster(gpus=16, gpus_per_node=4, network="10gbe", intra="pcie3", interference=False)
     out("## 1. One `simulate` on 16 GPUs (4 per node, 10GbE, ring), batch 32\n")
     out("Fast path: `sim.simulate` (metrics only; the timeline is built on first access). Reference: "
         "`simulate_dag`, and the makespan alone by networkx longest path over the same DAG.\n")
@@ -132,16 +134,17 @@ def bench_simulate(out, repeat: int) -> dict:
         for name in sim.SCHEDULERS:
             t_fast = measure(lambda m=model, s=name: sim.simulate(m, cluster, s, batch_size=32), repeat, warmup=50)
             t_ref = measure(lambda m=model, s=name: simulate_dag(m, cluster, s, batch_size=32), max(5, repeat // 20))
-            timed = model.timed(gpu=cluster.gpu, batch_size=32)
-            plan = make_plan(name, gradient_layers(timed, "fp32"), cluster.comm_cost())
+            timed = model.timed(gpu=cluster.gpu, batch_size=32).with_gradients()
+            plan = make_plan(name, gradient_layers(timed, "fp32"), cluster.framework_cost(cluster.comm_cost(), name))
             if not fast.supports(plan, timed.num_layers):  # simulate falls back to the DAG for such plans
                 out(f"| {label} | {name} (no fast path: evaluated on the DAG) | {stat(t_fast)} | {stat(t_ref)} | "
                     f"{med(t_ref) / med(t_fast):.1f}× | | |")
                 continue
-            t_lp = measure(lambda m=timed, s=name: longest_path_s(m, cluster, s), max(5, repeat // 20))
-            res = sim.simulate(model, cluster, name, batch_size=32, iterations=2)
+            t_lp = measure(lambda m=timed, s=name: longest_path_s(m, plain, s), max(5, repeat // 20))
+            # the check: the networkx DAG has no interference, so neither has this run
+            res = sim.simulate(model, plain, name, batch_size=32, iterations=2)
             run_end = float(res.timeline["end_s"].max())
-            assert abs(longest_path_s(timed, cluster, name) - run_end) <= 1e-12 * run_end, "longest path disagrees"
+            assert abs(longest_path_s(timed, plain, name) - run_end) <= 1e-12 * run_end, "longest path disagrees"
             out(f"| {label} | {name} | {stat(t_fast)} | {stat(t_ref)} | {med(t_ref) / med(t_fast):.0f}× | "
                 f"{stat(t_lp)} | {med(t_lp) / med(t_fast):.0f}× |")
             if label.startswith("cnn150") and name in SWEEP_SCHEDULERS and name != OPTIMAL:
@@ -263,8 +266,8 @@ def bench_design(out, repeat: int, jobs: int) -> dict:
 def bench_crossover(out, quick: bool) -> None:
     out("## 6. When a process pool pays: serial against `jobs=2`\n")
     out("Grids of resnet152 (158 layers) × 11 GPU counts × 6 schedulers × more networks and bucket sizes. "
-        "Work is the estimate `run_grid` decides by (layers summed over distinct evaluations, optimal's "
-        f"layers² / 16 added); below `SERIAL_WORK_LIMIT` = {parallel.SERIAL_WORK_LIMIT:,} it runs serially.\n")
+        "Work is the estimate `run_grid` decides by (layers summed over distinct evaluations); "
+        f"below `SERIAL_WORK_LIMIT` = {parallel.SERIAL_WORK_LIMIT:,} it runs serially.\n")
     out("| configurations | work | serial | `jobs=2` |")
     out("|---|---|---|---|")
     model = sim.load_model("resnet152")
