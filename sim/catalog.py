@@ -325,7 +325,7 @@ def _cached_user_networks(path: str, stamp: tuple[int, int]) -> tuple[dict[str, 
 
 def _user_networks_or_error() -> tuple[dict[str, Network], str | None]:
     """The user's presets, or no presets and the one-line reason they cannot be read."""
-    path = user_networks_path()
+    path = _user_networks_file()
     try:
         stat = os.stat(path)  # one system call: whether it is a file, and its stamp
         is_file = S_ISREG(stat.st_mode)
@@ -361,10 +361,13 @@ def user_networks_path() -> Path:
     ``$SSGD_NETWORKS`` if set (the file must then exist), else
     ``~/.config/ssgd/networks.csv`` (used only if it exists).
     """
+    return Path(_user_networks_file())
+
+
+def _user_networks_file() -> str:
+    """`user_networks_path` as a string (looked up on every run: plain string operations)."""
     env = os.environ.get(USER_NETWORKS_ENV, "").strip()
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".config" / "ssgd" / "networks.csv"
+    return os.path.expanduser(env or os.path.join("~", ".config", "ssgd", "networks.csv"))
 
 
 def user_networks() -> dict[str, Network]:

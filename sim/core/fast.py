@@ -36,6 +36,7 @@ The DAG and the engine stay the reference and the independent check
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -71,20 +72,18 @@ def supports(plan: Plan, cost, num_layers: int | None = None) -> bool:
         cost, num_layers = None, cost
     if not plan.is_plain or isinstance(cost, PSCost):
         return False
-    seen: set[int] = set()
-    prev_low = num_layers
-    for members in plan.groups:
-        if not members:
-            return False
-        for i in members:
-            if not 0 <= i < num_layers or i in seen:
-                return False
-            seen.add(i)
-        low = min(members)
-        if not plan.after_backward and low >= prev_low:
-            return False
-        prev_low = low
-    return True
+    if not plan.groups:
+        return True
+    sizes = [len(m) for m in plan.groups]
+    if min(sizes) == 0:
+        return False
+    flat = np.fromiter(itertools.chain.from_iterable(plan.groups), dtype=np.int64, count=sum(sizes))
+    if flat.min() < 0 or flat.max() >= num_layers or np.bincount(flat).max() > 1:
+        return False  # out of range, or a layer sent twice
+    if plan.after_backward:
+        return True
+    low = np.minimum.reduceat(flat, np.cumsum([0] + sizes[:-1]))
+    return bool(low[0] < num_layers and np.all(low[1:] < low[:-1]))  # each message's lowest below the last's
 
 
 def supports_cost(cost) -> bool:
@@ -391,8 +390,9 @@ def _message_layout(groups, layer_bytes: np.ndarray) -> tuple[np.ndarray, np.nda
     """Each message's bytes and lowest layer."""
     if not groups:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    flat = np.fromiter((i for members in groups for i in members), dtype=np.int64)
-    offsets = np.cumsum([0] + [len(m) for m in groups[:-1]])
+    sizes = [len(m) for m in groups]
+    flat = np.fromiter(itertools.chain.from_iterable(groups), dtype=np.int64, count=sum(sizes))
+    offsets = np.cumsum([0] + sizes[:-1])
     return np.add.reduceat(layer_bytes[flat], offsets), np.minimum.reduceat(flat, offsets)
 
 
