@@ -333,11 +333,9 @@ def _user_networks_or_error() -> tuple[dict[str, Network], str | None]:
         is_file = False
     except OSError as exc:
         return {}, f"{path}: cannot read ({exc.strerror})"
-    if not is_file:
-        if os.environ.get(USER_NETWORKS_ENV, "").strip():
-            return {}, f"{USER_NETWORKS_ENV}={path}: no such file"
-        return {}, None
-    return _cached_user_networks(str(path), (stat.st_mtime_ns, stat.st_size))
+    if not is_file:  # an absent default file is fine; a named one must exist
+        return {}, (f"{USER_NETWORKS_ENV}={path}: no such file" if os.environ.get(USER_NETWORKS_ENV, "").strip() else None)
+    return _cached_user_networks(path, (stat.st_mtime_ns, stat.st_size))
 
 
 # --- public API ----------------------------------------------------------------
@@ -364,10 +362,8 @@ def user_networks_path() -> Path:
     return Path(_user_networks_file())
 
 
-def _user_networks_file() -> str:
-    """`user_networks_path` as a string (looked up on every run: plain string operations)."""
-    env = os.environ.get(USER_NETWORKS_ENV, "").strip()
-    return os.path.expanduser(env or os.path.join("~", ".config", "ssgd", "networks.csv"))
+def _user_networks_file() -> str:  # as a string: looked up on every run
+    return os.path.expanduser(os.environ.get(USER_NETWORKS_ENV, "").strip() or "~/.config/ssgd/networks.csv")
 
 
 def user_networks() -> dict[str, Network]:
