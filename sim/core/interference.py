@@ -117,8 +117,9 @@ def fast_overlap(run, iteration: int) -> Overlap:
     """
     k = iteration
     lo, hi = max(k - 1, 0), min(k + 2, run.comm_start_s.shape[1])
-    # the compute chain of iteration k: forward start, then every forward and backward end
-    bounds = np.concatenate([run.fwd_start_s[:, k, None], run.fwd_end_s[:, k], run.bwd_end_s[:, k]], axis=1)
+    # the backward chain of iteration k: the end of forward, then every backward end (forward tasks
+    # never meet a message here: the update waits for the last one, the next forward for the update)
+    bounds = np.concatenate([run.fwd_end_s[:, k, -1:], run.bwd_end_s[:, k]], axis=1)
     rows, n = bounds.shape[0], run.fwd_end_s.shape[2]
     c_start = run.comm_start_s[:, lo:hi].reshape(run.comm_start_s.shape[0], -1)
     c_end = run.comm_end_s[:, lo:hi].reshape(c_start.shape)
@@ -148,10 +149,10 @@ def fast_overlap(run, iteration: int) -> Overlap:
         inside = (j >= 0) & (bounds < c_end.ravel()[j_flat])
     dur = np.diff(bounds, axis=1)
     task = np.clip(np.diff(covered, axis=1), 0.0, dur)
-    at_end = inside[:, 1:]  # task j ends at boundary j + 1
-    # backward ran layer n-1 first
-    return Overlap(task[:, :n], task[:, n:][:, ::-1], at_end[:, :n], at_end[:, n:][:, ::-1], dur[:, :n],
-                   dur[:, n:][:, ::-1])
+    fwd_dur = np.diff(np.concatenate([run.fwd_start_s[:, k, None], run.fwd_end_s[:, k]], axis=1), axis=1)
+    # backward ran layer n-1 first; task j ends at boundary j + 1
+    return Overlap(np.zeros((rows, n)), task[:, ::-1], np.zeros((rows, n), bool), inside[:, 1:][:, ::-1], fwd_dur,
+                   dur[:, ::-1])
 
 
 def stretch(base_s: np.ndarray, current_s: np.ndarray, covered_s: np.ndarray, end_covered: np.ndarray,
@@ -188,7 +189,10 @@ def fixed_point(time_rows, overlap_of, fwd_s: np.ndarray, bwd_s: np.ndarray, kap
     for _ in range(PASSES):
         run = time_rows(fwd, bwd)
         ov = overlap_of(run)
-        new_fwd = stretch(fwd_s, fwd, ov.fwd_covered_s, ov.fwd_end_covered, k)
+        if ov.fwd_covered_s.any() or ov.fwd_end_covered.any():
+            new_fwd = stretch(fwd_s, fwd, ov.fwd_covered_s, ov.fwd_end_covered, k)
+        else:  # nothing covered: every forward takes its time alone (what `stretch` gives)
+            new_fwd = np.broadcast_to(fwd_s, fwd.shape)
         new_bwd = stretch(bwd_s, bwd, ov.bwd_covered_s, ov.bwd_end_covered, k)
         scale = np.maximum(fwd.max(axis=1, initial=0.0), bwd.max(axis=1, initial=0.0))
         moved = np.maximum(np.abs(new_fwd - fwd).max(axis=1, initial=0.0), np.abs(new_bwd - bwd).max(axis=1, initial=0.0))
