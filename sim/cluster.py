@@ -212,8 +212,10 @@ class Cluster:
             fw = resolve_framework(self.framework, scheduler, architecture, self.launch_us)
             cost = with_framework(cost, fw, gpu=self.gpu)
         kappa = self.compute_slowdown_of_link()
-        # a measured trace's compute already ran beside its communication: no stretch on top
-        if kappa > 0 and not getattr(cost, "is_free", False) and not getattr(cost, "is_measured", False):
+        # a measured trace's compute already ran beside its communication: no stretch on top,
+        # unless a compute_slowdown is given for it
+        measured = getattr(cost, "is_measured", False) and self.compute_slowdown is None
+        if kappa > 0 and not getattr(cost, "is_free", False) and not measured:
             cost = dataclasses.replace(cost, compute_slowdown=kappa)
         return cost
 

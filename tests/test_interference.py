@@ -106,3 +106,16 @@ def test_the_fraction_names_kept_from_the_earlier_rounds_by_hand():
     assert f_bwd.tolist() == pytest.approx([0.25, 0.0], abs=1e-12) and f_fwd.tolist() == [0.0, 0.0]
     one_round = stretched_model(res.model, res.timeline, 0, 0.5)
     assert one_round.bwd_s.tolist() == pytest.approx([4.5e-3, 2e-3], rel=1e-12)
+
+
+def test_a_measured_trace_is_stretched_only_when_asked():
+    """A trace's compute already ran beside its communication: no stretch by default; an
+    explicit compute_slowdown stretches it like any run (b's 3 ms message covers a's 2 ms
+    backward: 2 x 1.5 = 3 ms)."""
+    trace = model_from_frame(pd.DataFrame({"name": ["a", "b"], "params": [1000, 1000], "fwd_ms": [1.0, 1.0],
+                                           "bwd_ms": [2.0, 2.0], "comm_ms": [3.0, 3.0]}), "trace")
+    plain = sim.simulate(trace, sim.Cluster(gpus=2), "wfbp", batch_size=1)
+    asked = sim.simulate(trace, sim.Cluster(gpus=2, compute_slowdown=0.5), "wfbp", batch_size=1)
+    assert plain.metrics["interference_s"] == 0
+    assert asked.metrics["interference_s"] == pytest.approx(1e-3, rel=1e-9)
+    assert asked.iteration_time_s >= plain.iteration_time_s
