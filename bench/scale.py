@@ -106,6 +106,17 @@ def child(body: str, timeout_s: float) -> dict:
     return {"error": ("refused: " if "SimInputError" in last else "failed: ") + last[-120:]}
 
 
+def size_row(sizes, run, cell) -> tuple[list[str], list[float | None]]:
+    """One table row over ``sizes``: ``run(n)`` gives a child's figures, ``cell(figures)``
+    its text; a child with an ``error`` shows it and has no time."""
+    cells, times = [], []
+    for n in sizes:
+        got = run(n)
+        cells.append(got["error"] if "error" in got else cell(got))
+        times.append(None if "error" in got else got["t"])
+    return cells, times
+
+
 def growth(sizes, times) -> list[str]:
     out = []
     pairs = list(zip(sizes, times, strict=True))
@@ -217,15 +228,9 @@ done(ref=ref, t=t, messages=len(plan.groups))
     out("|---|" + "---|" * (len(sizes) + 1))
     result = {}
     for label, make_cost in regimes.items():
-        cells, times = [], []
-        for n in sizes:
-            got = child(body.replace("ARGS", repr((n, make_cost))), 300)
-            if "error" in got:
-                cells.append(got["error"])
-                times.append(None)
-                continue
-            cells.append(f"{fmt(got['t'])} ({got['t'] / got['ref']:.0f}×, {got['messages']:,} msgs)")
-            times.append(got["t"])
+        cells, times = size_row(
+            sizes, lambda n, c=make_cost: child(body.replace("ARGS", repr((n, c))), 300),
+            lambda got: f"{fmt(got['t'])} ({got['t'] / got['ref']:.0f}×, {got['messages']:,} msgs)")
         out(f"| {label} | " + " | ".join(cells) + f" | {', '.join(growth(sizes, times))} |")
         result[label] = times[-1]
     out("")
@@ -262,19 +267,15 @@ done(ref=ref, t=t)
     out("|---|" + "---|" * (len(sizes) + 1))
     worst = {}
     for name in names:
-        cells, times = [], []
-        for n in sizes:
-            if quick and n >= 100_000 and (name in METHODS or name not in _FAST_SCHEDULERS):
-                cells.append("skipped (--quick)")
-                times.append(None)
-                continue
-            got = child(body.replace("ARGS", repr((n, name))).replace("CPU_CAP_S", "120"), 1800)
-            if "error" in got:
-                cells.append(got["error"])
-                times.append(None)
-                continue
-            cells.append(f"{fmt(got['t'])} ({got['t'] / got['ref']:.0f}×), {got['peak_mib']:.0f} MiB")
-            times.append(got["t"])
+        slow = name in METHODS or name not in _FAST_SCHEDULERS
+
+        def run(n, name=name, slow=slow):
+            if quick and n >= 100_000 and slow:
+                return {"error": "skipped (--quick)"}
+            return child(body.replace("ARGS", repr((n, name))).replace("CPU_CAP_S", "120"), 1800)
+
+        cells, times = size_row(
+            sizes, run, lambda got: f"{fmt(got['t'])} ({got['t'] / got['ref']:.0f}×), {got['peak_mib']:.0f} MiB")
         out(f"| {name} | " + " | ".join(cells) + f" | {', '.join(growth(sizes, times))} |")
         worst[name] = times[-1]
     out("")

@@ -110,10 +110,10 @@ def per_layer(idx: np.ndarray, start: np.ndarray, end: np.ndarray, busy, n: int)
 def fast_overlap(run, iteration: int) -> Overlap:
     """The `Overlap` of every row of a fast-path run (`sim.core.fast.FastRun`), from its arrays.
 
-    A row's messages share one channel, so they are disjoint intervals; sorted by
-    start they need no union, and the busy time before each compute boundary is
-    their running length up to it (one ``searchsorted`` per row, the rest over
-    all rows at once).
+    Each row has its own channel (a run of ``evaluate(compute_s=...)``), so its
+    messages are disjoint intervals; sorted by start they need no union, and the
+    busy time before each compute boundary is their running length up to it (one
+    ``searchsorted`` per row, the rest over all rows at once).
     """
     k = iteration
     lo, hi = max(k - 1, 0), min(k + 2, run.comm_start_s.shape[1])
@@ -121,32 +121,29 @@ def fast_overlap(run, iteration: int) -> Overlap:
     # never meet a message here: the update waits for the last one, the next forward for the update)
     bounds = np.concatenate([run.fwd_end_s[:, k, -1:], run.bwd_end_s[:, k]], axis=1)
     rows, n = bounds.shape[0], run.fwd_end_s.shape[2]
-    c_start = run.comm_start_s[:, lo:hi].reshape(run.comm_start_s.shape[0], -1)
-    c_end = run.comm_end_s[:, lo:hi].reshape(c_start.shape)
+    c_start = run.comm_start_s[:, lo:hi].reshape(rows, -1)
+    c_end = run.comm_end_s[:, lo:hi].reshape(rows, -1)
     width = c_start.shape[1]
     if width == 0:
         covered, inside = np.zeros_like(bounds), np.zeros(bounds.shape, bool)
-    else:  # a per-worker run shares one channel: its one row serves every worker's row
-        order = np.argsort(c_start, axis=1, kind="stable")
-        base = np.arange(c_start.shape[0])[:, None] * width
-        c_start, c_end = c_start.ravel()[order + base], c_end.ravel()[order + base]
+    else:
+        base = np.arange(rows)[:, None] * width  # flat index of each row's first interval
+        order = np.argsort(c_start, axis=1, kind="stable") + base
+        c_start, c_end = c_start.ravel()[order], c_end.ravel()[order]
         length = c_end - c_start
-        cum = np.zeros((len(c_start), width + 1))  # busy time before each interval
+        cum = np.zeros((rows, width + 1))  # busy time before each interval
         np.cumsum(length, axis=1, out=cum[:, 1:])
         at = np.empty(bounds.shape, dtype=np.int64)
         for r in range(rows):
-            at[r] = np.searchsorted(c_start[0 if len(c_start) == 1 else r], bounds[r], side="right") - 1
-        shared = len(c_start) == 1
+            at[r] = np.searchsorted(c_start[r], bounds[r], side="right") - 1
         i = np.clip(at, 0, None)
-        flat = i if shared else i + base
-        length_at = length.ravel()[flat]
-        inside_s = np.clip(bounds - c_start.ravel()[flat], 0.0, length_at)
-        before = cum.ravel()[i if shared else i + base + np.arange(rows)[:, None]]
+        length_at = length.ravel()[i + base]
+        inside_s = np.clip(bounds - c_start.ravel()[i + base], 0.0, length_at)
+        before = cum.ravel()[i + base + np.arange(rows)[:, None]]
         covered = np.where(at >= 0, before + inside_s, 0.0)
         # running at a boundary: begun before it (a message that begins there may be the one it releases)
-        j = at - ((at >= 0) & (c_start.ravel()[flat] == bounds))
-        j_flat = np.clip(j, 0, None) if shared else np.clip(j, 0, None) + base
-        inside = (j >= 0) & (bounds < c_end.ravel()[j_flat])
+        j = at - ((at >= 0) & (c_start.ravel()[i + base] == bounds))
+        inside = (j >= 0) & (bounds < c_end.ravel()[np.clip(j, 0, None) + base])
     dur = np.diff(bounds, axis=1)
     task = np.clip(np.diff(covered, axis=1), 0.0, dur)
     fwd_dur = np.diff(np.concatenate([run.fwd_start_s[:, k, None], run.fwd_end_s[:, k]], axis=1), axis=1)
