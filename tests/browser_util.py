@@ -140,6 +140,18 @@ def wait_chart_title(page, key: str, needle: str, timeout_ms: float = 30_000) ->
     )
 
 
+def wait_input_value(page, key: str, value: str, timeout_ms: float = 30_000) -> None:
+    """Wait until the input with Streamlit ``key`` shows ``value`` (a rerun's widget update lands after its charts)."""
+    page.wait_for_function(
+        """([key, value]) => {
+            const el = document.querySelector(`.st-key-${key} input`);
+            return !!el && el.value === value;
+        }""",
+        arg=[key, value],
+        timeout=timeout_ms,
+    )
+
+
 def set_number(page, key: str, value: float) -> None:
     """Type ``value`` into the number input with Streamlit ``key`` and commit it."""
     box = page.locator(f".st-key-{key} input")

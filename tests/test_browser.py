@@ -35,6 +35,7 @@ from browser_util import (
     wait_chart_changed,
     wait_chart_title,
     wait_idle,
+    wait_input_value,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))]
@@ -187,7 +188,7 @@ def test_clicking_a_scaling_point_picks_that_gpu_count(page, server):
     assert points.count() == 11  # 1, 2, 4, ..., 1024 GPUs
     points.nth(8).click(force=True)  # 256 GPUs
     wait_chart_title(page, "scaling_timeline", "· 256 GPUs")
-    assert page.locator(".st-key-gpus input").input_value() == "256"
+    wait_input_value(page, "gpus", "256")  # fails after 30 s if the sidebar never follows the click
     page.wait_for_function("() => location.search.includes('gpus=256')")
     assert_no_exception(page)
 
