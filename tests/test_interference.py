@@ -3,10 +3,20 @@
 import csv
 import math
 
+from unittest import mock
+
+import numpy as np
 import pandas as pd
 import pytest
+from helpers import make_model
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import sim
+from sim.comm import NO_COMM, CommCost
+from sim.core import fast, interference
+from sim.core.backward_stretch import backward_times, backward_times_row
+from sim.core.plan import NO_GRADIENTS, gradient_layers
 from sim.catalog import DATA_DIR, networks
 from sim.errors import SimInputError
 from sim.interference import compute_slowdown
@@ -119,3 +129,53 @@ def test_a_measured_trace_is_stretched_only_when_asked():
     assert plain.metrics["interference_s"] == 0
     assert asked.metrics["interference_s"] == pytest.approx(1e-3, rel=1e-9)
     assert asked.iteration_time_s >= plain.iteration_time_s
+
+
+# ---- the one-pass solver (sim.core.backward_stretch) against the rounds of sim.core.interference
+
+@st.composite
+def _stretch_cases(draw):
+    n = draw(st.integers(1, 8))
+    time_ms = st.one_of(st.just(0.0), st.floats(0.01, 10.0))
+    model = make_model(draw(st.lists(st.integers(1, 4_000_000), min_size=n, max_size=n)),
+                       draw(st.lists(time_ms, min_size=n, max_size=n)), draw(st.lists(time_ms, min_size=n, max_size=n)))
+    scheduler = draw(st.sampled_from(sorted(s for s in sim.SCHEDULERS if sim.schedulers.make_plan(
+        s, NO_GRADIENTS, NO_COMM).is_plain)))
+    cost = CommCost(draw(st.floats(0.0, 5e-3)), draw(st.floats(0.0, 1e-8)))
+    return model, scheduler, cost, draw(st.floats(0.0, 0.95))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_stretch_cases())
+def test_one_pass_solution_is_the_fixed_point_the_rounds_reach(case):
+    """Solved task by task, each backward time is the one the timing rounds converge to
+    (`fixed_point`, unbounded rounds here); forward times are never stretched on this path."""
+    model, scheduler, cost, kappa = case
+    plan = sim.schedulers.make_plan(scheduler, gradient_layers(model, "fp32"), cost)
+    prepared = fast.layout(model, plan, [cost])
+    solved = backward_times(model.bwd_s, prepared.t_c_s, model.num_layers - 1 - prepared.lowest, plan.lag_s,
+                            plan.after_backward, np.array([kappa]))
+    if solved is None:  # served by priority: the rounds handle it
+        return
+
+    def time_rows(fwd, bwd):
+        return fast.evaluate(model, plan, [cost], iterations=3, compute_s=(fwd, bwd), prepared=prepared)
+
+    with mock.patch.object(interference, "PASSES", 60):
+        fwd, bwd, _ = interference.fixed_point(time_rows, lambda run: interference.fast_overlap(run, 1), model.fwd_s,
+                                               model.bwd_s, np.array([kappa]))
+    np.testing.assert_array_equal(fwd[0], model.fwd_s)
+    np.testing.assert_allclose(solved[0], bwd[0], rtol=1e-9, atol=1e-15)
+
+
+def test_a_message_released_later_leaves_a_gap_by_hand():
+    """Task 0 (1 ms) releases a 1 ms message after a 0.5 ms lag; task 1 (4 ms, kappa 0.5) starts at 1 ms,
+    and the message covers 1.5-2.5 ms of it, all inside the task: x = 4 (1 + 0.5 x 1/x) ms, so
+    x^2 = 4x + 2 (in ms) and x = 2 + sqrt(6) ms."""
+    got = backward_times_row([1e-3, 4e-3], [1e-3], [0], [0.5e-3], 0.5)
+    assert got[0] == 1e-3
+    assert got[1] == pytest.approx((2 + math.sqrt(6)) * 1e-3, rel=1e-12)
+    # a message released 10 ms later never meets the task: it runs alone
+    assert backward_times_row([1e-3, 4e-3], [1e-3], [0], [10e-3], 0.5)[1] == 4e-3
+    # released out of plan order: the channel serves by priority, and the solver declines
+    assert backward_times_row([1e-3, 1e-3, 1e-3], [1e-3, 1e-3], [0, 1], [5e-3, 0.0], 0.5) is None

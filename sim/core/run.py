@@ -20,6 +20,7 @@ import numpy as np
 
 from sim.core import engine as core_engine
 from sim.core import fast
+from sim.core.backward_stretch import backward_times
 from sim.core.interference import fast_overlap, fixed_point, with_times
 from sim.core.lower import WorkerTimes, lower, task_count
 from sim.core.metrics import PHASE_KEYS, graph_figures, iterations_to_run
@@ -86,9 +87,13 @@ def interference_model(model, plan: Plan, cost, *, precision: str = "fp32", pref
     when the cost has no ``compute_slowdown``."""
     if _slowdown(cost) <= 0 or not plan.groups:
         return model
-    if engine == "auto" and fast.supports(plan, cost, model.num_layers):
-        fwd, bwd, _ = _fast_fixed_point(model, plan, [cost], precision, prefetch, iterations_to_run(plan, 2))
-        return with_times(model, fwd[0], bwd[0])
+    if fast.supports(plan, cost, model.num_layers):  # the fast path's structure, whichever engine times it
+        bwd = _solved_backward(model, plan, [cost], fast.layout(model, plan, [_without_slowdown(cost)], precision))
+        if bwd is not None:
+            return with_times(model, model.fwd_s, bwd[0])
+        if engine == "auto":
+            fwd, bwd, _ = _fast_fixed_point(model, plan, [cost], precision, prefetch, iterations_to_run(plan, 2))
+            return with_times(model, fwd[0], bwd[0])
     kappa, cost = _slowdown(cost), _without_slowdown(cost)
     n_run = iterations_to_run(plan, 2)
 
@@ -116,7 +121,19 @@ def _fast_fixed_point(model, plan: Plan, costs, precision: str, prefetch: bool, 
         return fast.evaluate(model, plan, costs, precision=precision, iterations=n_run, prefetch=prefetch,
                              compute_s=(fwd, bwd), prepared=prepared)
 
+    bwd = _solved_backward(model, plan, costs, prepared, kappa)
+    if bwd is not None:
+        fwd = np.tile(model.fwd_s, (len(kappa), 1))
+        return fwd, bwd, time_rows(fwd, bwd)
     return fixed_point(time_rows, lambda run: fast_overlap(run, ref), model.fwd_s, model.bwd_s, kappa)
+
+
+def _solved_backward(model, plan: Plan, costs, prepared: fast.Layout, kappa=None):
+    """Per cost, the backward times interference stretches the model's to, solved task by task in
+    one pass (`sim.core.backward_stretch`); None where a channel serves by priority (iterate instead)."""
+    kappa = np.array([_slowdown(c) for c in costs]) if kappa is None else kappa
+    return backward_times(model.bwd_s, prepared.t_c_s, model.num_layers - 1 - prepared.lowest, plan.lag_s,
+                          plan.after_backward, kappa)
 
 
 def _time_with_interference(model, plan: Plan, costs, **kw) -> Timing:

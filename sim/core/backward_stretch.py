@@ -1,0 +1,130 @@
+"""Interference's fixed point on the fast path, solved task by task in one pass.
+
+On the fast path (`sim.core.fast`) communication never meets a forward task:
+the update waits for the last message and the next forward for the update. In
+the backward pass, a message is released when the backward of its lowest layer
+ends (plus the plan's lag), so the only messages that can cover backward task
+``p`` (in backward order) are those whose lowest layer is an earlier task, all
+of them known once tasks ``0 .. p-1`` have their times. The fixed point of
+`sim.core.interference` (``x = b (1 + kappa c(x) / x)``, ``c(x)`` the time
+communication covers of the task's first ``x`` seconds) is therefore
+triangular: solved for task 0, then task 1, and so on, it is exact in one
+pass. Where ``c`` is piecewise linear (slope 1 while a message runs, 0 in a
+gap), each piece gives a quadratic, and the task's time is the smallest root
+that lies in its piece.
+
+`fixed_point` reaches the same times by timing the whole run again until no
+time moves; here one pass replaces two or three timings and their overlap
+reads. Plans whose channel this does not follow (messages released out of
+plan order, which the channel then serves by priority) return None, and the
+caller iterates.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["backward_times", "backward_times_row"]
+
+_INF = math.inf
+
+
+def _smallest_root(b: float, kappa: float, c0: float, u: float, v: float, busy: bool) -> float | None:
+    """The smallest ``x >= b`` in [u, v] with ``x^2 = b x + b kappa c(x)``, ``c(x) = c0 + (x - u)`` while
+    ``busy``, else ``c0``; None if there is none."""
+    if busy:  # x^2 - b (1 + kappa) x - b kappa (c0 - u) = 0; both roots >= 0 (c0 <= u)
+        b1 = b * (1.0 + kappa)
+        disc = b1 * b1 + 4.0 * b * kappa * (c0 - u)
+        if disc < 0.0:
+            return None
+        root = math.sqrt(disc)
+        low = 0.5 * (b1 - root)  # a time only if >= b (a task never runs faster than alone; kappa > 1)
+        if b <= low and u <= low <= v:
+            return low
+        x = 0.5 * (b1 + root)
+        return x if u <= x <= v else None
+    x = 0.5 * (b + math.sqrt(b * b + 4.0 * b * kappa * c0))  # the only root >= 0
+    return x if u <= x <= v else None
+
+
+def _task_time(b: float, kappa: float, t: float, starts: list, ends: list, i: int) -> float:
+    """Time of a task of base ``b`` starting at ``t``, covered by the sorted disjoint messages
+    ``starts[i:]``/``ends[i:]`` (the first ends after ``t``)."""
+    u = c0 = 0.0  # piece start (relative to t) and the covered time before it
+    for j in range(i, len(starts)):
+        s = starts[j] - t
+        if s > u:  # a gap before message j
+            x = _smallest_root(b, kappa, c0, u, s, False)
+            if x is not None:
+                return x
+            u = s
+        e = ends[j] - t
+        if e > u:
+            x = _smallest_root(b, kappa, c0, u, e, True)
+            if x is not None:
+                return x
+            c0 += e - u
+            u = e
+    x = _smallest_root(b, kappa, c0, u, _INF, False)
+    return x if x is not None else b * (1.0 + kappa)  # (unreachable: the last piece always holds the root)
+
+
+def backward_times_row(bwd_rev_s: list[float], t_c_s: list[float], lowest_at: list[int], lag_s: list[float] | None,
+                       kappa: float) -> list[float] | None:
+    """One row's stretched backward times, in backward order; None when the channel would
+    serve by priority (a message released before the one ahead of it in plan order).
+
+    ``lowest_at[g]``: the position (in backward order) of message g's lowest layer;
+    ``lag_s``: each message's release lag (None: none). Times run from the start of
+    the backward pass; the channel is free then (the last iteration's messages ended
+    before its update).
+    """
+    n_msg = len(t_c_s)
+    if any(lowest_at[g] > lowest_at[g + 1] for g in range(n_msg - 1)):
+        return None
+    starts: list[float] = []
+    ends: list[float] = []
+    task_end: list[float] = []
+    out: list[float] = []
+    t, free, last_ready, g, i = 0.0, -_INF, -_INF, 0, 0
+    for p, b in enumerate(bwd_rev_s):
+        while g < n_msg and lowest_at[g] < p:  # released by a task already timed
+            ready = task_end[lowest_at[g]] + (lag_s[g] if lag_s is not None else 0.0)
+            if ready < last_ready:
+                return None
+            last_ready = ready
+            start = ready if ready > free else free
+            free = start + t_c_s[g]
+            starts.append(start)
+            ends.append(free)
+            g += 1
+        while i < len(ends) and ends[i] <= t:
+            i += 1
+        x = b if i == len(ends) or b <= 0.0 else _task_time(b, kappa, t, starts, ends, i)
+        x = min(max(x, b), b * (1.0 + kappa))
+        out.append(x)
+        t += x
+        task_end.append(t)
+    return out
+
+
+def backward_times(bwd_s: np.ndarray, t_c_s: np.ndarray, lowest_at: np.ndarray, lag_s, after_backward: bool,
+                   kappa: np.ndarray) -> np.ndarray | None:
+    """Per row, the backward times (rows, layers; layer order) interference stretches ``bwd_s``
+    (layers) to, under each row's message times ``t_c_s`` (rows, messages) and ``kappa``
+    (rows); None when a row's channel serves by priority."""
+    rows = len(kappa)
+    if after_backward or not t_c_s.shape[1]:  # no message runs beside a backward task
+        return np.tile(bwd_s, (rows, 1))
+    bwd_rev = bwd_s[::-1].tolist()
+    at = lowest_at.tolist()
+    lag = list(lag_s) if lag_s else None
+    out = np.empty((rows, len(bwd_rev)))
+    for r in range(rows):
+        got = backward_times_row(bwd_rev, t_c_s[r].tolist(), at, lag, float(kappa[r]))
+        if got is None:
+            return None
+        out[r] = got[::-1]
+    return out
