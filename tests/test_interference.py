@@ -2,7 +2,6 @@
 
 import csv
 import math
-
 from unittest import mock
 
 import numpy as np
@@ -13,11 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sim
+from sim.catalog import DATA_DIR, networks
 from sim.comm import NO_COMM, CommCost
 from sim.core import fast, interference
 from sim.core.backward_stretch import backward_times, backward_times_row
 from sim.core.plan import NO_GRADIENTS, gradient_layers
-from sim.catalog import DATA_DIR, networks
 from sim.errors import SimInputError
 from sim.interference import compute_slowdown
 from sim.model import model_from_frame
