@@ -23,6 +23,7 @@ caller iterates.
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -81,17 +82,19 @@ def backward_times_row(bwd_rev_s: list[float], t_c_s: list[float], lowest_at: li
     the backward pass; the channel is free then (the last iteration's messages ended
     before its update).
     """
-    n_msg = len(t_c_s)
-    if any(lowest_at[g] > lowest_at[g + 1] for g in range(n_msg - 1)):
+    if not all(map(operator.le, lowest_at, lowest_at[1:])):
         return None
+    if lag_s is None:
+        return _without_lag(bwd_rev_s, t_c_s, lowest_at, kappa)
     starts: list[float] = []
     ends: list[float] = []
     task_end: list[float] = []
     out: list[float] = []
     t, free, last_ready, g, i = 0.0, -_INF, -_INF, 0, 0
+    n_msg = len(t_c_s)
     for p, b in enumerate(bwd_rev_s):
         while g < n_msg and lowest_at[g] < p:  # released by a task already timed
-            ready = task_end[lowest_at[g]] + (lag_s[g] if lag_s is not None else 0.0)
+            ready = task_end[lowest_at[g]] + lag_s[g]
             if ready < last_ready:
                 return None
             last_ready = ready
@@ -102,8 +105,35 @@ def backward_times_row(bwd_rev_s: list[float], t_c_s: list[float], lowest_at: li
             g += 1
         while i < len(ends) and ends[i] <= t:
             i += 1
-        x = b if i == len(ends) or b <= 0.0 else _task_time(b, kappa, t, starts, ends, i)
-        x = min(max(x, b), b * (1.0 + kappa))
+        x = b if i == len(ends) or b <= 0.0 else min(max(_task_time(b, kappa, t, starts, ends, i), b), b * (1.0 + kappa))
+        out.append(x)
+        t += x
+        task_end.append(t)
+    return out
+
+
+def _without_lag(bwd_rev_s: list[float], t_c_s: list[float], lowest_at: list[int], kappa: float) -> list[float]:
+    """`backward_times_row` when every message is released as its last gradient is ready: the
+    messages a task can meet were all released by its start, so the channel is busy from the
+    start until ``free`` without a gap, ``c(x) = min(x, F)`` with ``F = free - start``, and
+    ``x = b (1 + kappa)`` if that fits in F, else the root of ``x^2 = b x + b kappa F``."""
+    task_end: list[float] = []
+    out: list[float] = []
+    t, free, g = 0.0, -_INF, 0
+    n_msg = len(t_c_s)
+    k1 = 1.0 + kappa
+    for p, b in enumerate(bwd_rev_s):
+        while g < n_msg and lowest_at[g] < p:
+            ready = task_end[lowest_at[g]]
+            free = (ready if ready > free else free) + t_c_s[g]
+            g += 1
+        cover = free - t
+        if cover <= 0.0 or b <= 0.0:
+            x = b
+        elif b * k1 <= cover:
+            x = b * k1
+        else:
+            x = min(max(0.5 * (b + math.sqrt(b * b + 4.0 * b * kappa * cover)), b), b * k1)
         out.append(x)
         t += x
         task_end.append(t)
