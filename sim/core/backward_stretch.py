@@ -85,7 +85,10 @@ def backward_times_row(bwd_rev_s: list[float], t_c_s: list[float], lowest_at: li
     if not all(map(operator.le, lowest_at, lowest_at[1:])):
         return None
     if lag_s is None:
-        return _without_lag(bwd_rev_s, t_c_s, lowest_at, kappa)
+        released = [0.0] * len(bwd_rev_s)
+        for at, t_c in zip(lowest_at, t_c_s, strict=True):
+            released[at] += t_c
+        return _without_lag(bwd_rev_s, released, kappa)
     starts: list[float] = []
     ends: list[float] = []
     task_end: list[float] = []
@@ -112,31 +115,28 @@ def backward_times_row(bwd_rev_s: list[float], t_c_s: list[float], lowest_at: li
     return out
 
 
-def _without_lag(bwd_rev_s: list[float], t_c_s: list[float], lowest_at: list[int], kappa: float) -> list[float]:
-    """`backward_times_row` when every message is released as its last gradient is ready: the
+def _without_lag(bwd_rev_s: list[float], released_s: list[float], kappa: float) -> list[float]:
+    """`backward_times_row` when every message is released as its last gradient is ready
+    (``released_s[p]``: the time of the messages task p releases, in backward order). The
     messages a task can meet were all released by its start, so the channel is busy from the
     start until ``free`` without a gap, ``c(x) = min(x, F)`` with ``F = free - start``, and
     ``x = b (1 + kappa)`` if that fits in F, else the root of ``x^2 = b x + b kappa F``."""
-    task_end: list[float] = []
     out: list[float] = []
-    t, free, g = 0.0, -_INF, 0
-    n_msg = len(t_c_s)
-    k1 = 1.0 + kappa
-    for p, b in enumerate(bwd_rev_s):
-        while g < n_msg and lowest_at[g] < p:
-            ready = task_end[lowest_at[g]]
-            free = (ready if ready > free else free) + t_c_s[g]
-            g += 1
+    t, free = 0.0, -_INF
+    k1, k4 = 1.0 + kappa, 4.0 * kappa
+    for b, released in zip(bwd_rev_s, released_s, strict=True):
         cover = free - t
         if cover <= 0.0 or b <= 0.0:
             x = b
         elif b * k1 <= cover:
             x = b * k1
         else:
-            x = min(max(0.5 * (b + math.sqrt(b * b + 4.0 * b * kappa * cover)), b), b * k1)
+            x = 0.5 * (b + math.sqrt(b * b + k4 * b * cover))
+            x = b if x < b else b * k1 if x > b * k1 else x
         out.append(x)
         t += x
-        task_end.append(t)
+        if released:
+            free = (t if t > free else free) + released
     return out
 
 
@@ -149,9 +149,14 @@ def backward_times(bwd_s: np.ndarray, t_c_s: np.ndarray, lowest_at: np.ndarray, 
     if after_backward or not t_c_s.shape[1]:  # no message runs beside a backward task
         return np.tile(bwd_s, (rows, 1))
     bwd_rev = bwd_s[::-1].tolist()
-    at = lowest_at.tolist()
-    lag = list(lag_s) if lag_s else None
     out = np.empty((rows, len(bwd_rev)))
+    if not lag_s and np.all(lowest_at[1:] >= lowest_at[:-1]):
+        released = np.zeros((rows, len(bwd_rev)))  # each task's messages' time, released at its end
+        np.add.at(released, (slice(None), lowest_at), t_c_s)
+        for r, row in enumerate(released.tolist()):
+            out[r] = _without_lag(bwd_rev, row, float(kappa[r]))[::-1]
+        return out
+    at, lag = lowest_at.tolist(), list(lag_s) if lag_s else None
     for r in range(rows):
         got = backward_times_row(bwd_rev, t_c_s[r].tolist(), at, lag, float(kappa[r]))
         if got is None:
