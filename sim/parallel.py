@@ -27,47 +27,25 @@ pool or to a Dask cluster, and each row is filled from its evaluation.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import itertools
 import os
-from array import array
 from collections.abc import Callable, Sequence
-from itertools import repeat
 
 import numpy as np
 import pandas as pd
 
 from sim.checks import check_int
-from sim.cluster import Cluster
-from sim.core.cost import NO_COMM, CommCost
 from sim.core.metrics import METRIC_KEYS, PHASE_KEYS, rates
-from sim.core.plan import NO_GRADIENTS
-from sim.core.run import single_gpu_iteration_s, time_plan
-from sim.core.workload import check_run_args, resolve_model
+from sim.core.run import time_plan
 from sim.errors import SimInputError
 from sim.frameworks import framework_name
-from sim.model import Model, load_model
-from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
-from sim.schedulers.names import WFBP
-from sim.schedulers.registry import knob_reads
+from sim.grid import GRID_KEYS, ConfigProduct, Grid
 from sim.sweep_plans import PlanCache
 from sim.tensors import gradients_of
 
 __all__ = ["GRID_KEYS", "MAX_CONFIGS", "ConfigProduct", "MAX_JOBS_PER_CORE", "SERIAL_WORK_LIMIT", "check_grid_size", "default_jobs",
            "max_jobs", "run_grid"]
-
-_CLUSTER_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Cluster)}
-_RUN_DEFAULTS = {
-    "scheduler": WFBP,
-    "precision": "fp32",
-    "prefetch": False,
-    "bucket_mb": DEFAULT_BUCKET_MB,
-    "calibrate_iteration_s": None,
-}
-#: Keys a configuration may hold; ``model`` and ``batch_size`` are required.
-GRID_KEYS = ("model", "batch_size", *_RUN_DEFAULTS, *_CLUSTER_DEFAULTS)
-_N_RUN = 2 + len(_RUN_DEFAULTS)
 
 #: Below this much work (layers summed over the distinct evaluations; every
 #: scheduler's plan is linear in layers) a grid runs in this process: starting a
@@ -76,55 +54,9 @@ _N_RUN = 2 + len(_RUN_DEFAULTS)
 #: at about 150,000 units, some 100 ms of serial work.
 SERIAL_WORK_LIMIT = 150_000
 _CHUNKS_PER_WORKER = 8
-_MISSING = object()
 _PHASES = (*PHASE_KEYS, "interference_s")
 
 Progress = Callable[[int, int], None]
-
-class ConfigProduct(Sequence):
-    """Every combination of some values, as configuration dicts made on demand.
-
-    ``ConfigProduct(model=["resnet50", "vgg16"], gpus=[2, 4], batch_size=32)``
-    is the four configurations of the two models and GPU counts (a value that
-    is not a list or tuple is the same in every one), the last key varying
-    fastest. `run_grid` takes it as it takes a list, without a million dicts
-    held at once.
-    """
-
-    def __init__(self, **axes):
-        unknown = sorted(set(axes) - set(GRID_KEYS))
-        if unknown:
-            raise SimInputError(f"unknown key(s) {', '.join(unknown)}; valid: {', '.join(GRID_KEYS)}")
-        self.keys = tuple(axes)
-        self.values = tuple(tuple(v) if isinstance(v, list | tuple) else (v,) for v in axes.values())
-        self._len = int(np.prod([len(v) for v in self.values], dtype=object)) if self.values else 0
-
-    def __len__(self) -> int:
-        return self._len
-
-    def __iter__(self):
-        keys = self.keys
-        for combo in itertools.product(*self.values):
-            yield dict(zip(keys, combo, strict=True))
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(self._len))]
-        if not -self._len <= i < self._len:
-            raise IndexError("configuration index out of range")
-        i %= self._len
-        combo = []
-        for values in reversed(self.values):
-            i, k = divmod(i, len(values))
-            combo.append(values[k])
-        return dict(zip(self.keys, reversed(combo), strict=True))
-
-
-def _timing_cost(cost: CommCost) -> CommCost:
-    """``cost`` without its label when only alpha and beta (and size regimes) time it, so that
-    equal costs from different collectives are one evaluation."""
-    return dataclasses.replace(cost, label="") if type(cost) is CommCost else cost
-
 
 #: Worker processes at most per core: more only compete for the same cores (raise it here).
 MAX_JOBS_PER_CORE = 4
@@ -151,128 +83,6 @@ def default_jobs() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
         return max(1, os.cpu_count() or 1)
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class _Workload:
-    """A model with compute times, and what the rows of its configurations share."""
-
-    model: Model
-    precision: str
-    prefetch: bool
-    batch_size: int
-    single_gpu_iteration_s: float
-
-
-class Grid:
-    """The validated grid: per row, its cluster, workload and evaluation ids (public for the benchmarks)."""
-
-    def __init__(self, configs: Sequence[dict]):
-        self.clusters: list[tuple[Cluster, CommCost]] = []
-        self.workloads: list[_Workload] = []
-        self.units: list[tuple] = []  # (workload id, scheduler or None, bucket_mb or None, cost)
-        self._models: dict[str, Model] = {}
-        self._cluster_ids: dict[tuple, int] = {}
-        self._checked: set[tuple] = set()
-        self._workload_ids: dict[tuple, int] = {}
-        self._unit_ids: dict[tuple, int] = {}
-        self._framework_costs: dict[tuple, CommCost] = {}
-        known = set(GRID_KEYS)
-        cids, wids, uids = array("q"), array("q"), array("q")  # per row, compact (a million rows: 24 MB)
-        self.scheduler_of_row: list[str] = []
-        for row, config in enumerate(configs):
-            try:
-                if not isinstance(config, dict):
-                    raise SimInputError(f"a configuration is a dict, got {type(config).__name__}")
-                if not config.keys() <= known:
-                    unknown = ", ".join(sorted(map(str, config.keys() - known)))
-                    raise SimInputError(f"unknown key(s) {unknown}; valid: {', '.join(GRID_KEYS)}")
-                cid, wid, uid, scheduler = self._resolve(tuple(map(config.get, GRID_KEYS, repeat(_MISSING))))
-            except (SimInputError, TypeError) as exc:
-                raise SimInputError(f"configuration {row}: {exc}") from None
-            cids.append(cid)
-            wids.append(wid)
-            uids.append(uid)
-            self.scheduler_of_row.append(scheduler)
-        self.cluster_of_row = np.frombuffer(cids, dtype=np.int64).copy()
-        self.workload_of_row = np.frombuffer(wids, dtype=np.int64).copy()
-        self.unit_of_row = np.frombuffer(uids, dtype=np.int64).copy()
-        self._unit_ids, self._framework_costs = {}, {}  # only needed while rows are resolved
-
-    def _resolve(self, values: tuple) -> tuple[int, int, int, str]:
-        """Validate one distinct configuration (values in `GRID_KEYS` order);
-        find or add its cluster, workload and evaluation."""
-        model, batch_size = values[0], values[1]
-        for key, value in (("model", model), ("batch_size", batch_size)):
-            if value is _MISSING:
-                raise SimInputError(f"{key!r} is required")
-        scheduler, precision, prefetch, bucket_mb, calibrate = [
-            d if v is _MISSING else v for v, d in zip(values[2:_N_RUN], _RUN_DEFAULTS.values(), strict=True)]
-        cluster_values = values[_N_RUN:]
-        cid = self._cluster_ids.get(cluster_values)
-        if cid is None:
-            given = {k: v for k, v in zip(_CLUSTER_DEFAULTS, cluster_values, strict=True) if v is not _MISSING}
-            cluster = Cluster(**given)
-            cid = self._cluster_ids[cluster_values] = len(self.clusters)
-            self.clusters.append((cluster, _timing_cost(cluster.comm_cost())))
-        cluster, cost = self.clusters[cid]
-        if (scheduler, bucket_mb) not in self._checked:
-            make_plan(scheduler, NO_GRADIENTS, NO_COMM, bucket_mb=bucket_mb)  # checks the name and bucket_mb
-            self._checked.add((scheduler, bucket_mb))
-        prefetch = bool(prefetch)
-        wkey = (model, cluster.gpu, batch_size, precision, prefetch, calibrate)
-        wid = self._workload_ids.get(wkey)
-        if wid is None:
-            if isinstance(model, str):
-                if model not in self._models:
-                    self._models[model] = load_model(model)
-                model = self._models[model]
-            elif not isinstance(model, Model):
-                raise SimInputError(f"model must be a sim.Model or a name, got {type(model).__name__}")
-            check_run_args(batch_size, 1, precision)
-            timed = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate)
-            single = single_gpu_iteration_s(timed, precision, prefetch)
-            wid = self._workload_ids[wkey] = len(self.workloads)
-            self.workloads.append(_Workload(timed, precision, prefetch, int(batch_size), single))
-        workload = self.workloads[wid]
-        if cluster.gpus > 1 and workload.model.comm_s is not None:  # trace-driven: the model's measured times
-            cost = cluster.framework_cost(cluster.comm_cost(workload.model, workload.precision), scheduler)
-        else:  # a cluster's cost with a scheduler's framework: worked out once
-            cost = self._framework_costs.get((cid, scheduler))
-            if cost is None:
-                cost = self._framework_costs[(cid, scheduler)] = cluster.framework_cost(self.clusters[cid][1],
-                                                                                         scheduler)
-        if cluster.gpus > 1:  # make_plan hands bucket_mb to the bucket scheduler only
-            ukey = (wid, scheduler, bucket_mb if knob_reads("bucket_mb", scheduler, "allreduce") else None, cost)
-        else:  # one GPU sends nothing: no plan
-            ukey = (wid, None, None, NO_COMM)
-        uid = self._unit_ids.get(ukey)
-        if uid is None:
-            uid = self._unit_ids[ukey] = len(self.units)
-            self.units.append(ukey)
-        return cid, wid, uid, scheduler
-
-    def work(self, unit_ids) -> float:
-        """Estimated work of some evaluations, in layer units (see `SERIAL_WORK_LIMIT`)."""
-        return float(sum(self.workloads[self.units[uid][0]].model.num_layers for uid in unit_ids))
-
-    def chunks(self, parts: int) -> list[list[int]]:
-        """Evaluation ids in ``parts`` runs of about equal work, evaluations
-        that may share a plan kept next to each other."""
-        def key(uid):
-            wid, scheduler, bucket_mb, cost = self.units[uid]
-            return wid, str(scheduler), bucket_mb or 0.0, cost.alpha_s, cost.beta_s_per_byte
-
-        order = sorted(range(len(self.units)), key=key)
-        weights = np.array([self.work([u]) for u in order])
-        bounds = np.searchsorted(np.cumsum(weights), np.linspace(0, weights.sum(), parts + 1)[1:-1], side="right")
-        return [chunk.tolist() for chunk in np.split(np.asarray(order, dtype=np.int64), bounds) if chunk.size]
-
-    def payload(self, unit_ids: list[int]) -> tuple[dict, list[tuple]]:
-        """What a worker needs for these evaluations: their workloads and keys."""
-        units = [(uid, *self.units[uid]) for uid in unit_ids]
-        workloads = {wid: self.workloads[wid] for _, wid, *_ in units}
-        return workloads, units
 
 
 def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict]:
