@@ -34,14 +34,15 @@ def mgwfbp(grads: GradientLayers, cost: CommCost) -> Plan:
     prev_end = -np.inf
     hi = n - 1
     group_bytes = nbytes[n - 1]
+    measured, alpha_s = cost.is_measured, cost.alpha_s
     for l in range(n - 1, 0, -1):
-        tau_c = max(prev_end, r[l])  # the current message is ready once layer l is
-        if cost.is_measured:  # a single-layer message takes its measured time
+        tau_c = r[l] if r[l] > prev_end else prev_end  # the current message is ready once layer l is
+        if measured:  # a single-layer message takes its measured time
             t_c = cost.message_time_s(tuple(int(i) for i in grads.index[l : hi + 1]), group_bytes)
         else:
             t_c = time_s(group_bytes)
         r_next = r[l - 1]
-        if r_next < tau_c + t_c and (tau_c > r_next or r_next - tau_c < cost.alpha_s):
+        if r_next < tau_c + t_c and (tau_c > r_next or r_next - tau_c < alpha_s):
             group_bytes += nbytes[l - 1]
         else:
             spans.append((hi, l))
