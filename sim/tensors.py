@@ -153,8 +153,13 @@ def with_parent_layers(timeline, row_names, tensor_layers):
     if tensor_layers is None or tuple(row_names) == tuple(tensor_layers):
         return timeline
     parent_of = {n: p for n, p in zip(row_names, tensor_layers, strict=True) if n != p}
+    import pandas as pd  # (the timeline is a DataFrame: pandas is loaded already)
+
     out = timeline.copy()
-    out["layer"] = [parent_layers_text(v, parent_of) if isinstance(v, str) else v for v in out["layer"]]
+    values = out["layer"].tolist()
+    renamed = {v: parent_layers_text(v, parent_of) for v in set(values) if isinstance(v, str)}  # each cell text once
+    out["layer"] = pd.array([renamed.get(v, v) if isinstance(v, str) else v for v in values],
+                            dtype=out["layer"].dtype)
     return out
 
 
