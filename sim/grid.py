@@ -130,7 +130,9 @@ class Grid:
         self._cost_ids: dict[CommCost, int] = {}
         self._cost_of: list[CommCost] = []
         cids, wids, uids = array("q"), array("q"), array("q")  # per row, compact (a million rows: 24 MB)
-        self.scheduler_of_row: list[str] = []
+        self.schedulers: list[str] = []  # the distinct scheduler names, by code
+        codes = array("q")
+        code_of: dict[str, int] = {}
         rows = configs.grid_rows() if isinstance(configs, ConfigProduct) else map(_values_of, configs)
         try:
             for values in rows:
@@ -138,13 +140,23 @@ class Grid:
                 cids.append(cid)
                 wids.append(wid)
                 uids.append(uid)
-                self.scheduler_of_row.append(scheduler)
+                code = code_of.get(scheduler)
+                if code is None:
+                    code = code_of[scheduler] = len(self.schedulers)
+                    self.schedulers.append(scheduler)
+                codes.append(code)
         except (SimInputError, TypeError) as exc:
             raise SimInputError(f"configuration {len(cids)}: {exc}") from None  # the rows before it all passed
         self.cluster_of_row = np.frombuffer(cids, dtype=np.int64).copy()
         self.workload_of_row = np.frombuffer(wids, dtype=np.int64).copy()
         self.unit_of_row = np.frombuffer(uids, dtype=np.int64).copy()
+        self.scheduler_code_of_row = np.frombuffer(codes, dtype=np.int64).copy()
         self._unit_ids, self._costs, self._cost_ids, self._cost_of = {}, {}, {}, []  # only while rows resolve
+
+    @property
+    def scheduler_of_row(self) -> list[str]:
+        """Each row's scheduler name."""
+        return [self.schedulers[c] for c in self.scheduler_code_of_row.tolist()]
 
     def _resolve(self, values: tuple) -> tuple[int, int, int, str]:
         """Find or add one configuration's (values in `GRID_KEYS` order) cluster, workload and evaluation."""

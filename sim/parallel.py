@@ -27,7 +27,6 @@ pool or to a Dask cluster, and each row is filled from its evaluation.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import os
 from collections.abc import Callable, Sequence
@@ -233,6 +232,11 @@ def run_grid(
     return _frame(grid, collector.results)
 
 
+def _strings(values: list[str], index: np.ndarray):
+    """``values[index]`` as the frame's string column, converting each distinct string once."""
+    return pd.array(values, dtype=pd.Series(values[:1] or [""]).dtype).take(index)
+
+
 class _Results:
     """Fills each evaluation's figures as chunks finish, and reports progress."""
 
@@ -266,23 +270,22 @@ def _frame(grid: Grid, results: dict) -> pd.DataFrame:
 
     def per_cluster(get, dtype=None):
         values = [get(c, cost) for c, cost in grid.clusters]
-        if dtype is not None:
-            return np.asarray(values, dtype=dtype)[cl]
-        return [values[i] for i in cl.tolist()]
+        return np.asarray(values, dtype=dtype)[cl] if dtype is not None else _strings(values, cl)
 
     def per_workload(get, dtype=None):
         values = [get(w) for w in grid.workloads]
-        if dtype is not None:
-            return np.asarray(values, dtype=dtype)[wl]
-        return [values[i] for i in wl.tolist()]
+        return np.asarray(values, dtype=dtype)[wl] if dtype is not None else _strings(values, wl)
 
     gpus = per_cluster(lambda c, _: c.gpus, np.int64)
-    name_of = functools.cache(lambda c, s: framework_name(grid.clusters[c][0], s))  # once per cluster, scheduler
+    code = grid.scheduler_code_of_row
+    pairs, pair_of_row = np.unique(cl * len(grid.schedulers) + code, return_inverse=True)  # (cluster, scheduler)
+    frameworks = [framework_name(grid.clusters[p // len(grid.schedulers)][0], grid.schedulers[p % len(grid.schedulers)])
+                  for p in pairs.tolist()]
     batch = per_workload(lambda w: w.batch_size, np.int64)
     single = per_workload(lambda w: w.single_gpu_iteration_s, float)
     data = {
         "model": per_workload(lambda w: w.model.name),
-        "scheduler": grid.scheduler_of_row,
+        "scheduler": _strings(grid.schedulers, code),
         "gpus": gpus,
         "gpus_per_node": per_cluster(lambda c, _: c.gpus_per_node, np.int64),
         "nodes": per_cluster(lambda c, _: c.nodes, np.int64),
@@ -301,7 +304,7 @@ def _frame(grid: Grid, results: dict) -> pd.DataFrame:
         **{k: v for k, v in rates(batch, gpus, t_iter, single).items() if k != "throughput_samples_per_s"},
         "num_messages": results["num_messages"][unit],
         "groups": [results["groups"][u] for u in unit.tolist()],
-        "framework": [name_of(c, s) for c, s in zip(cl.tolist(), grid.scheduler_of_row, strict=True)],
+        "framework": _strings(frameworks, pair_of_row.ravel()),
         "params": per_workload(lambda w: w.model.total_params, np.int64),
         "gradients": per_workload(lambda w: gradients_of(w.model)),
     }
