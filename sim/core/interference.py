@@ -22,7 +22,9 @@ if that stays so (`stretch`: exact for a task fully covered, one that a
 message leaves early, or one it reaches late); time again, until no time
 moves by more than `TOLERANCE`, at most `PASSES` rounds. The timeline of the
 last round shows the stretched bars; ``interference_s`` is the compute time
-they added.
+they added. Where the fast path's structure holds, `sim.core.backward_stretch`
+reaches the same fixed point exactly in one pass, task by task, and these
+rounds serve the rest.
 """
 
 from __future__ import annotations
