@@ -34,6 +34,7 @@ the aggregate run.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,7 +46,8 @@ from sim.core.plan import SHARD_GRADIENTS, SHARD_NONE, SHARD_OPTIMIZER, SHARD_PA
 from sim.core.shard import REDUCE_SCATTER, ShardedSteps
 from sim.core.taskgraph import KINDS, TAGS, Carry, TaskGraph
 
-__all__ = ["COMPUTE_LANES", "LANES", "TaskGraph", "WorkerTimes", "lower", "needs_general_engine", "parts_of", "task_count"]
+__all__ = ["COMPUTE_LANES", "LANES", "TaskGraph", "WorkerTimes", "lower", "needs_general_engine", "parts_of", "retimed",
+           "task_count"]
 
 #: Every lane a task can run on: a worker's loader, copy engine and compute
 #: stream, and the shared communication lanes.
@@ -384,3 +386,16 @@ def lower(model, plan: Plan, cost, *, precision: str = "fp32", iterations: int =
     if times is None:
         times = WorkerTimes.identical(model, iterations)
     return _Lowering(model, plan, cost, precision, prefetch, times).run(iterations)
+
+
+def retimed(graph: TaskGraph, fwd_s, bwd_s) -> TaskGraph:
+    """``graph`` (lowered by `lower` for identical workers) with each forward and backward task taking
+    its layer's ``fwd_s`` and ``bwd_s``: a copy that shares every array but the durations, as `lower`
+    of a model with those times would build it (each time times a scale of 1.0, the same bits)."""
+    graph.finish()
+    out = copy.copy(graph)
+    out.duration_s = graph.duration_s.copy()
+    for kind, times in (("forward", fwd_s), ("backward", bwd_s)):
+        rows = np.flatnonzero(graph.kind_id == graph.kinds.index(kind))
+        out.duration_s[rows] = np.asarray(times, dtype=float)[graph.layer_id[rows]]
+    return out
