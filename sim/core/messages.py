@@ -10,6 +10,7 @@ parameter-server costs, whose `step_time_s` is their ``time_s`` elementwise.
 
 from __future__ import annotations
 
+import itertools
 from functools import cached_property
 
 import numpy as np
@@ -37,7 +38,12 @@ def parts_of(nbytes: int, partition_bytes: int) -> list[int]:
 def part_count(groups, layer_bytes, partition_bytes: int) -> int:
     """How many parts the messages ``groups`` are cut into, from their sizes alone (no part is built)."""
     layer_bytes = np.asarray(layer_bytes).astype(np.int64)
-    nbytes = np.fromiter((int(layer_bytes[list(g)].sum()) for g in groups), dtype=np.int64, count=len(groups))
+    sizes = np.fromiter(map(len, groups), dtype=np.int64, count=len(groups))
+    flat = np.fromiter(itertools.chain.from_iterable(groups), dtype=np.int64, count=int(sizes.sum()))
+    nbytes = np.zeros(len(groups), dtype=np.int64)
+    nonempty = sizes > 0
+    if nonempty.any():
+        nbytes[nonempty] = np.add.reduceat(layer_bytes[flat], (np.cumsum(sizes) - sizes)[nonempty])
     p = int(partition_bytes)
     if p <= 0:
         return len(groups)

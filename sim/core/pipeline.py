@@ -106,7 +106,7 @@ class _Times:
     durations (D) and ranks (R) likewise."""
 
     def __init__(self, start, end, duration, rank) -> None:
-        self.start, self.end, self.rank = start, end, rank
+        self.start, self.end, self.duration, self.rank = start, end, duration, rank
         self.S, self.E, self.D, self.R = memoryview(start), memoryview(end), memoryview(duration), memoryview(rank)
 
 
@@ -165,7 +165,7 @@ def _lane_by_runs(tasks: np.ndarray, release: np.ndarray, msg: np.ndarray, ctx: 
     if not contiguous or np.any(np.diff(release)[np.isin(np.arange(1, len(tasks)), cut, invert=True)] < 0):
         return _lane(tasks.tolist(), release.tolist(), None, ctx, free)
     run_of = np.repeat(np.arange(len(runs) - 1), np.diff(runs)).tolist()
-    return _runs(tasks.tolist(), release.tolist(), run_of, runs[1:].tolist(), ctx, free)
+    return _runs(tasks, release.tolist(), run_of, runs[1:].tolist(), ctx, free)
 
 
 def _fifo(tasks: list, release: list, ctx: _Times, free) -> float:
@@ -182,9 +182,12 @@ def _fifo(tasks: list, release: list, ctx: _Times, free) -> float:
     return t
 
 
-def _runs(tasks: list, rel: list, run_of: list, run_end: list, ctx: _Times, free) -> float:
-    """The list schedule of `_lane_by_runs` (positions are ranks); returns when the lane is free."""
+def _runs(by_rank: np.ndarray, rel: list, run_of: list, run_end: list, ctx: _Times, free) -> float:
+    """The list schedule of `_lane_by_runs` (positions are ranks); returns when the lane is free.
+
+    Once every task is released, the rest go back to back in rank order (`_back_to_back`)."""
     S, E, D = ctx.S, ctx.E, ctx.D
+    tasks = by_rank.tolist()
     count = len(tasks)
     order = np.argsort(np.asarray(rel), kind="stable").tolist()
     head = [0] + run_end[:-1]  # each run's next position
@@ -199,6 +202,8 @@ def _runs(tasks: list, rel: list, run_of: list, run_end: list, ctx: _Times, free
             p += 1
             if q == head[run_of[q]] and q != cur:
                 push(heap, q)
+        if p == count:  # every task released: whatever is left goes in rank order, back to back
+            return _back_to_back(by_rank, head, run_end, t, ctx)
         if cur >= 0:  # the run goes on unless something of a smaller rank is released
             x = heapq.heappushpop(heap, cur) if heap else cur
         elif heap:
@@ -221,6 +226,23 @@ def _runs(tasks: list, rel: list, run_of: list, run_end: list, ctx: _Times, free
         head[r] = x
         cur = x if x < stop and rel[x] <= t else -1
     return t
+
+
+def _back_to_back(by_rank: np.ndarray, head: list, run_end: list, t: float, ctx: _Times) -> float:
+    """The tasks at positions ``head[r] .. run_end[r] - 1`` of every run r, in order, one after the
+    other from ``t`` (a running sum: the loop's additions in its order, so the same bits)."""
+    first, stop = np.asarray(head, dtype=np.int64), np.asarray(run_end, dtype=np.int64)
+    size = stop - first
+    if not size.sum():
+        return t
+    pos = np.repeat(first - (np.cumsum(size) - size), size) + np.arange(int(size.sum()), dtype=np.int64)
+    tasks = by_rank[pos]
+    times = np.empty(len(tasks) + 1)
+    times[0] = t
+    times[1:] = ctx.duration[tasks]
+    np.cumsum(times, out=times)
+    ctx.start[tasks], ctx.end[tasks] = times[:-1], times[1:]
+    return float(times[-1])
 
 
 def _lane(tasks: list, release: list, then, ctx: _Times, free):
