@@ -30,6 +30,7 @@ that both give the same times to the bit.
 from __future__ import annotations
 
 import heapq
+from typing import NamedTuple
 
 import numpy as np
 
@@ -51,6 +52,7 @@ class PipelineSteps:
         self.two_lanes, self.after_backward = two_lanes, after_backward
         self.prefetch, self.per_layer = prefetch, per_layer
         self.iterations: list[dict] = []
+        self.layouts = ({}, {})  # per channel lane, its `_RunLayout` (the same in every iteration)
 
     def add(self, **tasks) -> None:
         self.iterations.append(tasks)
@@ -143,29 +145,56 @@ def _channels(it, steps: PipelineSteps, ctx: _Times, lanes) -> np.ndarray:
     if steps.after_backward:
         release = np.maximum(release, end[bwd[0]])
     if first is last or steps.two_lanes:  # one step per part, or push then pull on a lane of its own
-        lanes["first"] = _lane_by_runs(first, release, steps.part_msg, ctx, lanes["first"])
+        lanes["first"] = _lane_by_runs(first, release, steps.part_msg, ctx, lanes["first"], steps.layouts[0])
         if first is not last:
-            lanes["second"] = _lane_by_runs(last, end[first], steps.part_msg, ctx, lanes["second"])
+            lanes["second"] = _lane_by_runs(last, end[first], steps.part_msg, ctx, lanes["second"],
+                                            steps.layouts[1])
     else:  # push and pull take turns on one lane
         lanes["first"] = _lane(first.tolist(), release.tolist(), last.tolist(), ctx, lanes["first"])
     return end[last]
 
 
-def _lane_by_runs(tasks: np.ndarray, release: np.ndarray, msg: np.ndarray, ctx: _Times, free):
+def _lane_by_runs(tasks: np.ndarray, release: np.ndarray, msg: np.ndarray, ctx: _Times, free, cache: dict):
     """`_lane` for a lane whose tasks come in runs, one per message: consecutive ranks, releases
     that do not decrease along the run. A run goes on without the heap while nothing of a
-    smaller rank is released."""
-    by_rank = np.argsort(ctx.rank[tasks], kind="stable")
-    tasks, release, msg = tasks[by_rank], release[by_rank], msg[by_rank]
+    smaller rank is released. ``cache`` keeps the lane's `_RunLayout` from one iteration to the next."""
+    lay = _run_layout(tasks, msg, ctx, cache)
+    tasks, release = tasks[lay.by_rank], release[lay.by_rank]
     if np.all(release[1:] >= release[:-1]):  # released in rank order: first come, first served
         return _fifo(tasks.tolist(), release.tolist(), ctx, free)
+    if not lay.contiguous or np.any(np.diff(release)[lay.inner] < 0):
+        return _lane(tasks.tolist(), release.tolist(), None, ctx, free)
+    return _runs(tasks, release.tolist(), lay.run_of, lay.run_end, ctx, free)
+
+
+class _RunLayout(NamedTuple):
+    """A lane's tasks by rank (``by_rank``, positions into the iteration's tasks), each position's run
+    (``run_of``), where each run ends (``run_end``), whether each message is one run
+    (``contiguous``) and which neighbouring positions share a run (``inner``)."""
+
+    by_rank: np.ndarray
+    run_of: list
+    run_end: list
+    contiguous: bool
+    inner: np.ndarray
+
+
+def _run_layout(tasks: np.ndarray, msg: np.ndarray, ctx: _Times, cache: dict) -> _RunLayout:
+    """The `_RunLayout` of ``tasks``: every iteration's parts are ranked alike, so the last
+    iteration's is reused once checked (its order ranks these tasks in strictly increasing order)."""
+    lay = cache.get("layout")
+    if lay is not None and len(lay.by_rank) == len(tasks):
+        ranks = ctx.rank[tasks[lay.by_rank]]
+        if np.all(ranks[1:] > ranks[:-1]):
+            return lay
+    by_rank = np.argsort(ctx.rank[tasks], kind="stable")
+    msg = msg[by_rank]
     cut = np.flatnonzero(msg[1:] != msg[:-1]) + 1
     runs = np.concatenate([[0], cut, [len(tasks)]]).astype(np.int64)
-    contiguous = len(np.unique(msg)) == len(runs) - 1
-    if not contiguous or np.any(np.diff(release)[np.isin(np.arange(1, len(tasks)), cut, invert=True)] < 0):
-        return _lane(tasks.tolist(), release.tolist(), None, ctx, free)
-    run_of = np.repeat(np.arange(len(runs) - 1), np.diff(runs)).tolist()
-    return _runs(tasks, release.tolist(), run_of, runs[1:].tolist(), ctx, free)
+    lay = cache["layout"] = _RunLayout(
+        by_rank, np.repeat(np.arange(len(runs) - 1), np.diff(runs)).tolist(), runs[1:].tolist(),
+        len(np.unique(msg)) == len(runs) - 1, np.isin(np.arange(1, len(tasks)), cut, invert=True))
+    return lay
 
 
 def _fifo(tasks: list, release: list, ctx: _Times, free) -> float:
