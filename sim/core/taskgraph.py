@@ -27,8 +27,8 @@ KINDS = ("io", "h2d", "forward", "backward", "update", "comm")
 #: empty), ``"0"`` (io, h2d), the message alone (an all-reduce), or a step.
 TAGS = ("", "0", "message", "push", "pull", "reduce-scatter", "all-gather", "all-gather-fwd", "all-gather-bwd")
 _INT_COLUMNS = ("resource", "iteration", "worker", "kind_id", "layer_id", "message", "tag", "part")
-_COLUMNS = (("duration_s", np.float64), ("nbytes", np.int64), ("key0", np.int64), ("key1", np.int64),
-            ("key2", np.int64), ("key3", np.int64)) + tuple((c, np.int32) for c in _INT_COLUMNS)
+_COLUMNS = (("duration_s", np.float64), ("nbytes", np.int64), ("key0", np.int64), ("key1", np.int32),
+            ("key2", np.int32), ("key3", np.int32)) + tuple((c, np.int32) for c in _INT_COLUMNS)
 _EDGE_COLUMNS = (("eu", np.int32), ("ev", np.int32), ("elag", np.float64))
 
 
@@ -41,6 +41,23 @@ class Carry(NamedTuple):
     layers: np.ndarray
     step_done: int
     backward_done: int
+
+
+def _chunk(value, dtype, count: int) -> tuple:
+    """``count`` values of a column: a scalar stays one value, an array is kept as given (the lowering
+    does not change an array it has passed) until `_join` fills the column."""
+    value = np.asarray(value)
+    return (count, value.astype(dtype)[()] if value.ndim == 0 else np.broadcast_to(value, (count,)))
+
+
+def _join(chunks: list, dtype) -> np.ndarray:
+    """A column from its chunks (`_chunk`), filled in place."""
+    out = np.empty(sum(count for count, _ in chunks), dtype=dtype)
+    at = 0
+    for count, value in chunks:
+        out[at:at + count] = value
+        at += count
+    return out
 
 
 class TaskGraph:
@@ -97,7 +114,7 @@ class TaskGraph:
         kind = self.kind_index(kind) if isinstance(kind, str) else kind
         values = (duration, nbytes, *key, resource, k, worker, kind, layer, message, tag, part)
         for (name, dtype), value in zip(_COLUMNS, values, strict=True):
-            self._chunks[name].append(np.broadcast_to(np.asarray(value, dtype=dtype), (count,)).copy())
+            self._chunks[name].append(_chunk(value, dtype, count))
         self._n += count
         return idx
 
@@ -114,10 +131,15 @@ class TaskGraph:
     def edges(self, u, v, lag_s=0.0) -> None:
         """Edges ``u[i] -> v[i]`` (either may be a scalar), with optional lags."""
         self._flush("edge")
-        u, v = np.broadcast_arrays(np.asarray(u, dtype=np.int64), np.asarray(v, dtype=np.int64))
-        lag = np.broadcast_to(np.asarray(lag_s, dtype=np.float64), u.shape)
-        for name, values in (("eu", u), ("ev", v), ("elag", np.where(lag > 0, lag, 0.0))):
-            self._chunks[name].append(np.array(values, dtype=self._dtype(name)).ravel())
+        u, v, lag = np.asarray(u), np.asarray(v), np.asarray(lag_s, dtype=np.float64)
+        shape = np.broadcast_shapes(u.shape, v.shape, lag.shape)
+        if len(shape) > 1:
+            u, v, lag = (np.broadcast_to(x, shape).ravel() for x in (u, v, lag))
+        count = int(np.prod(shape))
+        lagged = lag > 0
+        lag = np.where(lagged, lag, 0.0) if lagged.any() else 0.0  # no lag: one zero, not a column of them
+        for name, values in (("eu", u), ("ev", v), ("elag", lag)):
+            self._chunks[name].append(_chunk(values, self._dtype(name), count))
 
     @staticmethod
     def _dtype(name: str):
@@ -127,7 +149,8 @@ class TaskGraph:
         names = [c for c, _ in (_EDGE_COLUMNS if which == "edge" else _COLUMNS)]
         if self._pending[names[0]]:
             for name in names:
-                self._chunks[name].append(np.asarray(self._pending[name], dtype=self._dtype(name)))
+                values = np.asarray(self._pending[name], dtype=self._dtype(name))
+                self._chunks[name].append((len(values), values))
                 self._pending[name] = []
 
     def finish(self) -> TaskGraph:
@@ -136,18 +159,22 @@ class TaskGraph:
             return self
         self._flush("task")
         self._flush("edge")
+        self.has_lags = any(not (np.isscalar(v) and v == 0) for _, v in self._chunks["elag"])
+        if not self.has_lags:
+            del self._chunks["elag"]
         for name, dtype in _COLUMNS + _EDGE_COLUMNS:
-            chunks = self._chunks.pop(name)
-            setattr(self, name, np.concatenate(chunks) if chunks else np.zeros(0, dtype))
+            if name in self._chunks:
+                setattr(self, name, _join(self._chunks.pop(name), dtype))
         self._pending = {}
         order = np.argsort(self.eu, kind="stable")
         self.succ_index = self.ev[order].astype(np.int32)
-        self.has_lags = bool(np.any(self.elag > 0))
         self.succ_lag_s = self.elag[order] if self.has_lags else np.zeros(1)
         self.succ_ptr = np.zeros(self._n + 1, dtype=np.int64)
         np.cumsum(np.bincount(self.eu, minlength=self._n), out=self.succ_ptr[1:])
         self.indegree = np.bincount(self.ev, minlength=self._n).astype(np.int32)
-        del self.eu, self.ev, self.elag  # kept in compressed form only
+        del self.eu, self.ev  # kept in compressed form only
+        if self.has_lags:
+            del self.elag
         self._rank()
         del self.key0, self.key1, self.key2, self.key3  # ranked
         self._final = True
@@ -160,7 +187,7 @@ class TaskGraph:
     def _rank(self) -> None:
         """``order``: the tasks sorted by (resource, key, index); ``rank[t]``: t's place in it;
         ``priority[t]``: t's rank among its resource's tasks."""
-        idx = np.arange(self._n, dtype=np.int64)
+        idx = np.arange(self._n, dtype=np.int32)
         self.order = np.lexsort((idx, self.key3, self.key2, self.key1, self.key0, self.resource)).astype(np.int32)
         self.rank = np.empty(self._n, dtype=np.int32)
         self.rank[self.order] = idx
