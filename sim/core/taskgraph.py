@@ -159,26 +159,30 @@ class TaskGraph:
             return self
         self._flush("task")
         self._flush("edge")
-        self.has_lags = any(not (np.isscalar(v) and v == 0) for _, v in self._chunks["elag"])
-        if not self.has_lags:
-            del self._chunks["elag"]
-        for name, dtype in _COLUMNS + _EDGE_COLUMNS:
-            if name in self._chunks:
-                setattr(self, name, _join(self._chunks.pop(name), dtype))
-        self._pending = {}
-        order = np.argsort(self.eu, kind="stable")
-        self.succ_index = self.ev[order].astype(np.int32)
-        self.succ_lag_s = self.elag[order] if self.has_lags else np.zeros(1)
-        self.succ_ptr = np.zeros(self._n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self.eu, minlength=self._n), out=self.succ_ptr[1:])
-        self.indegree = np.bincount(self.ev, minlength=self._n).astype(np.int32)
-        del self.eu, self.ev  # kept in compressed form only
-        if self.has_lags:
-            del self.elag
+        chunks, self._chunks, self._pending = self._chunks, {}, {}
+        self._successors(chunks)
+        # the keys, ranked and dropped, before the other columns are joined (less memory at once)
+        for name, dtype in _COLUMNS[2:7]:
+            setattr(self, name, _join(chunks.pop(name), dtype))
         self._rank()
         del self.key0, self.key1, self.key2, self.key3  # ranked
+        for name, dtype in _COLUMNS:
+            if name in chunks:
+                setattr(self, name, _join(chunks.pop(name), dtype))
         self._final = True
         return self
+
+    def _successors(self, chunks: dict) -> None:
+        """The edges in compressed form: each task's successors (and their lags) by source."""
+        self.has_lags = any(not (np.isscalar(v) and v == 0) for _, v in chunks["elag"])
+        eu, ev = _join(chunks.pop("eu"), np.int32), _join(chunks.pop("ev"), np.int32)
+        order = np.argsort(eu, kind="stable")
+        self.succ_index = ev[order]
+        self.succ_lag_s = _join(chunks.pop("elag"), np.float64)[order] if self.has_lags else np.zeros(1)
+        del order
+        self.succ_ptr = np.zeros(self._n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(eu, minlength=self._n), out=self.succ_ptr[1:])
+        self.indegree = np.bincount(ev, minlength=self._n).astype(np.int32)
 
     def rank_priorities(self) -> TaskGraph:
         """Each task's rank among its resource's tasks, by key (then index): `finish`."""
