@@ -128,12 +128,18 @@ def _io_h2d(it, ready: float, ctx: _Times, lanes) -> None:
 
 def _chain(tasks, ready, ctx: _Times) -> None:
     """Tasks one after the other on a lane, the first at ``ready``."""
-    S, E, D = ctx.S, ctx.E, ctx.D
-    t = float(ready)
-    for i in tasks.tolist():
-        S[i] = t
-        t = t + D[i]
-        E[i] = t
+    _in_turn(tasks, float(ready), ctx)
+
+
+def _in_turn(tasks: np.ndarray, t: float, ctx: _Times) -> float:
+    """``tasks`` one after the other from ``t``, as a running sum (the additions a loop makes, in
+    its order, so the same bits); returns the end of the last."""
+    times = np.empty(len(tasks) + 1)
+    times[0] = t
+    times[1:] = ctx.duration[tasks]
+    np.cumsum(times, out=times)
+    ctx.start[tasks], ctx.end[tasks] = times[:-1], times[1:]
+    return float(times[-1])
 
 
 def _channels(it, steps: PipelineSteps, ctx: _Times, lanes) -> np.ndarray:
@@ -265,13 +271,7 @@ def _back_to_back(by_rank: np.ndarray, head: list, run_end: list, t: float, ctx:
     if not size.sum():
         return t
     pos = np.repeat(first - (np.cumsum(size) - size), size) + np.arange(int(size.sum()), dtype=np.int64)
-    tasks = by_rank[pos]
-    times = np.empty(len(tasks) + 1)
-    times[0] = t
-    times[1:] = ctx.duration[tasks]
-    np.cumsum(times, out=times)
-    ctx.start[tasks], ctx.end[tasks] = times[:-1], times[1:]
-    return float(times[-1])
+    return _in_turn(by_rank[pos], t, ctx)
 
 
 def _lane(tasks: list, release: list, then, ctx: _Times, free):
@@ -304,13 +304,16 @@ def _lane(tasks: list, release: list, then, ctx: _Times, free):
 def _updates_and_forward(it, nxt, release: list, ctx: _Times) -> None:
     """Iteration k's per-layer updates (released at ``release``) and iteration k + 1's forward
     pass on the compute lane, free from the end of backward on: a released update first (by
-    rank), else the next forward once released (its previous layer, and its layer's update)."""
+    rank), else the next forward once released (its previous layer, and its layer's update).
+    Once every update has run, the forwards left go back to back (`_in_turn`)."""
     S, E, D = ctx.S, ctx.E, ctx.D
-    ups, layers = it["ups"].tolist(), it["ups_layer"].tolist()
-    order = np.argsort(np.asarray(release), kind="stable").tolist()
+    push, pop = heapq.heappush, heapq.heappop
+    ups = it["ups"].tolist()
+    by_release = np.argsort(np.asarray(release), kind="stable")
+    order, rel = by_release.tolist(), np.asarray(release)[by_release].tolist()
     fwd = nxt["fwd"].tolist() if nxt is not None else []
     update_of = [-1] * len(it["fwd"])
-    for u, layer in enumerate(layers):
+    for u, layer in enumerate(it["ups_layer"].tolist()):
         update_of[layer] = u
     done = [False] * len(ups)
     t = E[int(it["bwd"][0])]
@@ -318,26 +321,35 @@ def _updates_and_forward(it, nxt, release: list, ctx: _Times) -> None:
     heap: list = []
     p = i = 0
     count, n_fwd = len(ups), len(fwd)
-    while p < count or heap or i < n_fwd:
-        while p < count and release[order[p]] <= t:
-            heapq.heappush(heap, order[p])
+    upcoming = rel[0] if count else _INF  # the next release
+    while True:
+        while upcoming <= t:
+            push(heap, order[p])
             p += 1
+            upcoming = rel[p] if p < count else _INF
         if heap:
-            u = heapq.heappop(heap)
+            u = pop(heap)
             x = ups[u]
             done[u] = True
-        else:
-            u = update_of[i] if i < n_fwd else -1
-            fwd_ready = ready if u < 0 else (max(ready, E[ups[u]]) if done[u] else _INF)
-            if i < n_fwd and fwd_ready <= t:
-                x = fwd[i]
-                i += 1
-                S[x] = t
-                t = ready = t + D[x]
-                E[x] = t
-                continue
-            t = min(release[order[p]] if p < count else _INF, fwd_ready if i < n_fwd else _INF)
+            S[x] = t
+            t = t + D[x]
+            E[x] = t
             continue
-        S[x] = t
-        t = t + D[x]
-        E[x] = t
+        if i >= n_fwd:
+            if p >= count:
+                return
+            t = upcoming
+            continue
+        u = update_of[i]
+        fwd_ready = ready if u < 0 else (max(ready, E[ups[u]]) if done[u] else _INF)
+        if fwd_ready <= t:
+            if p >= count:  # every update has run: the rest of the forward pass, back to back
+                _in_turn(nxt["fwd"][i:], t, ctx)
+                return
+            x = fwd[i]
+            i += 1
+            S[x] = t
+            t = ready = t + D[x]
+            E[x] = t
+            continue
+        t = upcoming if upcoming < fwd_ready else fwd_ready
