@@ -1,10 +1,11 @@
 """The general path's shortcuts against the per-task code they replace, to the bit: the event loop
-without lags, a graph re-timed for new compute times, the sharded all-gathers built as blocks, and the
-pipeline's channel once every part is released."""
+without lags, a graph re-timed for new compute times, the sharded all-gathers built as blocks, the
+pipeline's channel once every part is released, and DeAR's steps timed by the pipeline."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
@@ -13,10 +14,10 @@ from hypothesis import strategies as st
 
 import sim
 from sim.core import engine, pipeline
-from sim.core.cost import CommCost
+from sim.core.cost import CommCost, PSCost
 from sim.core.interference import with_times
 from sim.core.lower import lower, retimed
-from sim.core.plan import SHARD_PARAMETERS, Plan
+from sim.core.plan import SHARD_NONE, SHARD_PARAMETERS, Plan
 from sim.core.taskgraph import TAGS
 from tests.test_engine_pipeline import _case
 
@@ -115,4 +116,22 @@ def test_a_backlogged_channel_runs_its_last_parts_back_to_back_as_the_event_loop
                 per_layer_update=True)
     graph = lower(model, plan, CommCost(1e-5, 1e-9), iterations=4)
     assert graph.pipeline is not None and pipeline.applies(graph, graph.pipeline)
+    assert all(np.array_equal(a, b) for a, b in zip(engine.run(graph), engine.run(graph, general=True), strict=True))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans(), st.booleans())
+def test_deARs_pipeline_gives_the_event_loops_times_with_updates_of_no_duration(seed, no_update, grid):
+    """DeAR's updates and all-gathers between two backward passes (`sim.core.pipeline.decoupled_step`):
+    with updates, io and h2d that take no time (each ends in a later round of its instant) or not."""
+    model, plan, cost, iterations, prefetch, _ = _case(seed, grid)
+    if isinstance(cost, PSCost):
+        cost = CommCost(1e-5, 1e-9)
+    if no_update:
+        model = dataclasses.replace(model, update_s=0.0, io_s=0.0, h2d_s=0.0)
+    plan = dataclasses.replace(plan, decoupled=True, per_layer_update=True, shard=SHARD_NONE, priority="fifo")
+    if not plan.groups:  # nothing to send: no pipeline steps
+        return
+    graph = lower(model, plan, cost, iterations=max(iterations, 2), prefetch=prefetch)
+    assert graph.pipeline is not None and graph.pipeline.decoupled
     assert all(np.array_equal(a, b) for a, b in zip(engine.run(graph), engine.run(graph, general=True), strict=True))

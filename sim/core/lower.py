@@ -116,13 +116,14 @@ class _Lowering(ShardedSteps):
 
     def pipeline_steps(self, prefetch: bool) -> PipelineSteps | None:
         """What `sim.core.pipeline` needs to time the graph without the event loop, when it applies:
-        one worker, at least one layer and one message, no decoupled or sharded steps."""
+        one worker, at least one layer and one message, no sharded steps."""
         m, plan = self.msgs, self.plan
-        if (self.times.workers != 1 or not self.n or not m.parts or plan.decoupled or plan.shard != SHARD_NONE
+        if (self.times.workers != 1 or not self.n or not m.parts or plan.shard != SHARD_NONE
                 or len(np.unique(m.members)) != len(m.members)):
             return None
         return PipelineSteps(m, two_lanes=self.push_lane != self.pull_lane, after_backward=plan.after_backward,
-                             prefetch=prefetch, per_layer=plan.per_layer_update)
+                             prefetch=prefetch, per_layer=plan.per_layer_update,
+                             layer_msg=self.group_of if plan.decoupled else None)
 
     def step_names(self) -> tuple[str, ...]:
         if self.is_ps:
@@ -276,7 +277,7 @@ class _Lowering(ShardedSteps):
         reps = m.count[u_msg]  # every part of the message -> each of its updates
         g.edges(ends[np.repeat(m.first_part[:-1][u_msg], reps) + _ranges(reps)], np.repeat(ups, reps))
         if self.pipeline is not None:
-            self.pipeline.iterations[-1].update(ups=ups, ups_layer=u_layer, ups_msg=u_msg)
+            self.pipeline.iterations[-1].update(ups=ups, ups_layer=u_layer, ups_msg=u_msg, ags=base + ag_pos)
         if not self.plan.decoupled:
             return [Carry(ups[u_w == w], u_layer[u_w == w], chains[w][-1], chains[w][-1]) for w in range(W)]
         ag = base + ag_pos

@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["PipelineSteps", "applies", "run"]
+__all__ = ["PipelineSteps", "applies", "decoupled_step", "run"]
 
 _INF = float("inf")
 
@@ -43,12 +43,16 @@ class PipelineSteps:
     """What the lowering created, per iteration: task indices ``io``, ``h2d``, ``fwd`` and ``bwd``
     (by layer), the parts' ``first`` and ``last`` steps (the same for a one-step part), and the
     ``single`` update or the per-layer updates ``ups`` with their layers ``ups_layer`` and
-    messages ``ups_msg``. Per part: the layer whose backward releases it (``part_low``), its
+    messages ``ups_msg`` (and DeAR's all-gathers ``ags``, with ``layer_msg`` set). Per part: the layer whose backward releases it (``part_low``), its
     lag and message; whether the first and second steps share a lane (``shared``)."""
 
-    def __init__(self, msgs, *, two_lanes: bool, after_backward: bool, prefetch: bool, per_layer: bool) -> None:
+    def __init__(self, msgs, *, two_lanes: bool, after_backward: bool, prefetch: bool, per_layer: bool,
+                 layer_msg: np.ndarray | None = None) -> None:
         self.part_low, self.part_lag = msgs.low[msgs.part_msg], msgs.lag_s[msgs.part_msg]
         self.part_msg, self.first_part = msgs.part_msg, msgs.first_part
+        # DeAR: each layer's message (-1: none), each message's updates and all-gathers (``ags``, by part)
+        self.layer_msg, self.msg_sizes, self.msg_parts = layer_msg, msgs.sizes, msgs.count
+        self.decoupled = layer_msg is not None
         self.two_lanes, self.after_backward = two_lanes, after_backward
         self.prefetch, self.per_layer = prefetch, per_layer
         self.iterations: list[dict] = []
@@ -92,7 +96,14 @@ def run(graph, steps: PipelineSteps) -> tuple[np.ndarray, np.ndarray] | None:
             if nxt is not None:
                 _io_h2d(nxt, 0.0 if steps.prefetch else ctx.E[bwd0], ctx, lanes)
             release = np.maximum.reduceat(last_end, steps.first_part[:-1])[it["ups_msg"]]
-            _updates_and_forward(it, nxt, release.tolist(), ctx)
+            if not steps.decoupled:
+                _updates_and_forward(it, nxt, release.tolist(), ctx)
+                continue
+            if np.any(_release(it, steps, ctx) > ctx.E[bwd0]):  # a reduce-scatter after backward: the event loop
+                return None
+            lanes["first"] = decoupled_step(it, nxt, release.tolist(), steps, ctx, lanes["first"])
+            if lanes["first"] is None:
+                return None
             continue
         u = int(it["single"])
         ctx.S[u] = t = max(ctx.E[bwd0], float(np.max(last_end)))
@@ -144,12 +155,8 @@ def _in_turn(tasks: np.ndarray, t: float, ctx: _Times) -> float:
 
 def _channels(it, steps: PipelineSteps, ctx: _Times, lanes) -> np.ndarray:
     """The parts of one iteration on their lanes; the end of each part's last step."""
-    first, last, bwd, end = it["first"], it["last"], it["bwd"], ctx.end
-    release = end[bwd[steps.part_low]]
-    lagged = steps.part_lag > 0
-    release[lagged] = release[lagged] + steps.part_lag[lagged]
-    if steps.after_backward:
-        release = np.maximum(release, end[bwd[0]])
+    first, last, end = it["first"], it["last"], ctx.end
+    release = _release(it, steps, ctx)
     if first is last or steps.two_lanes:  # one step per part, or push then pull on a lane of its own
         lanes["first"] = _lane_by_runs(first, release, steps.part_msg, ctx, lanes["first"], steps.layouts[0])
         if first is not last:
@@ -158,6 +165,17 @@ def _channels(it, steps: PipelineSteps, ctx: _Times, lanes) -> np.ndarray:
     else:  # push and pull take turns on one lane
         lanes["first"] = _lane(first.tolist(), release.tolist(), last.tolist(), ctx, lanes["first"])
     return end[last]
+
+
+def _release(it, steps: PipelineSteps, ctx: _Times) -> np.ndarray:
+    """When each part's first step is released: its lowest layer's backward ends, plus its lag."""
+    bwd, end = it["bwd"], ctx.end
+    release = end[bwd[steps.part_low]]
+    lagged = steps.part_lag > 0
+    release[lagged] = release[lagged] + steps.part_lag[lagged]
+    if steps.after_backward:
+        release = np.maximum(release, end[bwd[0]])
+    return release
 
 
 def _lane_by_runs(tasks: np.ndarray, release: np.ndarray, msg: np.ndarray, ctx: _Times, free, cache: dict):
@@ -353,3 +371,69 @@ def _updates_and_forward(it, nxt, release: list, ctx: _Times) -> None:
             E[x] = t
             continue
         t = upcoming if upcoming < fwd_ready else fwd_ready
+
+
+def decoupled_step(it, nxt, release: list, steps: PipelineSteps, ctx: _Times, channel_free: float):
+    """DeAR after iteration k's backward pass: its updates (released at ``release``, as their reduce-scatters
+    end) and iteration k + 1's forward pass on the compute lane, its all-gathers on the channel (free from
+    ``channel_free`` on). Round by round as the event loop goes: what ends now releases its successors,
+    then each idle lane starts its released task of smallest rank (one of no duration ends in a later
+    round of the instant). Returns when the channel is free; None if some task was never released."""
+    S, E, D, R = ctx.S, ctx.E, ctx.D, ctx.R
+    push, pop = heapq.heappush, heapq.heappop
+    ups, ups_msg, ags, first_part, part_msg, left_ups, left_ags, fwd, fwd_msg = _as_lists(
+        it["ups"], it["ups_msg"], it["ags"], steps.first_part, steps.part_msg, steps.msg_sizes, steps.msg_parts,
+        nxt["fwd"] if nxt is not None else np.zeros(0, np.int64), steps.layer_msg)
+    order = np.argsort(np.asarray(release), kind="stable")
+    order, rel = order.tolist(), np.asarray(release)[order].tolist()
+    now = E[int(it["bwd"][0])]
+    first_ready = max(E[int(nxt["h2d"])], now) if nxt is not None else _INF  # the first forward's other predecessors
+    count, n_fwd, inf = len(ups), len(fwd), _INF
+    c_task, c_u, h_task, c_end, fwd_free, upd, agq, p, i = -1, -1, -1, inf, True, [], [], 0, 0
+    while True:
+        if c_task >= 0 and c_end == now:  # what ends now releases its successors
+            if c_u >= 0:
+                g = ups_msg[c_u]
+                left_ups[g] -= 1
+                if not left_ups[g]:
+                    for j in range(first_part[g], first_part[g + 1]):
+                        push(agq, (R[ags[j]], j))
+            else:
+                fwd_free = True
+            c_task = -1
+        if h_task >= 0 and channel_free == now:
+            left_ags[part_msg[h_task]] -= 1
+            h_task = -1
+        while p < count and rel[p] <= now:
+            push(upd, order[p])
+            p += 1
+        if c_task < 0:  # the compute lane: a released update, else the next forward once released
+            if upd:
+                c_u = pop(upd)
+                c_task = ups[c_u]
+            elif i < n_fwd and fwd_free and (i or first_ready <= now) and (
+                    fwd_msg[i] < 0 or not left_ags[fwd_msg[i]]):
+                c_u, c_task, fwd_free = -1, fwd[i], False
+                i += 1
+            if c_task >= 0:
+                S[c_task] = now
+                E[c_task] = c_end = now + D[c_task]
+        if h_task < 0 and agq and channel_free <= now:  # the channel: the released all-gather of smallest rank
+            h_task = pop(agq)[1]
+            S[ags[h_task]] = now
+            E[ags[h_task]] = channel_free = now + D[ags[h_task]]
+        later = c_end if c_task >= 0 else inf  # the next instant something ends or is released
+        if (h_task >= 0 or agq) and channel_free < later:  # (waiting all-gathers: the channel is busy until then)
+            later = channel_free
+        if p < count and rel[p] < later:
+            later = rel[p]
+        if not i and now < first_ready < later:
+            later = first_ready
+        if later == inf:
+            break
+        now = later
+    return channel_free if i == n_fwd and p == count and not upd and not agq and not any(left_ags) else None
+
+
+def _as_lists(*arrays) -> list:
+    return [a.tolist() for a in arrays]
