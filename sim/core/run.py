@@ -101,9 +101,14 @@ def _graph_fixed_point(model, plan: Plan, cost, precision: str, prefetch: bool):
     check_task_budget(model, plan, cost, precision, n_run)
     graph = lower(model, plan, cost, precision=precision, iterations=n_run, prefetch=prefetch)
 
+    rounds: list = []
+
     def time_rows(fwd, bwd):  # the task graph and its times (no timeline table)
+        if rounds:  # the round before is read no more: emptied, its arrays go before the next are made
+            rounds.pop().clear()
         timed = retimed(graph, fwd[0], bwd[0])
-        return (timed, *core_engine.run(timed))
+        rounds.append([timed, *core_engine.run(timed)])
+        return rounds[-1]
 
     def overlap_of(kept):
         return graph_overlap(*kept, model.layer_names, n_run - 2)

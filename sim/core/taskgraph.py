@@ -60,6 +60,13 @@ def _join(chunks: list, dtype) -> np.ndarray:
     return out
 
 
+def _narrow(chunks: list):
+    """int32 for a column of byte counts that all fit in it (every message part under 2 GiB), else int64."""
+    top = max((int(np.max(v)) if np.ndim(v) else int(v) for count, v in chunks if count), default=0)
+    low = min((int(np.min(v)) if np.ndim(v) else int(v) for count, v in chunks if count), default=0)
+    return np.int32 if low >= -2**31 and top < 2**31 else np.int64
+
+
 class TaskGraph:
     """Tasks as parallel arrays; edges as arrays with optional lags (see the module doc).
 
@@ -168,7 +175,8 @@ class TaskGraph:
         del self.key0, self.key1, self.key2, self.key3  # ranked
         for name, dtype in _COLUMNS:
             if name in chunks:
-                setattr(self, name, _join(chunks.pop(name), dtype))
+                parts = chunks.pop(name)
+                setattr(self, name, _join(parts, _narrow(parts) if name == "nbytes" else dtype))
         self._final = True
         return self
 
@@ -180,7 +188,7 @@ class TaskGraph:
         self.succ_index = ev[order]
         self.succ_lag_s = _join(chunks.pop("elag"), np.float64)[order] if self.has_lags else np.zeros(1)
         del order
-        self.succ_ptr = np.zeros(self._n + 1, dtype=np.int64)
+        self.succ_ptr = np.zeros(self._n + 1, dtype=np.int32 if len(eu) < 2**31 else np.int64)
         np.cumsum(np.bincount(eu, minlength=self._n), out=self.succ_ptr[1:])
         self.indegree = np.bincount(ev, minlength=self._n).astype(np.int32)
 
