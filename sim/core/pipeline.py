@@ -188,7 +188,7 @@ def _lane_by_runs(tasks: np.ndarray, release: np.ndarray, msg: np.ndarray, ctx: 
         return _fifo(tasks.tolist(), release.tolist(), ctx, free)
     if not lay.contiguous or np.any(np.diff(release)[lay.inner] < 0):
         return _lane(tasks.tolist(), release.tolist(), None, ctx, free)
-    return _runs(tasks, release.tolist(), lay.run_of, lay.run_end, ctx, free)
+    return _runs(tasks, release, lay, ctx, free)
 
 
 class _RunLayout(NamedTuple):
@@ -197,8 +197,8 @@ class _RunLayout(NamedTuple):
     (``contiguous``) and which neighbouring positions share a run (``inner``)."""
 
     by_rank: np.ndarray
-    run_of: list
-    run_end: list
+    run_of: np.ndarray
+    run_end: np.ndarray
     contiguous: bool
     inner: np.ndarray
 
@@ -216,7 +216,7 @@ def _run_layout(tasks: np.ndarray, msg: np.ndarray, ctx: _Times, cache: dict) ->
     cut = np.flatnonzero(msg[1:] != msg[:-1]) + 1
     runs = np.concatenate([[0], cut, [len(tasks)]]).astype(np.int64)
     lay = cache["layout"] = _RunLayout(
-        by_rank, np.repeat(np.arange(len(runs) - 1), np.diff(runs)).tolist(), runs[1:].tolist(),
+        by_rank, np.repeat(np.arange(len(runs) - 1), np.diff(runs)), runs[1:],
         len(np.unique(msg)) == len(runs) - 1, np.isin(np.arange(1, len(tasks)), cut, invert=True))
     return lay
 
@@ -235,43 +235,50 @@ def _fifo(tasks: list, release: list, ctx: _Times, free) -> float:
     return t
 
 
-def _runs(by_rank: np.ndarray, rel: list, run_of: list, run_end: list, ctx: _Times, free) -> float:
+def _runs(tasks: np.ndarray, release: np.ndarray, lay: _RunLayout, ctx: _Times, free) -> float:
     """The list schedule of `_lane_by_runs` (positions are ranks); returns when the lane is free.
 
-    Once every task is released, the rest go back to back in rank order (`_back_to_back`)."""
+    Only a run's first part, or one released later than the part before it, can be the head of its
+    run when released (the rest go on with their run): only those are taken in release order. Once
+    every part is released, the rest go back to back in rank order (`_back_to_back`)."""
     S, E, D = ctx.S, ctx.E, ctx.D
-    tasks = by_rank.tolist()
     count = len(tasks)
-    order = np.argsort(np.asarray(rel), kind="stable").tolist()
-    head = [0] + run_end[:-1]  # each run's next position
+    may_lead = np.ones(count, dtype=bool)
+    may_lead[1:] = ~lay.inner | (release[1:] > release[:-1])
+    order = np.flatnonzero(may_lead)
+    order = order[np.argsort(release[order], kind="stable")]
+    order, rel_o, n_rel = order.tolist(), release[order].tolist(), len(order)
+    task, rel, run_of, run_end = memoryview(tasks), memoryview(release), memoryview(lay.run_of), memoryview(lay.run_end)
+    first = np.concatenate([[0], lay.run_end[:-1]]).astype(np.int64)  # each run's next position
+    head = memoryview(first)
     heap: list = []
     push, pop = heapq.heappush, heapq.heappop
     t = -_INF if free is None else free
     p = done = 0
     cur = -1  # the position that would continue the run just served
     while done < count:
-        while p < count and rel[order[p]] <= t:
+        while p < n_rel and rel_o[p] <= t:
             q = order[p]
             p += 1
             if q == head[run_of[q]] and q != cur:
                 push(heap, q)
-        if p == count:  # every task released: whatever is left goes in rank order, back to back
-            return _back_to_back(by_rank, head, run_end, t, ctx)
+        if p == n_rel:  # every task released: whatever is left goes in rank order, back to back
+            return _back_to_back(tasks, first, lay.run_end, t, ctx)
         if cur >= 0:  # the run goes on unless something of a smaller rank is released
             x = heapq.heappushpop(heap, cur) if heap else cur
         elif heap:
             x = pop(heap)
         else:  # idle until the next release
-            t = rel[order[p]]
+            t = rel_o[p]
             continue
         # serve the run from x on until its next part is not yet released or something else is
         r = run_of[x]
-        stop, upcoming = run_end[r], rel[order[p]] if p < count else _INF
+        stop, upcoming = run_end[r], rel_o[p]
         while True:
-            task = tasks[x]
-            S[task] = t
-            t = t + D[task]
-            E[task] = t
+            i = task[x]
+            S[i] = t
+            t = t + D[i]
+            E[i] = t
             done += 1
             x += 1
             if x >= stop or rel[x] > t or upcoming <= t:
@@ -281,7 +288,7 @@ def _runs(by_rank: np.ndarray, rel: list, run_of: list, run_end: list, ctx: _Tim
     return t
 
 
-def _back_to_back(by_rank: np.ndarray, head: list, run_end: list, t: float, ctx: _Times) -> float:
+def _back_to_back(by_rank: np.ndarray, head: np.ndarray, run_end: np.ndarray, t: float, ctx: _Times) -> float:
     """The tasks at positions ``head[r] .. run_end[r] - 1`` of every run r, in order, one after the
     other from ``t`` (a running sum: the loop's additions in its order, so the same bits)."""
     first, stop = np.asarray(head, dtype=np.int64), np.asarray(run_end, dtype=np.int64)
