@@ -37,12 +37,12 @@ class CycleError(ValueError):
     """The task graph has a cycle: no schedule exists."""
 
 
-def run(graph: TaskGraph, *, general: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def run(graph: TaskGraph, *, general: bool = False, out=None) -> tuple[np.ndarray, np.ndarray]:
     """Start and end time of every task of ``graph`` (arrays in task order).
 
     A graph the lowering marked as a plain pipeline of one worker is timed
     lane by lane (`sim.core.pipeline`, the same times); ``general`` forces
-    the event loop.
+    the event loop. ``out``: two arrays of ``len(graph)`` to write the times into.
 
     Raises
     ------
@@ -51,13 +51,17 @@ def run(graph: TaskGraph, *, general: bool = False) -> tuple[np.ndarray, np.ndar
     """
     graph.finish()
     n = len(graph)
-    start, end = np.full(n, np.nan), np.full(n, np.nan)
+    start, end = (np.empty(n), np.empty(n)) if out is None else out
+    start.fill(np.nan)
+    end.fill(np.nan)
     if n == 0:
         return start, end
     if graph.pipeline is not None and not general:
-        times = pipeline.run(graph, graph.pipeline)
+        times = pipeline.run(graph, graph.pipeline, out=(start, end))
         if times is not None:
             return times
+        start.fill(np.nan)  # (the pipeline may have timed some tasks before it gave up)
+        end.fill(np.nan)
     done = _simulate(graph, memoryview(start), memoryview(end))
     if done != n:
         raise CycleError("the task graph has a cycle; no schedule exists")

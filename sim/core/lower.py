@@ -389,13 +389,16 @@ def lower(model, plan: Plan, cost, *, precision: str = "fp32", iterations: int =
     return _Lowering(model, plan, cost, precision, prefetch, times).run(iterations)
 
 
-def retimed(graph: TaskGraph, fwd_s, bwd_s) -> TaskGraph:
+def retimed(graph: TaskGraph, fwd_s, bwd_s, out_s: np.ndarray | None = None) -> TaskGraph:
     """``graph`` (lowered by `lower` for identical workers) with each forward and backward task taking
-    its layer's ``fwd_s`` and ``bwd_s``: a copy that shares every array but the durations, as `lower`
-    of a model with those times would build it (each time times a scale of 1.0, the same bits)."""
+    its layer's ``fwd_s`` and ``bwd_s``: a copy that shares every array but the durations (written into
+    ``out_s`` if given), as `lower` of a model with those times would build it (each time times a scale
+    of 1.0, the same bits)."""
     graph.finish()
     out = copy.copy(graph)
-    out.duration_s = graph.duration_s.copy()
+    out.duration_s = graph.duration_s.copy() if out_s is None else out_s
+    if out_s is not None:
+        np.copyto(out_s, graph.duration_s)
     for kind, times in (("forward", fwd_s), ("backward", bwd_s)):
         rows = np.flatnonzero(graph.kind_id == graph.kinds.index(kind))
         out.duration_s[rows] = np.asarray(times, dtype=float)[graph.layer_id[rows]]

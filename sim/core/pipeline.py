@@ -76,12 +76,13 @@ def applies(graph, steps: PipelineSteps) -> bool:
     return True
 
 
-def run(graph, steps: PipelineSteps) -> tuple[np.ndarray, np.ndarray] | None:
-    """Start and end of every task, as `sim.core.engine.run` gives them; None where `applies` does not."""
+def run(graph, steps: PipelineSteps, out=None) -> tuple[np.ndarray, np.ndarray] | None:
+    """Start and end of every task, as `sim.core.engine.run` gives them (written into ``out`` if
+    given); None where `applies` does not."""
     if not applies(graph, steps):
         return None
     n = len(graph)
-    start, end = np.full(n, np.nan), np.full(n, np.nan)
+    start, end = (np.full(n, np.nan), np.full(n, np.nan)) if out is None else out
     ctx = _Times(start, end, graph.duration_s, graph.rank)
     lanes = {"io": None, "h2d": None, "first": None, "second": None}
     its = steps.iterations

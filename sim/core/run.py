@@ -104,10 +104,13 @@ def _graph_fixed_point(model, plan: Plan, cost, precision: str, prefetch: bool):
     rounds: list = []
 
     def time_rows(fwd, bwd):  # the task graph and its times (no timeline table)
-        if rounds:  # the round before is read no more: emptied, its arrays go before the next are made
-            rounds.pop().clear()
-        timed = retimed(graph, fwd[0], bwd[0])
-        rounds.append([timed, *core_engine.run(timed)])
+        buffers = None
+        if rounds:  # the round before is read no more: emptied, its arrays hold the next round's
+            before = rounds.pop()
+            buffers = (before[0].duration_s, before[1], before[2])
+            before.clear()
+        timed = retimed(graph, fwd[0], bwd[0], None if buffers is None else buffers[0])
+        rounds.append([timed, *core_engine.run(timed, out=None if buffers is None else buffers[1:])])
         return rounds[-1]
 
     def overlap_of(kept):
