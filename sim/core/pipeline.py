@@ -360,6 +360,12 @@ def _updates_and_forward(it, nxt, release: list, ctx: _Times) -> None:
             S[x] = t
             t = t + D[x]
             E[x] = t
+            if not heap and upcoming > t and i < n_fwd and update_of[i] == u and ready <= t:
+                x = fwd[i]  # nothing else released by now: the forward that waited for this update goes on
+                i += 1
+                S[x] = t
+                t = ready = t + D[x]
+                E[x] = t
             continue
         if i >= n_fwd:
             if p >= count:
