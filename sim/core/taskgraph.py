@@ -157,7 +157,8 @@ class TaskGraph:
         if self._pending[names[0]]:
             for name in names:
                 values = np.asarray(self._pending[name], dtype=self._dtype(name))
-                self._chunks[name].append((len(values), values))
+                lagless = name == "elag" and not np.any(values > 0)  # no lag: one zero, not a column of them
+                self._chunks[name].append((len(values), np.float64(0.0) if lagless else values))
                 self._pending[name] = []
 
     def finish(self) -> TaskGraph:
