@@ -335,8 +335,7 @@ def _updates_and_forward(it, nxt, release: list, ctx: _Times) -> None:
     S, E, D = ctx.S, ctx.E, ctx.D
     push, pop = heapq.heappush, heapq.heappop
     ups = it["ups"].tolist()
-    by_release = np.argsort(np.asarray(release), kind="stable")
-    order, rel = by_release.tolist(), np.asarray(release)[by_release].tolist()
+    order, rel = _by_value(np.asarray(release))
     fwd = nxt["fwd"].tolist() if nxt is not None else []
     update_of = [-1] * len(it["fwd"])
     for u, layer in enumerate(it["ups_layer"].tolist()):
@@ -393,13 +392,13 @@ def decoupled_step(it, nxt, release: list, steps: PipelineSteps, ctx: _Times, ch
     ``channel_free`` on). Round by round as the event loop goes: what ends now releases its successors,
     then each idle lane starts its released task of smallest rank (one of no duration ends in a later
     round of the instant). Returns when the channel is free; None if some task was never released."""
-    S, E, D, R = ctx.S, ctx.E, ctx.D, ctx.R
+    S, E, D = ctx.S, ctx.E, ctx.D
     push, pop = heapq.heappush, heapq.heappop
     ups, ups_msg, ags, first_part, part_msg, left_ups, left_ags, fwd, fwd_msg = _as_lists(
         it["ups"], it["ups_msg"], it["ags"], steps.first_part, steps.part_msg, steps.msg_sizes, steps.msg_parts,
         nxt["fwd"] if nxt is not None else np.zeros(0, np.int64), steps.layer_msg)
-    order = np.argsort(np.asarray(release), kind="stable")
-    order, rel = order.tolist(), np.asarray(release)[order].tolist()
+    order, rel = _by_value(np.asarray(release))
+    ag_key, by_rank = _small_ranks(ctx.rank[it["ags"]])  # the all-gathers' ranks as 0, 1, ...
     now = E[int(it["bwd"][0])]
     first_ready = max(E[int(nxt["h2d"])], now) if nxt is not None else _INF  # the first forward's other predecessors
     count, n_fwd, inf = len(ups), len(fwd), _INF
@@ -411,7 +410,7 @@ def decoupled_step(it, nxt, release: list, steps: PipelineSteps, ctx: _Times, ch
                 left_ups[g] -= 1
                 if not left_ups[g]:
                     for j in range(first_part[g], first_part[g + 1]):
-                        push(agq, (R[ags[j]], j))
+                        push(agq, ag_key[j])
             else:
                 fwd_free = True
             c_task = -1
@@ -433,7 +432,7 @@ def decoupled_step(it, nxt, release: list, steps: PipelineSteps, ctx: _Times, ch
                 S[c_task] = now
                 E[c_task] = c_end = now + D[c_task]
         if h_task < 0 and agq and channel_free <= now:  # the channel: the released all-gather of smallest rank
-            h_task = pop(agq)[1]
+            h_task = by_rank[pop(agq)]
             S[ags[h_task]] = now
             E[ags[h_task]] = channel_free = now + D[ags[h_task]]
         later = c_end if c_task >= 0 else inf  # the next instant something ends or is released
@@ -451,3 +450,17 @@ def decoupled_step(it, nxt, release: list, steps: PipelineSteps, ctx: _Times, ch
 
 def _as_lists(*arrays) -> list:
     return [a.tolist() for a in arrays]
+
+
+def _by_value(values: np.ndarray) -> tuple[list, list]:
+    """The positions of ``values`` in increasing order (ties by position), and the values in that order."""
+    order = np.argsort(values, kind="stable")
+    return order.tolist(), values[order].tolist()
+
+
+def _small_ranks(ranks: np.ndarray) -> tuple[list, list]:
+    """Each position's place in increasing ``ranks`` (distinct), and the position at each place."""
+    by_rank = np.argsort(ranks, kind="stable")
+    key = np.empty(len(ranks), dtype=np.int64)
+    key[by_rank] = np.arange(len(ranks))
+    return key.tolist(), by_rank.tolist()
