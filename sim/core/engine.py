@@ -76,9 +76,10 @@ def _simulate(graph: TaskGraph, start, end) -> int:
     duration, resource = memoryview(graph.duration_s), memoryview(graph.resource)
     rank, order = memoryview(graph.rank), memoryview(graph.order)
     ptr, succ, lag = memoryview(graph.succ_ptr), memoryview(graph.succ_index), memoryview(graph.succ_lag_s)
-    waiting = graph.indegree.tolist()
+    indegree = graph.indegree
+    waiting = indegree.tolist()
     release = [0.0] * len(waiting)
-    queues, busy, touched = _lanes(graph)
+    queues, busy, touched = _lanes(graph, indegree)
     events: list[tuple[float, int, int]] = []  # (time, 0 = task ends / 1 = task released, task)
     now, done = 0.0, 0
     while True:
@@ -118,12 +119,11 @@ def _simulate(graph: TaskGraph, start, end) -> int:
                         touched.add(rv)
 
 
-def _lanes(graph: TaskGraph) -> tuple[list, list, set]:
+def _lanes(graph: TaskGraph, indegree: np.ndarray) -> tuple[list, list, set]:
     """Per lane, its queue of the ranks of the tasks released at the start; every lane idle and touched."""
     lanes = len(graph.resources)
     queues: list[list] = [[] for _ in range(lanes)]
-    for r, k in zip(graph.resource[graph.indegree == 0].tolist(), graph.rank[graph.indegree == 0].tolist(),
-                    strict=True):
+    for r, k in zip(graph.resource[indegree == 0].tolist(), graph.rank[indegree == 0].tolist(), strict=True):
         queues[r].append(k)
     for queue in queues:
         heapq.heapify(queue)
@@ -136,8 +136,9 @@ def _simulate_without_lags(graph: TaskGraph, start, end) -> int:
     duration, resource = memoryview(graph.duration_s), memoryview(graph.resource)
     rank, order = memoryview(graph.rank), memoryview(graph.order)
     ptr, succ = memoryview(graph.succ_ptr), memoryview(graph.succ_index)
-    waiting = graph.indegree.tolist()
-    queues, busy, touched = _lanes(graph)
+    indegree = graph.indegree
+    waiting = indegree.tolist()
+    queues, busy, touched = _lanes(graph, indegree)
     events: list[tuple[float, int]] = []
     now, done = 0.0, 0
     while True:

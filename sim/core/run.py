@@ -104,13 +104,14 @@ def _graph_fixed_point(model, plan: Plan, cost, precision: str, prefetch: bool):
     rounds: list = []
 
     def time_rows(fwd, bwd):  # the task graph and its times (no timeline table)
-        buffers = None
+        times = None
         if rounds:  # the round before is read no more: emptied, its arrays hold the next round's
             before = rounds.pop()
-            buffers = (before[0].duration_s, before[1], before[2])
+            times = (before[1], before[2])
             before.clear()
-        timed = retimed(graph, fwd[0], bwd[0], None if buffers is None else buffers[0])
-        rounds.append([timed, *core_engine.run(timed, out=None if buffers is None else buffers[1:])])
+        # every compute task is re-timed each round: the graph's own durations are overwritten
+        timed = retimed(graph, fwd[0], bwd[0], graph.duration_s)
+        rounds.append([timed, *core_engine.run(timed, out=times)])
         return rounds[-1]
 
     def overlap_of(kept):

@@ -27,8 +27,10 @@ KINDS = ("io", "h2d", "forward", "backward", "update", "comm")
 #: empty), ``"0"`` (io, h2d), the message alone (an all-reduce), or a step.
 TAGS = ("", "0", "message", "push", "pull", "reduce-scatter", "all-gather", "all-gather-fwd", "all-gather-bwd")
 _INT_COLUMNS = ("resource", "iteration", "worker", "kind_id", "layer_id", "message", "tag", "part")
+_SMALL_COLUMNS = ("kind_id", "tag")  # a few values each (`KINDS` and what callers add, `TAGS`): int8
 _COLUMNS = (("duration_s", np.float64), ("nbytes", np.int64), ("key0", np.int64), ("key1", np.int32),
-            ("key2", np.int32), ("key3", np.int32)) + tuple((c, np.int32) for c in _INT_COLUMNS)
+            ("key2", np.int32), ("key3", np.int32)) + tuple(
+                (c, np.int8 if c in _SMALL_COLUMNS else np.int32) for c in _INT_COLUMNS)
 _EDGE_COLUMNS = (("eu", np.int32), ("ev", np.int32), ("elag", np.float64))
 
 
@@ -191,7 +193,18 @@ class TaskGraph:
         del order
         self.succ_ptr = np.zeros(self._n + 1, dtype=np.int32 if len(eu) < 2**31 else np.int64)
         np.cumsum(np.bincount(eu, minlength=self._n), out=self.succ_ptr[1:])
-        self.indegree = np.bincount(ev, minlength=self._n).astype(np.int32)
+
+    @property
+    def indegree(self) -> np.ndarray:
+        """Each task's number of predecessors (for the event loop; not kept)."""
+        return np.bincount(self.finish().succ_index, minlength=self._n).astype(np.int32)
+
+    @property
+    def order(self) -> np.ndarray:
+        """The tasks sorted by (resource, key, index): the task of each rank (for the event loop; not kept)."""
+        out = np.empty(self._n, dtype=np.int32)
+        out[self.finish().rank] = np.arange(self._n, dtype=np.int32)
+        return out
 
     def rank_priorities(self) -> TaskGraph:
         """Each task's rank among its resource's tasks, by key (then index): `finish`."""
@@ -201,9 +214,9 @@ class TaskGraph:
         """``order``: the tasks sorted by (resource, key, index); ``rank[t]``: t's place in it;
         ``priority[t]``: t's rank among its resource's tasks."""
         idx = np.arange(self._n, dtype=np.int32)
-        self.order = np.lexsort((idx, self.key3, self.key2, self.key1, self.key0, self.resource)).astype(np.int32)
+        order = np.lexsort((idx, self.key3, self.key2, self.key1, self.key0, self.resource))
         self.rank = np.empty(self._n, dtype=np.int32)
-        self.rank[self.order] = idx
+        self.rank[order] = idx
 
     @property
     def priority(self) -> np.ndarray:
