@@ -37,12 +37,12 @@ class CycleError(ValueError):
     """The task graph has a cycle: no schedule exists."""
 
 
-def run(graph: TaskGraph, *, general: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def run(graph: TaskGraph, *, general: bool = False, out=None) -> tuple[np.ndarray, np.ndarray]:
     """Start and end time of every task of ``graph`` (arrays in task order).
 
     A graph the lowering marked as a plain pipeline of one worker is timed
     lane by lane (`sim.core.pipeline`, the same times); ``general`` forces
-    the event loop.
+    the event loop. ``out``: two arrays of ``len(graph)`` to write the times into.
 
     Raises
     ------
@@ -51,13 +51,17 @@ def run(graph: TaskGraph, *, general: bool = False) -> tuple[np.ndarray, np.ndar
     """
     graph.finish()
     n = len(graph)
-    start, end = np.full(n, np.nan), np.full(n, np.nan)
+    start, end = (np.empty(n), np.empty(n)) if out is None else out
+    start.fill(np.nan)
+    end.fill(np.nan)
     if n == 0:
         return start, end
     if graph.pipeline is not None and not general:
-        times = pipeline.run(graph, graph.pipeline)
+        times = pipeline.run(graph, graph.pipeline, out=(start, end))
         if times is not None:
             return times
+        start.fill(np.nan)  # (the pipeline may have timed some tasks before it gave up)
+        end.fill(np.nan)
     done = _simulate(graph, memoryview(start), memoryview(end))
     if done != n:
         raise CycleError("the task graph has a cycle; no schedule exists")
@@ -66,22 +70,17 @@ def run(graph: TaskGraph, *, general: bool = False) -> tuple[np.ndarray, np.ndar
 
 def _simulate(graph: TaskGraph, start, end) -> int:
     """The event loop; writes ``start`` and ``end``; returns how many tasks ended."""
+    if not graph.has_lags:
+        return _simulate_without_lags(graph, start, end)
     push, pop = heapq.heappush, heapq.heappop
     duration, resource = memoryview(graph.duration_s), memoryview(graph.resource)
     rank, order = memoryview(graph.rank), memoryview(graph.order)
     ptr, succ, lag = memoryview(graph.succ_ptr), memoryview(graph.succ_index), memoryview(graph.succ_lag_s)
-    has_lags = graph.has_lags
-    waiting = graph.indegree.tolist()
-    release = [0.0] * len(waiting) if has_lags else None
-    lanes = len(graph.resources)
-    queues: list[list] = [[] for _ in range(lanes)]
-    busy = [False] * lanes
-    for t in np.flatnonzero(graph.indegree == 0).tolist():
-        queues[resource[t]].append(rank[t])
-    for queue in queues:
-        heapq.heapify(queue)
+    indegree = graph.indegree
+    waiting = indegree.tolist()
+    release = [0.0] * len(waiting)
+    queues, busy, touched = _lanes(graph, indegree)
     events: list[tuple[float, int, int]] = []  # (time, 0 = task ends / 1 = task released, task)
-    touched = set(range(lanes))
     now, done = 0.0, 0
     while True:
         for r in touched:  # serve the lanes something happened to (the order does not matter)
@@ -108,14 +107,65 @@ def _simulate(graph: TaskGraph, start, end) -> int:
             for i in range(ptr[t], ptr[t + 1]):
                 v = succ[i]
                 waiting[v] -= 1
-                if has_lags:
-                    ready = now + lag[i]
-                    if ready > release[v]:
-                        release[v] = ready
+                ready = now + lag[i]
+                if ready > release[v]:
+                    release[v] = ready
                 if waiting[v] == 0:
-                    if has_lags and release[v] > now:
+                    if release[v] > now:
                         push(events, (release[v], 1, v))
                     else:
                         rv = resource[v]
                         push(queues[rv], rank[v])
                         touched.add(rv)
+
+
+def _lanes(graph: TaskGraph, indegree: np.ndarray) -> tuple[list, list, set]:
+    """Per lane, its queue of the ranks of the tasks released at the start; every lane idle and touched."""
+    lanes = len(graph.resources)
+    queues: list[list] = [[] for _ in range(lanes)]
+    for r, k in zip(graph.resource[indegree == 0].tolist(), graph.rank[indegree == 0].tolist(), strict=True):
+        queues[r].append(k)
+    for queue in queues:
+        heapq.heapify(queue)
+    return queues, [False] * lanes, set(range(lanes))
+
+
+def _simulate_without_lags(graph: TaskGraph, start, end) -> int:
+    """`_simulate` of a graph without lags: each event is a task's end, ``(time, task)``."""
+    push, pop = heapq.heappush, heapq.heappop
+    duration, resource = memoryview(graph.duration_s), memoryview(graph.resource)
+    rank, order = memoryview(graph.rank), memoryview(graph.order)
+    ptr, succ = memoryview(graph.succ_ptr), memoryview(graph.succ_index)
+    indegree = graph.indegree
+    waiting = indegree.tolist()
+    queues, busy, touched = _lanes(graph, indegree)
+    events: list[tuple[float, int]] = []
+    now, done = 0.0, 0
+    while True:
+        for r in touched:  # serve the lanes something happened to (the order does not matter)
+            if not busy[r]:
+                queue = queues[r]
+                if queue:
+                    t = order[pop(queue)]
+                    busy[r] = True
+                    start[t] = now
+                    end[t] = e = now + duration[t]
+                    push(events, (e, t))
+        touched.clear()
+        if not events:
+            return done
+        now, t = pop(events)
+        while True:
+            r = resource[t]
+            touched.add(r)
+            busy[r] = False
+            done += 1
+            for v in succ[ptr[t]:ptr[t + 1]]:
+                waiting[v] -= 1
+                if not waiting[v]:
+                    rv = resource[v]
+                    push(queues[rv], rank[v])
+                    touched.add(rv)
+            if not events or events[0][0] != now:
+                break
+            t = pop(events)[1]

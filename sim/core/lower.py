@@ -34,6 +34,7 @@ the aggregate run.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,7 +46,8 @@ from sim.core.plan import SHARD_GRADIENTS, SHARD_NONE, SHARD_OPTIMIZER, SHARD_PA
 from sim.core.shard import REDUCE_SCATTER, ShardedSteps
 from sim.core.taskgraph import KINDS, TAGS, Carry, TaskGraph
 
-__all__ = ["COMPUTE_LANES", "LANES", "TaskGraph", "WorkerTimes", "lower", "needs_general_engine", "parts_of", "task_count"]
+__all__ = ["COMPUTE_LANES", "LANES", "TaskGraph", "WorkerTimes", "lower", "needs_general_engine", "parts_of", "retimed",
+           "task_count"]
 
 #: Every lane a task can run on: a worker's loader, copy engine and compute
 #: stream, and the shared communication lanes.
@@ -114,13 +116,14 @@ class _Lowering(ShardedSteps):
 
     def pipeline_steps(self, prefetch: bool) -> PipelineSteps | None:
         """What `sim.core.pipeline` needs to time the graph without the event loop, when it applies:
-        one worker, at least one layer and one message, no decoupled or sharded steps."""
+        one worker, at least one layer and one message, no sharded steps."""
         m, plan = self.msgs, self.plan
-        if (self.times.workers != 1 or not self.n or not m.parts or plan.decoupled or plan.shard != SHARD_NONE
+        if (self.times.workers != 1 or not self.n or not m.parts or plan.shard != SHARD_NONE
                 or len(np.unique(m.members)) != len(m.members)):
             return None
         return PipelineSteps(m, two_lanes=self.push_lane != self.pull_lane, after_backward=plan.after_backward,
-                             prefetch=prefetch, per_layer=plan.per_layer_update)
+                             prefetch=prefetch, per_layer=plan.per_layer_update,
+                             layer_msg=self.group_of if plan.decoupled else None)
 
     def step_names(self) -> tuple[str, ...]:
         if self.is_ps:
@@ -274,7 +277,7 @@ class _Lowering(ShardedSteps):
         reps = m.count[u_msg]  # every part of the message -> each of its updates
         g.edges(ends[np.repeat(m.first_part[:-1][u_msg], reps) + _ranges(reps)], np.repeat(ups, reps))
         if self.pipeline is not None:
-            self.pipeline.iterations[-1].update(ups=ups, ups_layer=u_layer, ups_msg=u_msg)
+            self.pipeline.iterations[-1].update(ups=ups, ups_layer=u_layer, ups_msg=u_msg, ags=base + ag_pos)
         if not self.plan.decoupled:
             return [Carry(ups[u_w == w], u_layer[u_w == w], chains[w][-1], chains[w][-1]) for w in range(W)]
         ag = base + ag_pos
@@ -384,3 +387,19 @@ def lower(model, plan: Plan, cost, *, precision: str = "fp32", iterations: int =
     if times is None:
         times = WorkerTimes.identical(model, iterations)
     return _Lowering(model, plan, cost, precision, prefetch, times).run(iterations)
+
+
+def retimed(graph: TaskGraph, fwd_s, bwd_s, out_s: np.ndarray | None = None) -> TaskGraph:
+    """``graph`` (lowered by `lower` for identical workers) with each forward and backward task taking
+    its layer's ``fwd_s`` and ``bwd_s``: a copy that shares every array but the durations (written into
+    ``out_s`` if given), as `lower` of a model with those times would build it (each time times a scale
+    of 1.0, the same bits)."""
+    graph.finish()
+    out = copy.copy(graph)
+    out.duration_s = graph.duration_s.copy() if out_s is None else out_s
+    if out_s is not None:
+        np.copyto(out_s, graph.duration_s)
+    for kind, times in (("forward", fwd_s), ("backward", bwd_s)):
+        rows = np.flatnonzero(graph.kind_id == graph.kinds.index(kind))
+        out.duration_s[rows] = np.asarray(times, dtype=float)[graph.layer_id[rows]]
+    return out

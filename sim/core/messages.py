@@ -10,6 +10,7 @@ parameter-server costs, whose `step_time_s` is their ``time_s`` elementwise.
 
 from __future__ import annotations
 
+import itertools
 from functools import cached_property
 
 import numpy as np
@@ -37,7 +38,12 @@ def parts_of(nbytes: int, partition_bytes: int) -> list[int]:
 def part_count(groups, layer_bytes, partition_bytes: int) -> int:
     """How many parts the messages ``groups`` are cut into, from their sizes alone (no part is built)."""
     layer_bytes = np.asarray(layer_bytes).astype(np.int64)
-    nbytes = np.fromiter((int(layer_bytes[list(g)].sum()) for g in groups), dtype=np.int64, count=len(groups))
+    sizes = np.fromiter(map(len, groups), dtype=np.int64, count=len(groups))
+    flat = np.fromiter(itertools.chain.from_iterable(groups), dtype=np.int64, count=int(sizes.sum()))
+    nbytes = np.zeros(len(groups), dtype=np.int64)
+    nonempty = sizes > 0
+    if nonempty.any():
+        nbytes[nonempty] = np.add.reduceat(layer_bytes[flat], (np.cumsum(sizes) - sizes)[nonempty])
     p = int(partition_bytes)
     if p <= 0:
         return len(groups)
@@ -47,7 +53,7 @@ def part_count(groups, layer_bytes, partition_bytes: int) -> int:
 class Messages:
     """The plan's messages (``groups``) and their parts, as arrays.
 
-    Per message g: ``nbytes[g]``, ``low[g]`` (its layer nearest the input),
+    Per message g: ``nbytes[g]``, ``low[g]`` and ``high[g]`` (its layers nearest and farthest from the input),
     ``lag_s[g]``, ``count[g]`` parts starting at row ``first_part[g]``. Per part
     p: ``part_msg[p]``, ``part_j[p]`` (its number), ``part_bytes[p]`` and
     ``part_whole[p]``; ``part_suffix[p]`` is its number or -1 for a whole message.
@@ -64,10 +70,12 @@ class Messages:
         nonempty = self.sizes > 0
         self.nbytes = np.zeros(m, dtype=np.int64)
         self.low = np.zeros(m, dtype=np.int64)
+        self.high = np.zeros(m, dtype=np.int64)
         if nonempty.any():
             starts = self.member_first[:-1][nonempty]
             self.nbytes[nonempty] = np.add.reduceat(layer_bytes[self.members], starts)
             self.low[nonempty] = np.minimum.reduceat(self.members, starts)
+            self.high[nonempty] = np.maximum.reduceat(self.members, starts)
         self.lag_s = np.asarray(lag_s if lag_s else np.zeros(m), dtype=float)
         p = int(partition_bytes)
         split = (p > 0) & (self.nbytes > p)
@@ -121,6 +129,13 @@ class Messages:
                 t = seen[(g, nbytes, whole)] = cost.step_time_s(step, self.groups[g], nbytes, whole=whole)
             out[p] = t
         return out
+
+    def message_step_times_s(self, cost, step: str) -> np.ndarray:
+        """The time of ``step`` of every whole message (`sim.core.cost` ``step_time_s``, to the bit)."""
+        if type(cost) is CommCost and step in ("reduce-scatter", "all-gather"):
+            return 0.5 * np.asarray(cost.time_s(self.nbytes), dtype=float)
+        return np.array([cost.step_time_s(step, g, nbytes, whole=True)
+                         for g, nbytes in zip(self.groups, self.nbytes.tolist(), strict=True)], dtype=float)
 
     def gradient_sources(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The layers whose backward releases each part: (layer, part, lag) per edge.

@@ -30,10 +30,11 @@ that both give the same times to the bit.
 from __future__ import annotations
 
 import heapq
+from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["PipelineSteps", "applies", "run"]
+__all__ = ["PipelineSteps", "applies", "decoupled_step", "run"]
 
 _INF = float("inf")
 
@@ -42,15 +43,20 @@ class PipelineSteps:
     """What the lowering created, per iteration: task indices ``io``, ``h2d``, ``fwd`` and ``bwd``
     (by layer), the parts' ``first`` and ``last`` steps (the same for a one-step part), and the
     ``single`` update or the per-layer updates ``ups`` with their layers ``ups_layer`` and
-    messages ``ups_msg``. Per part: the layer whose backward releases it (``part_low``), its
+    messages ``ups_msg`` (and DeAR's all-gathers ``ags``, with ``layer_msg`` set). Per part: the layer whose backward releases it (``part_low``), its
     lag and message; whether the first and second steps share a lane (``shared``)."""
 
-    def __init__(self, msgs, *, two_lanes: bool, after_backward: bool, prefetch: bool, per_layer: bool) -> None:
+    def __init__(self, msgs, *, two_lanes: bool, after_backward: bool, prefetch: bool, per_layer: bool,
+                 layer_msg: np.ndarray | None = None) -> None:
         self.part_low, self.part_lag = msgs.low[msgs.part_msg], msgs.lag_s[msgs.part_msg]
         self.part_msg, self.first_part = msgs.part_msg, msgs.first_part
+        # DeAR: each layer's message (-1: none), each message's updates and all-gathers (``ags``, by part)
+        self.layer_msg, self.msg_sizes, self.msg_parts = layer_msg, msgs.sizes, msgs.count
+        self.decoupled = layer_msg is not None
         self.two_lanes, self.after_backward = two_lanes, after_backward
         self.prefetch, self.per_layer = prefetch, per_layer
         self.iterations: list[dict] = []
+        self.layouts = ({}, {})  # per channel lane, its `_RunLayout` (the same in every iteration)
 
     def add(self, **tasks) -> None:
         self.iterations.append(tasks)
@@ -70,12 +76,13 @@ def applies(graph, steps: PipelineSteps) -> bool:
     return True
 
 
-def run(graph, steps: PipelineSteps) -> tuple[np.ndarray, np.ndarray] | None:
-    """Start and end of every task, as `sim.core.engine.run` gives them; None where `applies` does not."""
+def run(graph, steps: PipelineSteps, out=None) -> tuple[np.ndarray, np.ndarray] | None:
+    """Start and end of every task, as `sim.core.engine.run` gives them (written into ``out`` if
+    given); None where `applies` does not."""
     if not applies(graph, steps):
         return None
     n = len(graph)
-    start, end = np.full(n, np.nan), np.full(n, np.nan)
+    start, end = (np.full(n, np.nan), np.full(n, np.nan)) if out is None else out
     ctx = _Times(start, end, graph.duration_s, graph.rank)
     lanes = {"io": None, "h2d": None, "first": None, "second": None}
     its = steps.iterations
@@ -90,7 +97,14 @@ def run(graph, steps: PipelineSteps) -> tuple[np.ndarray, np.ndarray] | None:
             if nxt is not None:
                 _io_h2d(nxt, 0.0 if steps.prefetch else ctx.E[bwd0], ctx, lanes)
             release = np.maximum.reduceat(last_end, steps.first_part[:-1])[it["ups_msg"]]
-            _updates_and_forward(it, nxt, release.tolist(), ctx)
+            if not steps.decoupled:
+                _updates_and_forward(it, nxt, release.tolist(), ctx)
+                continue
+            if np.any(_release(it, steps, ctx) > ctx.E[bwd0]):  # a reduce-scatter after backward: the event loop
+                return None
+            lanes["first"] = decoupled_step(it, nxt, release.tolist(), steps, ctx, lanes["first"])
+            if lanes["first"] is None:
+                return None
             continue
         u = int(it["single"])
         ctx.S[u] = t = max(ctx.E[bwd0], float(np.max(last_end)))
@@ -106,7 +120,7 @@ class _Times:
     durations (D) and ranks (R) likewise."""
 
     def __init__(self, start, end, duration, rank) -> None:
-        self.start, self.end, self.rank = start, end, rank
+        self.start, self.end, self.duration, self.rank = start, end, duration, rank
         self.S, self.E, self.D, self.R = memoryview(start), memoryview(end), memoryview(duration), memoryview(rank)
 
 
@@ -126,46 +140,86 @@ def _io_h2d(it, ready: float, ctx: _Times, lanes) -> None:
 
 def _chain(tasks, ready, ctx: _Times) -> None:
     """Tasks one after the other on a lane, the first at ``ready``."""
-    S, E, D = ctx.S, ctx.E, ctx.D
-    t = float(ready)
-    for i in tasks.tolist():
-        S[i] = t
-        t = t + D[i]
-        E[i] = t
+    _in_turn(tasks, float(ready), ctx)
+
+
+def _in_turn(tasks: np.ndarray, t: float, ctx: _Times) -> float:
+    """``tasks`` one after the other from ``t``, as a running sum (the additions a loop makes, in
+    its order, so the same bits); returns the end of the last."""
+    times = np.empty(len(tasks) + 1)
+    times[0] = t
+    times[1:] = ctx.duration[tasks]
+    np.cumsum(times, out=times)
+    ctx.start[tasks], ctx.end[tasks] = times[:-1], times[1:]
+    return float(times[-1])
 
 
 def _channels(it, steps: PipelineSteps, ctx: _Times, lanes) -> np.ndarray:
     """The parts of one iteration on their lanes; the end of each part's last step."""
-    first, last, bwd, end = it["first"], it["last"], it["bwd"], ctx.end
-    release = end[bwd[steps.part_low]]
-    lagged = steps.part_lag > 0
-    release[lagged] = release[lagged] + steps.part_lag[lagged]
-    if steps.after_backward:
-        release = np.maximum(release, end[bwd[0]])
+    first, last, end = it["first"], it["last"], ctx.end
+    release = _release(it, steps, ctx)
     if first is last or steps.two_lanes:  # one step per part, or push then pull on a lane of its own
-        lanes["first"] = _lane_by_runs(first, release, steps.part_msg, ctx, lanes["first"])
+        lanes["first"] = _lane_by_runs(first, release, steps.part_msg, ctx, lanes["first"], steps.layouts[0])
         if first is not last:
-            lanes["second"] = _lane_by_runs(last, end[first], steps.part_msg, ctx, lanes["second"])
+            lanes["second"] = _lane_by_runs(last, end[first], steps.part_msg, ctx, lanes["second"],
+                                            steps.layouts[1])
     else:  # push and pull take turns on one lane
         lanes["first"] = _lane(first.tolist(), release.tolist(), last.tolist(), ctx, lanes["first"])
     return end[last]
 
 
-def _lane_by_runs(tasks: np.ndarray, release: np.ndarray, msg: np.ndarray, ctx: _Times, free):
+def _release(it, steps: PipelineSteps, ctx: _Times) -> np.ndarray:
+    """When each part's first step is released: its lowest layer's backward ends, plus its lag."""
+    bwd, end = it["bwd"], ctx.end
+    release = end[bwd[steps.part_low]]
+    lagged = steps.part_lag > 0
+    release[lagged] = release[lagged] + steps.part_lag[lagged]
+    if steps.after_backward:
+        release = np.maximum(release, end[bwd[0]])
+    return release
+
+
+def _lane_by_runs(tasks: np.ndarray, release: np.ndarray, msg: np.ndarray, ctx: _Times, free, cache: dict):
     """`_lane` for a lane whose tasks come in runs, one per message: consecutive ranks, releases
     that do not decrease along the run. A run goes on without the heap while nothing of a
-    smaller rank is released."""
-    by_rank = np.argsort(ctx.rank[tasks], kind="stable")
-    tasks, release, msg = tasks[by_rank], release[by_rank], msg[by_rank]
+    smaller rank is released. ``cache`` keeps the lane's `_RunLayout` from one iteration to the next."""
+    lay = _run_layout(tasks, msg, ctx, cache)
+    tasks, release = tasks[lay.by_rank], release[lay.by_rank]
     if np.all(release[1:] >= release[:-1]):  # released in rank order: first come, first served
         return _fifo(tasks.tolist(), release.tolist(), ctx, free)
+    if not lay.contiguous or np.any(np.diff(release)[lay.inner] < 0):
+        return _lane(tasks.tolist(), release.tolist(), None, ctx, free)
+    return _runs(tasks, release, lay, ctx, free)
+
+
+class _RunLayout(NamedTuple):
+    """A lane's tasks by rank (``by_rank``, positions into the iteration's tasks), each position's run
+    (``run_of``), where each run ends (``run_end``), whether each message is one run
+    (``contiguous``) and which neighbouring positions share a run (``inner``)."""
+
+    by_rank: np.ndarray
+    run_of: np.ndarray
+    run_end: np.ndarray
+    contiguous: bool
+    inner: np.ndarray
+
+
+def _run_layout(tasks: np.ndarray, msg: np.ndarray, ctx: _Times, cache: dict) -> _RunLayout:
+    """The `_RunLayout` of ``tasks``: every iteration's parts are ranked alike, so the last
+    iteration's is reused once checked (its order ranks these tasks in strictly increasing order)."""
+    lay = cache.get("layout")
+    if lay is not None and len(lay.by_rank) == len(tasks):
+        ranks = ctx.rank[tasks[lay.by_rank]]
+        if np.all(ranks[1:] > ranks[:-1]):
+            return lay
+    by_rank = np.argsort(ctx.rank[tasks], kind="stable")
+    msg = msg[by_rank]
     cut = np.flatnonzero(msg[1:] != msg[:-1]) + 1
     runs = np.concatenate([[0], cut, [len(tasks)]]).astype(np.int64)
-    contiguous = len(np.unique(msg)) == len(runs) - 1
-    if not contiguous or np.any(np.diff(release)[np.isin(np.arange(1, len(tasks)), cut, invert=True)] < 0):
-        return _lane(tasks.tolist(), release.tolist(), None, ctx, free)
-    run_of = np.repeat(np.arange(len(runs) - 1), np.diff(runs)).tolist()
-    return _runs(tasks.tolist(), release.tolist(), run_of, runs[1:].tolist(), ctx, free)
+    lay = cache["layout"] = _RunLayout(
+        by_rank, np.repeat(np.arange(len(runs) - 1), np.diff(runs)), runs[1:],
+        len(np.unique(msg)) == len(runs) - 1, np.isin(np.arange(1, len(tasks)), cut, invert=True))
+    return lay
 
 
 def _fifo(tasks: list, release: list, ctx: _Times, free) -> float:
@@ -182,38 +236,50 @@ def _fifo(tasks: list, release: list, ctx: _Times, free) -> float:
     return t
 
 
-def _runs(tasks: list, rel: list, run_of: list, run_end: list, ctx: _Times, free) -> float:
-    """The list schedule of `_lane_by_runs` (positions are ranks); returns when the lane is free."""
+def _runs(tasks: np.ndarray, release: np.ndarray, lay: _RunLayout, ctx: _Times, free) -> float:
+    """The list schedule of `_lane_by_runs` (positions are ranks); returns when the lane is free.
+
+    Only a run's first part, or one released later than the part before it, can be the head of its
+    run when released (the rest go on with their run): only those are taken in release order. Once
+    every part is released, the rest go back to back in rank order (`_back_to_back`)."""
     S, E, D = ctx.S, ctx.E, ctx.D
     count = len(tasks)
-    order = np.argsort(np.asarray(rel), kind="stable").tolist()
-    head = [0] + run_end[:-1]  # each run's next position
+    may_lead = np.ones(count, dtype=bool)
+    may_lead[1:] = ~lay.inner | (release[1:] > release[:-1])
+    order = np.flatnonzero(may_lead)
+    order = order[np.argsort(release[order], kind="stable")]
+    order, rel_o, n_rel = order.tolist(), release[order].tolist(), len(order)
+    task, rel, run_of, run_end = memoryview(tasks), memoryview(release), memoryview(lay.run_of), memoryview(lay.run_end)
+    first = np.concatenate([[0], lay.run_end[:-1]]).astype(np.int64)  # each run's next position
+    head = memoryview(first)
     heap: list = []
     push, pop = heapq.heappush, heapq.heappop
     t = -_INF if free is None else free
     p = done = 0
     cur = -1  # the position that would continue the run just served
     while done < count:
-        while p < count and rel[order[p]] <= t:
+        while p < n_rel and rel_o[p] <= t:
             q = order[p]
             p += 1
             if q == head[run_of[q]] and q != cur:
                 push(heap, q)
+        if p == n_rel:  # every task released: whatever is left goes in rank order, back to back
+            return _back_to_back(tasks, first, lay.run_end, t, ctx)
         if cur >= 0:  # the run goes on unless something of a smaller rank is released
             x = heapq.heappushpop(heap, cur) if heap else cur
         elif heap:
             x = pop(heap)
         else:  # idle until the next release
-            t = rel[order[p]]
+            t = rel_o[p]
             continue
         # serve the run from x on until its next part is not yet released or something else is
         r = run_of[x]
-        stop, upcoming = run_end[r], rel[order[p]] if p < count else _INF
+        stop, upcoming = run_end[r], rel_o[p]
         while True:
-            task = tasks[x]
-            S[task] = t
-            t = t + D[task]
-            E[task] = t
+            i = task[x]
+            S[i] = t
+            t = t + D[i]
+            E[i] = t
             done += 1
             x += 1
             if x >= stop or rel[x] > t or upcoming <= t:
@@ -221,6 +287,17 @@ def _runs(tasks: list, rel: list, run_of: list, run_end: list, ctx: _Times, free
         head[r] = x
         cur = x if x < stop and rel[x] <= t else -1
     return t
+
+
+def _back_to_back(by_rank: np.ndarray, head: np.ndarray, run_end: np.ndarray, t: float, ctx: _Times) -> float:
+    """The tasks at positions ``head[r] .. run_end[r] - 1`` of every run r, in order, one after the
+    other from ``t`` (a running sum: the loop's additions in its order, so the same bits)."""
+    first, stop = np.asarray(head, dtype=np.int64), np.asarray(run_end, dtype=np.int64)
+    size = stop - first
+    if not size.sum():
+        return t
+    pos = np.repeat(first - (np.cumsum(size) - size), size) + np.arange(int(size.sum()), dtype=np.int64)
+    return _in_turn(by_rank[pos], t, ctx)
 
 
 def _lane(tasks: list, release: list, then, ctx: _Times, free):
@@ -253,13 +330,15 @@ def _lane(tasks: list, release: list, then, ctx: _Times, free):
 def _updates_and_forward(it, nxt, release: list, ctx: _Times) -> None:
     """Iteration k's per-layer updates (released at ``release``) and iteration k + 1's forward
     pass on the compute lane, free from the end of backward on: a released update first (by
-    rank), else the next forward once released (its previous layer, and its layer's update)."""
+    rank), else the next forward once released (its previous layer, and its layer's update).
+    Once every update has run, the forwards left go back to back (`_in_turn`)."""
     S, E, D = ctx.S, ctx.E, ctx.D
-    ups, layers = it["ups"].tolist(), it["ups_layer"].tolist()
-    order = np.argsort(np.asarray(release), kind="stable").tolist()
+    push, pop = heapq.heappush, heapq.heappop
+    ups = it["ups"].tolist()
+    order, rel = _by_value(np.asarray(release))
     fwd = nxt["fwd"].tolist() if nxt is not None else []
     update_of = [-1] * len(it["fwd"])
-    for u, layer in enumerate(layers):
+    for u, layer in enumerate(it["ups_layer"].tolist()):
         update_of[layer] = u
     done = [False] * len(ups)
     t = E[int(it["bwd"][0])]
@@ -267,26 +346,121 @@ def _updates_and_forward(it, nxt, release: list, ctx: _Times) -> None:
     heap: list = []
     p = i = 0
     count, n_fwd = len(ups), len(fwd)
-    while p < count or heap or i < n_fwd:
-        while p < count and release[order[p]] <= t:
-            heapq.heappush(heap, order[p])
+    upcoming = rel[0] if count else _INF  # the next release
+    while True:
+        while upcoming <= t:
+            push(heap, order[p])
             p += 1
+            upcoming = rel[p] if p < count else _INF
         if heap:
-            u = heapq.heappop(heap)
+            u = pop(heap)
             x = ups[u]
             done[u] = True
-        else:
-            u = update_of[i] if i < n_fwd else -1
-            fwd_ready = ready if u < 0 else (max(ready, E[ups[u]]) if done[u] else _INF)
-            if i < n_fwd and fwd_ready <= t:
-                x = fwd[i]
+            S[x] = t
+            t = t + D[x]
+            E[x] = t
+            if not heap and upcoming > t and i < n_fwd and update_of[i] == u and ready <= t:
+                x = fwd[i]  # nothing else released by now: the forward that waited for this update goes on
                 i += 1
                 S[x] = t
                 t = ready = t + D[x]
                 E[x] = t
-                continue
-            t = min(release[order[p]] if p < count else _INF, fwd_ready if i < n_fwd else _INF)
             continue
-        S[x] = t
-        t = t + D[x]
-        E[x] = t
+        if i >= n_fwd:
+            if p >= count:
+                return
+            t = upcoming
+            continue
+        u = update_of[i]
+        fwd_ready = ready if u < 0 else (max(ready, E[ups[u]]) if done[u] else _INF)
+        if fwd_ready <= t:
+            if p >= count:  # every update has run: the rest of the forward pass, back to back
+                _in_turn(nxt["fwd"][i:], t, ctx)
+                return
+            x = fwd[i]
+            i += 1
+            S[x] = t
+            t = ready = t + D[x]
+            E[x] = t
+            continue
+        t = upcoming if upcoming < fwd_ready else fwd_ready
+
+
+def decoupled_step(it, nxt, release: list, steps: PipelineSteps, ctx: _Times, channel_free: float):
+    """DeAR after iteration k's backward pass: its updates (released at ``release``, as their reduce-scatters
+    end) and iteration k + 1's forward pass on the compute lane, its all-gathers on the channel (free from
+    ``channel_free`` on). Round by round as the event loop goes: what ends now releases its successors,
+    then each idle lane starts its released task of smallest rank (one of no duration ends in a later
+    round of the instant). Returns when the channel is free; None if some task was never released."""
+    S, E, D = ctx.S, ctx.E, ctx.D
+    push, pop = heapq.heappush, heapq.heappop
+    ups, ups_msg, ags, first_part, part_msg, left_ups, left_ags, fwd, fwd_msg = _as_lists(
+        it["ups"], it["ups_msg"], it["ags"], steps.first_part, steps.part_msg, steps.msg_sizes, steps.msg_parts,
+        nxt["fwd"] if nxt is not None else np.zeros(0, np.int64), steps.layer_msg)
+    order, rel = _by_value(np.asarray(release))
+    ag_key, by_rank = _small_ranks(ctx.rank[it["ags"]])  # the all-gathers' ranks as 0, 1, ...
+    now = E[int(it["bwd"][0])]
+    first_ready = max(E[int(nxt["h2d"])], now) if nxt is not None else _INF  # the first forward's other predecessors
+    count, n_fwd, inf = len(ups), len(fwd), _INF
+    c_task, c_u, h_task, c_end, fwd_free, upd, agq, p, i = -1, -1, -1, inf, True, [], [], 0, 0
+    while True:
+        if c_task >= 0 and c_end == now:  # what ends now releases its successors
+            if c_u >= 0:
+                g = ups_msg[c_u]
+                left_ups[g] -= 1
+                if not left_ups[g]:
+                    for j in range(first_part[g], first_part[g + 1]):
+                        push(agq, ag_key[j])
+            else:
+                fwd_free = True
+            c_task = -1
+        if h_task >= 0 and channel_free == now:
+            left_ags[part_msg[h_task]] -= 1
+            h_task = -1
+        while p < count and rel[p] <= now:
+            push(upd, order[p])
+            p += 1
+        if c_task < 0:  # the compute lane: a released update, else the next forward once released
+            if upd:
+                c_u = pop(upd)
+                c_task = ups[c_u]
+            elif i < n_fwd and fwd_free and (i or first_ready <= now) and (
+                    fwd_msg[i] < 0 or not left_ags[fwd_msg[i]]):
+                c_u, c_task, fwd_free = -1, fwd[i], False
+                i += 1
+            if c_task >= 0:
+                S[c_task] = now
+                E[c_task] = c_end = now + D[c_task]
+        if h_task < 0 and agq and channel_free <= now:  # the channel: the released all-gather of smallest rank
+            h_task = by_rank[pop(agq)]
+            S[ags[h_task]] = now
+            E[ags[h_task]] = channel_free = now + D[ags[h_task]]
+        later = c_end if c_task >= 0 else inf  # the next instant something ends or is released
+        if (h_task >= 0 or agq) and channel_free < later:  # (waiting all-gathers: the channel is busy until then)
+            later = channel_free
+        if p < count and rel[p] < later:
+            later = rel[p]
+        if not i and now < first_ready < later:
+            later = first_ready
+        if later == inf:
+            break
+        now = later
+    return channel_free if i == n_fwd and p == count and not upd and not agq and not any(left_ags) else None
+
+
+def _as_lists(*arrays) -> list:
+    return [a.tolist() for a in arrays]
+
+
+def _by_value(values: np.ndarray) -> tuple[list, list]:
+    """The positions of ``values`` in increasing order (ties by position), and the values in that order."""
+    order = np.argsort(values, kind="stable")
+    return order.tolist(), values[order].tolist()
+
+
+def _small_ranks(ranks: np.ndarray) -> tuple[list, list]:
+    """Each position's place in increasing ``ranks`` (distinct), and the position at each place."""
+    by_rank = np.argsort(ranks, kind="stable")
+    key = np.empty(len(ranks), dtype=np.int64)
+    key[by_rank] = np.arange(len(ranks))
+    return key.tolist(), by_rank.tolist()

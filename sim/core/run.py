@@ -22,7 +22,7 @@ from sim.core import engine as core_engine
 from sim.core import fast
 from sim.core.backward_stretch import backward_times
 from sim.core.interference import fast_overlap, fixed_point, with_times
-from sim.core.lower import WorkerTimes, lower, task_count
+from sim.core.lower import WorkerTimes, lower, retimed, task_count
 from sim.core.metrics import PHASE_KEYS, graph_figures, iterations_to_run
 from sim.core.plan import Plan
 from sim.core.timeline import graph_overlap, graph_timeline
@@ -94,19 +94,35 @@ def interference_model(model, plan: Plan, cost, *, precision: str = "fp32", pref
         if engine == "auto":
             fwd, bwd, _ = _fast_fixed_point(model, plan, [cost], precision, prefetch, iterations_to_run(plan, 2))
             return with_times(model, fwd[0], bwd[0])
+    fwd, bwd, _ = _graph_fixed_point(model, plan, cost, precision, prefetch)
+    return with_times(model, fwd[0], bwd[0])
+
+
+def _graph_fixed_point(model, plan: Plan, cost, precision: str, prefetch: bool):
+    """`sim.core.interference.fixed_point` on the task graph: lowered once, each round re-timing
+    its compute tasks (`sim.core.lower.retimed`); the last round's ``(graph, start, end)``."""
     kappa, cost = _slowdown(cost), _without_slowdown(cost)
     n_run = iterations_to_run(plan, 2)
+    check_task_budget(model, plan, cost, precision, n_run)
+    graph = lower(model, plan, cost, precision=precision, iterations=n_run, prefetch=prefetch)
+
+    rounds: list = []
 
     def time_rows(fwd, bwd):  # the task graph and its times (no timeline table)
-        timing = _time_plan(with_times(model, fwd[0], bwd[0]), plan, [cost], precision=precision, iterations=n_run,
-                            prefetch=prefetch, engine=engine, keep_timeline=True)
-        return timing.timeline.kept[0]
+        times = None
+        if rounds:  # the round before is read no more: emptied, its arrays hold the next round's
+            before = rounds.pop()
+            times = (before[1], before[2])
+            before.clear()
+        # every compute task is re-timed each round: the graph's own durations are overwritten
+        timed = retimed(graph, fwd[0], bwd[0], graph.duration_s)
+        rounds.append([timed, *core_engine.run(timed, out=times)])
+        return rounds[-1]
 
     def overlap_of(kept):
         return graph_overlap(*kept, model.layer_names, n_run - 2)
 
-    fwd, bwd, _ = fixed_point(time_rows, overlap_of, model.fwd_s, model.bwd_s, np.array([kappa]))
-    return with_times(model, fwd[0], bwd[0])
+    return fixed_point(time_rows, overlap_of, model.fwd_s, model.bwd_s, np.array([kappa]))
 
 
 def _fast_fixed_point(model, plan: Plan, costs, precision: str, prefetch: bool, iterations: int):
@@ -148,15 +164,28 @@ def _time_with_interference(model, plan: Plan, costs, **kw) -> Timing:
         return Timing(run.iteration_time_s, phases, _Timelines(run, None, kw["iterations"]), True)
     rows = []
     for cost in costs:
-        stretched = interference_model(model, plan, cost, precision=kw["precision"], prefetch=kw["prefetch"],
-                                       engine=kw["engine"])
-        timing = _time_plan(stretched, plan, [_without_slowdown(cost)], **kw)
+        if _slowdown(cost) > 0 and _reuses_fixed_point(plan, cost, model.num_layers, **kw):
+            fwd, bwd, kept = _graph_fixed_point(model, plan, cost, kw["precision"], kw["prefetch"])
+            stretched = with_times(model, fwd[0], bwd[0])  # its last round is the run of these times
+            timing = _graph_timing([kept], 1, plan, kw["iterations"], kw["keep_timeline"])
+        else:
+            stretched = interference_model(model, plan, cost, precision=kw["precision"], prefetch=kw["prefetch"],
+                                           engine=kw["engine"])
+            timing = _time_plan(stretched, plan, [_without_slowdown(cost)], **kw)
         added = float((np.sum(stretched.fwd_s) + np.sum(stretched.bwd_s)) - (np.sum(model.fwd_s) + np.sum(model.bwd_s)))
         rows.append((timing, added))
     phases = {key: np.array([float(t.phases[key][0]) for t, _ in rows]) for key in rows[0][0].phases}
     phases["interference_s"] = np.array([added for _, added in rows])
     return Timing(np.array([float(t.iteration_time_s[0]) for t, _ in rows]), phases,
                   _RowTimelines([t.timeline for t, _ in rows]), all(t.fast for t, _ in rows))
+
+
+def _reuses_fixed_point(plan: Plan, cost, num_layers: int, *, iterations: int, **_) -> bool:
+    """True when the general fixed point's last round is the run `_time_plan` would time again:
+    the task graph, for as many iterations (a plan of the fast path's structure is solved in one
+    pass by `interference_model` instead, on either engine)."""
+    return not fast.supports(plan, cost, num_layers) and iterations_to_run(plan, iterations) == iterations_to_run(
+        plan, 2)
 
 
 def _stretched_like(worker_model, base, stretched):
@@ -187,13 +216,21 @@ def _time_plan(model, plan: Plan, costs, *, precision: str, iterations: int, pre
             fast.supports_cost(c) for c in costs[1:]):
         run = fast.evaluate(model, plan, costs, precision=precision, iterations=n_run, prefetch=prefetch)
         return Timing(run.iteration_time_s, run.phase_metrics(), _Timelines(run, None, iterations), True)
-    t_iter = np.empty(len(costs))
-    phases = {key: np.empty(len(costs)) for key in PHASE_KEYS}
+    def runs():  # one graph at a time (a graph not kept is freed before the next is built)
+        for cost in costs:
+            check_task_budget(model, plan, cost, precision, n_run)
+            graph = lower(model, plan, cost, precision=precision, iterations=n_run, prefetch=prefetch)
+            yield (graph, *core_engine.run(graph))
+
+    return _graph_timing(runs(), len(costs), plan, iterations, keep_timeline)
+
+
+def _graph_timing(runs, rows: int, plan: Plan, iterations: int, keep_timeline: bool) -> Timing:
+    """The `Timing` of ``rows`` engine runs, each ``(graph, start, end)``."""
+    t_iter = np.empty(rows)
+    phases = {key: np.empty(rows) for key in PHASE_KEYS}
     kept = []
-    for row, cost in enumerate(costs):
-        check_task_budget(model, plan, cost, precision, n_run)
-        graph = lower(model, plan, cost, precision=precision, iterations=n_run, prefetch=prefetch)
-        start, end = core_engine.run(graph)
+    for row, (graph, start, end) in enumerate(runs):
         t_iter[row], figures = graph_figures(graph, start, end, plan.per_layer_update)
         for key in PHASE_KEYS:
             phases[key][row] = figures[key]

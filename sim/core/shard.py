@@ -69,58 +69,61 @@ class ShardedSteps:
     def gathers_parameters(self) -> bool:
         return self.plan.shard == SHARD_PARAMETERS
 
-    def gather(self, k: int, gi: int, rank: int, order: int, what: str) -> int:
-        """One all-gather of message gi's parameters on the channel."""
-        b = int(self.msgs.nbytes[gi])
-        t = self.cost.step_time_s("all-gather", self.msgs.groups[gi], b, whole=True)
+    def gather_times_s(self, k: int) -> np.ndarray:
+        """The time of an all-gather of each whole message in iteration k."""
+        if getattr(self, "_gather_s", None) is None:
+            self._gather_s = self.msgs.message_step_times_s(self.cost, "all-gather")
         scale = self.times.comm_scale
-        t = t if scale is None else t * float(scale[k, gi])
-        return self.g.add(k, _SHARED, "comm", "comm", t, message=gi, nbytes=b, key=shard_key(k, rank, order),
-                          tag=TAGS.index(what))
+        return self._gather_s if scale is None else self._gather_s * np.asarray(scale[k], dtype=float)
 
-    def units(self) -> list[int]:
+    def gathers(self, k: int, units: np.ndarray, rank: int, orders, what: str) -> np.ndarray:
+        """All-gathers of messages ``units`` (in this order) on the channel, with unit orders ``orders``."""
+        return self.g.add_block(len(units), k, _SHARED, "comm", "comm", self.gather_times_s(k)[units],
+                                message=units, nbytes=self.msgs.nbytes[units], key=shard_key(k, rank, orders),
+                                tag=TAGS.index(what))
+
+    def units(self) -> np.ndarray:
         """The messages (units) in forward order: by their layer nearest the input."""
-        groups = self.msgs.groups
-        return sorted(range(len(groups)), key=lambda gi: min(groups[gi]))
+        return np.argsort(self.msgs.low, kind="stable")
 
     def gather_parameters(self, k: int, chains) -> None:
         """Stage 3: the all-gathers before each unit's forward (from the second
         iteration on) and before its backward, with their prefetch edges."""
-        groups, units, W = self.msgs.groups, self.units(), self.times.workers
+        m, units, W = self.msgs, self.units(), self.times.workers
+        low, high = m.low[units], m.high[units]  # each unit's first and last layer, in forward order
+        count = len(units)
+        g = self.g
         if self.carry is not None:
-            for p, gi in enumerate(units):
-                ag = self.gather(k, gi, GATHER_FORWARD, p, "all-gather-fwd")
-                for w in range(W):
-                    _, h2d, fwd = self.forwards[w]
-                    if p < 2:  # issued as the iteration starts: the updated shards, the batch on the GPU
-                        self.g.edge(self.carry[w].step_done, ag)
-                        self.g.edge(h2d, ag)
-                    else:  # issued as unit p - 1's forward starts
-                        self.g.edge(fwd[max(groups[units[p - 2]])], ag)
-                    self.g.edge(ag, fwd[min(groups[gi])])
-        last = len(units) - 1
-        for p in range(last - 1, -1, -1):
-            gi = units[p]
-            ag = self.gather(k, gi, GATHER_BACKWARD, last - p, "all-gather-bwd")
+            ags = self.gathers(k, units, GATHER_FORWARD, np.arange(count), "all-gather-fwd")
             for w in range(W):
-                _, _, fwd = self.forwards[w]
-                bwd = chains[w]
-                # issued as unit p + 1's backward starts: after the forward of the last
-                # unit, or after the backward of unit p + 2
-                src = fwd[max(groups[units[last]])] if p == last - 1 else bwd[min(groups[units[p + 2]])]
-                self.g.edge(src, ag)
-                self.g.edge(ag, bwd[max(groups[gi])])
+                _, h2d, fwd = self.forwards[w]
+                # the first two issued as the iteration starts (the updated shards, the batch on the GPU),
+                # unit p's as unit p - 1's forward starts
+                first = ags[:2]
+                g.edges(np.repeat([self.carry[w].step_done, h2d], len(first)), np.tile(first, 2))
+                g.edges(fwd[high[:-2]], ags[2:])
+                g.edges(ags, fwd[low])
+        last = count - 1
+        if last < 1:
+            return
+        p = np.arange(last - 1, -1, -1)
+        ags = self.gathers(k, units[p], GATHER_BACKWARD, last - p, "all-gather-bwd")
+        for w in range(W):
+            _, _, fwd = self.forwards[w]
+            bwd = chains[w]
+            # issued as unit p + 1's backward starts: after the forward of the last
+            # unit, or after the backward of unit p + 2
+            g.edges(np.append(fwd[high[last]], bwd[low[p[1:] + 2]]), ags)
+            g.edges(ags, bwd[high[p]])
 
     def gather_updated(self, k: int, single: list[int], chains) -> list:
         """Stages 1 and 2: the all-gathers of the updated parameters after the
         update; the next forward waits for all of them. Returns the carry."""
-        gathers = []
-        for gi in range(len(self.msgs.groups)):
-            ag = self.gather(k, gi, GATHER_UPDATED, gi, "all-gather")
-            for u in single:
-                self.g.edge(u, ag)
-            gathers.append(ag)
+        count = len(self.msgs)
+        every = np.arange(count, dtype=np.int64)
+        gathers = self.gathers(k, every, GATHER_UPDATED, every, "all-gather")
+        self.g.edges(np.tile(np.asarray(single, dtype=np.int64), count), np.repeat(gathers, len(single)))
         W = self.times.workers
-        done = gathers[-1] if gathers else None
-        return [Carry(np.asarray([single[w], *gathers], dtype=np.int64), np.zeros(1 + len(gathers), dtype=np.int64),
+        done = int(gathers[-1]) if count else None
+        return [Carry(np.concatenate([[single[w]], gathers]).astype(np.int64), np.zeros(1 + count, dtype=np.int64),
                       single[w] if done is None else done, chains[w][-1]) for w in range(W)]

@@ -27,8 +27,10 @@ KINDS = ("io", "h2d", "forward", "backward", "update", "comm")
 #: empty), ``"0"`` (io, h2d), the message alone (an all-reduce), or a step.
 TAGS = ("", "0", "message", "push", "pull", "reduce-scatter", "all-gather", "all-gather-fwd", "all-gather-bwd")
 _INT_COLUMNS = ("resource", "iteration", "worker", "kind_id", "layer_id", "message", "tag", "part")
-_COLUMNS = (("duration_s", np.float64), ("nbytes", np.int64), ("key0", np.int64), ("key1", np.int64),
-            ("key2", np.int64), ("key3", np.int64)) + tuple((c, np.int32) for c in _INT_COLUMNS)
+_SMALL_COLUMNS = ("kind_id", "tag")  # a few values each (`KINDS` and what callers add, `TAGS`): int8
+_COLUMNS = (("duration_s", np.float64), ("nbytes", np.int64), ("key0", np.int64), ("key1", np.int32),
+            ("key2", np.int32), ("key3", np.int32)) + tuple(
+                (c, np.int8 if c in _SMALL_COLUMNS else np.int32) for c in _INT_COLUMNS)
 _EDGE_COLUMNS = (("eu", np.int32), ("ev", np.int32), ("elag", np.float64))
 
 
@@ -41,6 +43,30 @@ class Carry(NamedTuple):
     layers: np.ndarray
     step_done: int
     backward_done: int
+
+
+def _chunk(value, dtype, count: int) -> tuple:
+    """``count`` values of a column: a scalar stays one value, an array is kept as given (the lowering
+    does not change an array it has passed) until `_join` fills the column."""
+    value = np.asarray(value)
+    return (count, value.astype(dtype)[()] if value.ndim == 0 else np.broadcast_to(value, (count,)))
+
+
+def _join(chunks: list, dtype) -> np.ndarray:
+    """A column from its chunks (`_chunk`), filled in place."""
+    out = np.empty(sum(count for count, _ in chunks), dtype=dtype)
+    at = 0
+    for count, value in chunks:
+        out[at:at + count] = value
+        at += count
+    return out
+
+
+def _narrow(chunks: list):
+    """int32 for a column of byte counts that all fit in it (every message part under 2 GiB), else int64."""
+    top = max((int(np.max(v)) if np.ndim(v) else int(v) for count, v in chunks if count), default=0)
+    low = min((int(np.min(v)) if np.ndim(v) else int(v) for count, v in chunks if count), default=0)
+    return np.int32 if low >= -2**31 and top < 2**31 else np.int64
 
 
 class TaskGraph:
@@ -97,7 +123,7 @@ class TaskGraph:
         kind = self.kind_index(kind) if isinstance(kind, str) else kind
         values = (duration, nbytes, *key, resource, k, worker, kind, layer, message, tag, part)
         for (name, dtype), value in zip(_COLUMNS, values, strict=True):
-            self._chunks[name].append(np.broadcast_to(np.asarray(value, dtype=dtype), (count,)).copy())
+            self._chunks[name].append(_chunk(value, dtype, count))
         self._n += count
         return idx
 
@@ -114,10 +140,15 @@ class TaskGraph:
     def edges(self, u, v, lag_s=0.0) -> None:
         """Edges ``u[i] -> v[i]`` (either may be a scalar), with optional lags."""
         self._flush("edge")
-        u, v = np.broadcast_arrays(np.asarray(u, dtype=np.int64), np.asarray(v, dtype=np.int64))
-        lag = np.broadcast_to(np.asarray(lag_s, dtype=np.float64), u.shape)
-        for name, values in (("eu", u), ("ev", v), ("elag", np.where(lag > 0, lag, 0.0))):
-            self._chunks[name].append(np.array(values, dtype=self._dtype(name)).ravel())
+        u, v, lag = np.asarray(u), np.asarray(v), np.asarray(lag_s, dtype=np.float64)
+        shape = np.broadcast_shapes(u.shape, v.shape, lag.shape)
+        if len(shape) > 1:
+            u, v, lag = (np.broadcast_to(x, shape).ravel() for x in (u, v, lag))
+        count = int(np.prod(shape))
+        lagged = lag > 0
+        lag = np.where(lagged, lag, 0.0) if lagged.any() else 0.0  # no lag: one zero, not a column of them
+        for name, values in (("eu", u), ("ev", v), ("elag", lag)):
+            self._chunks[name].append(_chunk(values, self._dtype(name), count))
 
     @staticmethod
     def _dtype(name: str):
@@ -127,7 +158,9 @@ class TaskGraph:
         names = [c for c, _ in (_EDGE_COLUMNS if which == "edge" else _COLUMNS)]
         if self._pending[names[0]]:
             for name in names:
-                self._chunks[name].append(np.asarray(self._pending[name], dtype=self._dtype(name)))
+                values = np.asarray(self._pending[name], dtype=self._dtype(name))
+                lagless = name == "elag" and not np.any(values > 0)  # no lag: one zero, not a column of them
+                self._chunks[name].append((len(values), np.float64(0.0) if lagless else values))
                 self._pending[name] = []
 
     def finish(self) -> TaskGraph:
@@ -136,22 +169,42 @@ class TaskGraph:
             return self
         self._flush("task")
         self._flush("edge")
-        for name, dtype in _COLUMNS + _EDGE_COLUMNS:
-            chunks = self._chunks.pop(name)
-            setattr(self, name, np.concatenate(chunks) if chunks else np.zeros(0, dtype))
-        self._pending = {}
-        order = np.argsort(self.eu, kind="stable")
-        self.succ_index = self.ev[order].astype(np.int32)
-        self.has_lags = bool(np.any(self.elag > 0))
-        self.succ_lag_s = self.elag[order] if self.has_lags else np.zeros(1)
-        self.succ_ptr = np.zeros(self._n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self.eu, minlength=self._n), out=self.succ_ptr[1:])
-        self.indegree = np.bincount(self.ev, minlength=self._n).astype(np.int32)
-        del self.eu, self.ev, self.elag  # kept in compressed form only
+        chunks, self._chunks, self._pending = self._chunks, {}, {}
+        self._successors(chunks)
+        # the keys, ranked and dropped, before the other columns are joined (less memory at once)
+        for name, dtype in _COLUMNS[2:7]:
+            setattr(self, name, _join(chunks.pop(name), dtype))
         self._rank()
         del self.key0, self.key1, self.key2, self.key3  # ranked
+        for name, dtype in _COLUMNS:
+            if name in chunks:
+                parts = chunks.pop(name)
+                setattr(self, name, _join(parts, _narrow(parts) if name == "nbytes" else dtype))
         self._final = True
         return self
+
+    def _successors(self, chunks: dict) -> None:
+        """The edges in compressed form: each task's successors (and their lags) by source."""
+        self.has_lags = any(not (np.isscalar(v) and v == 0) for _, v in chunks["elag"])
+        eu, ev = _join(chunks.pop("eu"), np.int32), _join(chunks.pop("ev"), np.int32)
+        order = np.argsort(eu, kind="stable")
+        self.succ_index = ev[order]
+        self.succ_lag_s = _join(chunks.pop("elag"), np.float64)[order] if self.has_lags else np.zeros(1)
+        del order
+        self.succ_ptr = np.zeros(self._n + 1, dtype=np.int32 if len(eu) < 2**31 else np.int64)
+        np.cumsum(np.bincount(eu, minlength=self._n), out=self.succ_ptr[1:])
+
+    @property
+    def indegree(self) -> np.ndarray:
+        """Each task's number of predecessors (for the event loop; not kept)."""
+        return np.bincount(self.finish().succ_index, minlength=self._n).astype(np.int32)
+
+    @property
+    def order(self) -> np.ndarray:
+        """The tasks sorted by (resource, key, index): the task of each rank (for the event loop; not kept)."""
+        out = np.empty(self._n, dtype=np.int32)
+        out[self.finish().rank] = np.arange(self._n, dtype=np.int32)
+        return out
 
     def rank_priorities(self) -> TaskGraph:
         """Each task's rank among its resource's tasks, by key (then index): `finish`."""
@@ -160,10 +213,10 @@ class TaskGraph:
     def _rank(self) -> None:
         """``order``: the tasks sorted by (resource, key, index); ``rank[t]``: t's place in it;
         ``priority[t]``: t's rank among its resource's tasks."""
-        idx = np.arange(self._n, dtype=np.int64)
-        self.order = np.lexsort((idx, self.key3, self.key2, self.key1, self.key0, self.resource)).astype(np.int32)
+        idx = np.arange(self._n, dtype=np.int32)
+        order = np.lexsort((idx, self.key3, self.key2, self.key1, self.key0, self.resource))
         self.rank = np.empty(self._n, dtype=np.int32)
-        self.rank[self.order] = idx
+        self.rank[order] = idx
 
     @property
     def priority(self) -> np.ndarray:
