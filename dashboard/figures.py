@@ -42,6 +42,8 @@ __all__ = [
     "layer_figure",
     "mark_gpus",
     "scaling_figure",
+    "selection_cleared",
+    "stale_selection",
 ]
 
 KIND_COLORS = {
@@ -587,6 +589,23 @@ def mark_gpus(fig: go.Figure, gpus: int) -> go.Figure:
     layout["annotations"] = [*layout.get("annotations", []), {
         "x": float(np.log10(gpus)), "xref": "x", "y": 1, "yref": "y domain", "text": f"{gpus} GPU{'' if gpus == 1 else 's'}",
         "showarrow": False, "xanchor": "right", "yanchor": "top", "font": {"size": 10, "color": "#666"}}]
+    return go.Figure(spec, _validate=False)
+
+
+def stale_selection(event, gpus: int) -> bool:
+    """Whether a `scaling_figure` chart's selection (``st.plotly_chart``'s event, or None) holds
+    a clicked point at another GPU count than ``gpus`` (the count changed elsewhere since)."""
+    selection = getattr(event, "selection", None) or (event or {}).get("selection") or {}
+    return any(int(round(point.get("x", gpus))) != gpus for point in selection.get("points", []))
+
+
+def selection_cleared(fig: go.Figure, clears: int) -> go.Figure:
+    """``fig`` itself, or after ``clears`` > 0 a copy whose ``layout.meta`` counts them: a figure
+    that differs in nothing else, which Streamlit draws afresh, without the old selection."""
+    if not clears:
+        return fig
+    spec = fig.to_dict()
+    spec["layout"]["meta"] = {**(spec["layout"].get("meta") or {}), "selection_clears": clears}
     return go.Figure(spec, _validate=False)
 
 
