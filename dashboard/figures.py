@@ -284,12 +284,19 @@ GANTT_LEGEND_PX = 68
 #: The same for `scaling_figure`: the throughput axis's tick labels, a one-row legend.
 SCALING_LEFT_PX = 45
 SCALING_LEGEND_PX = 39
+#: Right of the plot: room for half the last tick label of the x axis ("1024", "1,250"), which
+#: hangs over the plot's end. With 10 px, Plotly grew the margin to 17-18 px and drew the chart
+#: again on most GPU changes (counted with the browser's debugger: two or three draws a change).
+RIGHT_PX = 30
+#: A few px more left and below than measured: Plotly grew a margin by 1-2 px (and drew again) as
+#: the plot's width changed with the title's or the tick labels' lengths.
+SLACK_PX = 4
 
 
 def settled_margin(height: int, top: int, left: int, legend_px: int) -> dict:
     """A layout margin that Plotly's automargin does not have to grow on a desktop-wide chart
-    ``height`` px high, with ``top`` px above the plot, ``left`` px of tick labels and a
-    `LEGEND_BELOW` legend ``legend_px`` tall.
+    ``height`` px high, with ``top`` px above the plot, ``left`` px of tick labels, `RIGHT_PX`
+    for the last x tick label and a `LEGEND_BELOW` legend ``legend_px`` tall.
 
     Plotly draws a chart a second time whenever the margins its axes and legend push differ
     from the layout's (measured with the browser's profiler: a third of a chart's drawing
@@ -297,7 +304,8 @@ def settled_margin(height: int, top: int, left: int, legend_px: int) -> dict:
     more (a phone, whose legend wraps), Plotly still grows them.
     """
     drop = -LEGEND_BELOW["y"]  # the bottom margin b must hold drop x (height - top - b) + the legend
-    return {"l": left, "r": 10, "t": top, "b": int(np.ceil((legend_px + drop * (height - top)) / (1 + drop)))}
+    return {"l": left + SLACK_PX, "r": RIGHT_PX, "t": top,
+            "b": int(np.ceil((legend_px + SLACK_PX + drop * (height - top)) / (1 + drop)))}
 
 
 def gantt_figure(timeline: pd.DataFrame, title: str = "", height: int | None = None,
