@@ -42,6 +42,8 @@ __all__ = [
     "layer_figure",
     "mark_gpus",
     "scaling_figure",
+    "selection_cleared",
+    "stale_selection",
 ]
 
 KIND_COLORS = {
@@ -282,12 +284,19 @@ GANTT_LEGEND_PX = 68
 #: The same for `scaling_figure`: the throughput axis's tick labels, a one-row legend.
 SCALING_LEFT_PX = 45
 SCALING_LEGEND_PX = 39
+#: Right of the plot: room for half the last tick label of the x axis ("1024", "1,250"), which
+#: hangs over the plot's end. With 10 px, Plotly grew the margin to 17-18 px and drew the chart
+#: again on most GPU changes (counted with the browser's debugger: two or three draws a change).
+RIGHT_PX = 30
+#: A few px more left and below than measured: Plotly grew a margin by 1-2 px (and drew again) as
+#: the plot's width changed with the title's or the tick labels' lengths.
+SLACK_PX = 4
 
 
 def settled_margin(height: int, top: int, left: int, legend_px: int) -> dict:
     """A layout margin that Plotly's automargin does not have to grow on a desktop-wide chart
-    ``height`` px high, with ``top`` px above the plot, ``left`` px of tick labels and a
-    `LEGEND_BELOW` legend ``legend_px`` tall.
+    ``height`` px high, with ``top`` px above the plot, ``left`` px of tick labels, `RIGHT_PX`
+    for the last x tick label and a `LEGEND_BELOW` legend ``legend_px`` tall.
 
     Plotly draws a chart a second time whenever the margins its axes and legend push differ
     from the layout's (measured with the browser's profiler: a third of a chart's drawing
@@ -295,7 +304,8 @@ def settled_margin(height: int, top: int, left: int, legend_px: int) -> dict:
     more (a phone, whose legend wraps), Plotly still grows them.
     """
     drop = -LEGEND_BELOW["y"]  # the bottom margin b must hold drop x (height - top - b) + the legend
-    return {"l": left, "r": 10, "t": top, "b": int(np.ceil((legend_px + drop * (height - top)) / (1 + drop)))}
+    return {"l": left + SLACK_PX, "r": RIGHT_PX, "t": top,
+            "b": int(np.ceil((legend_px + SLACK_PX + drop * (height - top)) / (1 + drop)))}
 
 
 def gantt_figure(timeline: pd.DataFrame, title: str = "", height: int | None = None,
@@ -587,6 +597,23 @@ def mark_gpus(fig: go.Figure, gpus: int) -> go.Figure:
     layout["annotations"] = [*layout.get("annotations", []), {
         "x": float(np.log10(gpus)), "xref": "x", "y": 1, "yref": "y domain", "text": f"{gpus} GPU{'' if gpus == 1 else 's'}",
         "showarrow": False, "xanchor": "right", "yanchor": "top", "font": {"size": 10, "color": "#666"}}]
+    return go.Figure(spec, _validate=False)
+
+
+def stale_selection(event, gpus: int) -> bool:
+    """Whether a `scaling_figure` chart's selection (``st.plotly_chart``'s event, or None) holds
+    a clicked point at another GPU count than ``gpus`` (the count changed elsewhere since)."""
+    selection = getattr(event, "selection", None) or (event or {}).get("selection") or {}
+    return any(int(round(point.get("x", gpus))) != gpus for point in selection.get("points", []))
+
+
+def selection_cleared(fig: go.Figure, clears: int) -> go.Figure:
+    """``fig`` itself, or after ``clears`` > 0 a copy whose ``layout.meta`` counts them: a figure
+    that differs in nothing else, which Streamlit draws afresh, without the old selection."""
+    if not clears:
+        return fig
+    spec = fig.to_dict()
+    spec["layout"]["meta"] = {**(spec["layout"].get("meta") or {}), "selection_clears": clears}
     return go.Figure(spec, _validate=False)
 
 

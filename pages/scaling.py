@@ -55,9 +55,16 @@ def _figure():
     return resources_view.grey_unfit(figures.scaling_figure(points), points)
 
 
+# The sweep's chart does not mark the picked GPU count (the slider below shows it): a chart whose
+# figure changes is drawn anew by the browser, and this one, three panels of every curve, cost
+# Chromium more than the rest of a GPU change together. It is redrawn only with the sweep, or
+# to clear a clicked point that no longer is the sidebar's count (`figures.selection_cleared`).
+if figures.stale_selection(st.session_state.get("scaling_chart"), cfg.gpus):
+    st.session_state["scaling_chart_clears"] = st.session_state.get("scaling_chart_clears", 0) + 1
+clears = st.session_state.get("scaling_chart_clears", 0)
 base = cached.figure(sweep_key, _figure)
-ui.chart(lambda: figures.mark_gpus(base, cfg.gpus), "scaling_chart", f"scaling-{cfg.model_label}",
-         cache_key=(*sweep_key, "marked", cfg.gpus), on_select=_clicked, selection_mode="points")
+ui.chart(lambda: figures.selection_cleared(base, clears), "scaling_chart", f"scaling-{cfg.model_label}",
+         cache_key=(*sweep_key, "clears", clears), on_select=_clicked, selection_mode="points")
 st.caption(f"GPU counts that do not fill whole nodes of {cfg.gpus_per_node} are skipped. "
            "Click a point (or use the slider) to see that configuration's timeline. Grey points do not fit in "
            "GPU memory (momentum SGD; see the Timeline page's memory panel).")

@@ -1,15 +1,18 @@
 """What the dashboard leaves out of a rerun to stay fast under load (issue 15, item 6):
 a closed memory panel sends nothing, an open one its chart and exports; the imports are
-frozen out of the garbage collector's way once per process."""
+frozen out of the garbage collector's way once per process; a GPU change on the Scaling
+page does not send the sweep's chart again."""
 
 from __future__ import annotations
 
 import gc
+import json
 from pathlib import Path
 
+import plotly.graph_objects as go
 from streamlit.testing.v1 import AppTest
 
-from dashboard import warmup
+from dashboard import figures, warmup
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -53,3 +56,44 @@ def test_the_imports_are_frozen_once_per_process():
     warmup.freeze_imports()
     assert gc.get_freeze_count() > 0
     assert warmup.freeze_imports() is False
+
+
+def chart_ids(at: AppTest) -> dict[str, str]:
+    """Chart key -> Streamlit element id (a hash of the figure: a new id is a chart drawn anew)."""
+    return {el.proto.id.rsplit("-", 1)[-1]: el.proto.id for el in at.get("plotly_chart")}
+
+
+def test_a_gpu_change_on_the_scaling_page_leaves_the_sweep_chart_as_it_is():
+    at = timeline()
+    at.switch_page(str(REPO / "pages" / "scaling.py")).run()
+    before = chart_ids(at)
+    at.session_state["gpus"] = 64
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    after = chart_ids(at)
+    assert after["scaling_chart"] == before["scaling_chart"]  # not sent anew: the browser keeps it
+    assert after["scaling_timeline"] != before["scaling_timeline"]  # the picked count's timeline is
+    assert "64 GPUs" in json.loads(next(el.proto.spec for el in at.get("plotly_chart")
+                                        if el.proto.id == after["scaling_timeline"]))["layout"]["title"]["text"]
+
+
+class _Event:
+    def __init__(self, *xs):
+        self.selection = {"points": [{"x": x, "y": 1.0} for x in xs]}
+
+
+def test_a_clicked_point_is_stale_once_the_gpu_count_changed_elsewhere():
+    assert not figures.stale_selection(None, 16)
+    assert not figures.stale_selection(_Event(), 16)
+    assert not figures.stale_selection(_Event(16.0), 16)  # the click that set the count
+    assert figures.stale_selection(_Event(256.0), 16)
+    assert figures.stale_selection({"selection": {"points": [{"x": 8}]}}, 16)
+
+
+def test_clearing_a_selection_changes_only_the_meta_of_a_copy():
+    fig = go.Figure(go.Scatter(x=[1, 2], y=[3, 4]), layout={"meta": {"aggregated": "note"}})
+    assert figures.selection_cleared(fig, 0) is fig
+    cleared = figures.selection_cleared(fig, 2)
+    assert cleared is not fig and fig.layout.meta == {"aggregated": "note"}
+    assert cleared.layout.meta == {"aggregated": "note", "selection_clears": 2}
+    assert cleared.to_dict()["data"] == fig.to_dict()["data"]

@@ -22,9 +22,12 @@ from browser_util import (
     EXCEPTION,
     PLOT,
     RUNNING,
+    SELECTOR_ATTACHED,
+    SELECTOR_DETACHED,
     VIEWPORT,
     skip_reason,
     streamlit_server,
+    wait_quietly,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(skip_reason() is not None, reason=str(skip_reason()))]
@@ -45,15 +48,16 @@ async def _session(browser, url: str, index: int) -> dict:
     samples, problems = [], []
     try:
         await page.goto(url)
-        await page.wait_for_selector(PLOT, state="attached")
-        await page.wait_for_selector(RUNNING, state="detached")
+        # waits in the page, not polling every frame (`wait_quietly`): ten polling pages load the machine
+        await wait_quietly(page, SELECTOR_ATTACHED, PLOT, 120_000)
+        await wait_quietly(page, SELECTOR_DETACHED, RUNNING, 120_000)
         counts = CHANGES[index % len(CHANGES):] + CHANGES[: index % len(CHANGES)]
         for gpus in counts:
             box = page.locator(".st-key-gpus input")
             t0 = time.perf_counter()
             await box.fill(str(gpus))
             await box.press("Enter")
-            await page.wait_for_function(TITLE_HAS, arg=[f"· {gpus} GPUs"])
+            await wait_quietly(page, TITLE_HAS, [f"· {gpus} GPUs"], 120_000)
             samples.append((time.perf_counter() - t0) * 1e3)
             for selector, what in ((EXCEPTION, "exception"), (ERROR_BOX, "error box")):
                 if await page.locator(selector).count():
