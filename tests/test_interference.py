@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from helpers import make_model
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import sim
@@ -178,3 +178,63 @@ def test_a_message_released_later_leaves_a_gap_by_hand():
     assert backward_times_row([1e-3, 4e-3], [1e-3], [0], [10e-3], 0.5)[1] == 4e-3
     # released out of plan order: the channel serves by priority, and the solver declines
     assert backward_times_row([1e-3, 1e-3, 1e-3], [1e-3, 1e-3], [0, 1], [5e-3, 0.0], 0.5) is None
+
+
+def test_a_task_that_ends_as_a_lagged_message_begins_runs_alone():
+    """Task 1 (0.1 ms) starts at 0.3 ms, and message 0, released 0.1 ms after task 0 ends, begins as it
+    ends: nothing covers it (to rounding), and for kappa < 1 (one root) it takes 0.1 ms. The root lies
+    at the end of the gap before the message, where rounding once lost it in both pieces and the task
+    took 0.1 (1 + kappa) ms, as if covered throughout."""
+    for kappa in np.arange(0, 1000) / 1000:
+        got = backward_times_row([3e-4, 1e-4], [5e-4, 5e-4], [0, 1], [1e-4, 2e-4], float(kappa))
+        assert got[1] == pytest.approx(1e-4, rel=1e-9), kappa
+
+
+def _first_root(b, kappa, t, starts, ends):
+    """The smallest x > 0 with x^2 = b x + b kappa c(x), c the time [t, t + x) overlaps the messages,
+    found by bisection with every g(x) exact (fractions), the messages as given (floats)."""
+    from fractions import Fraction
+
+    b, kappa = Fraction(b), Fraction(kappa)
+    spans = [(Fraction(s) - Fraction(t), Fraction(e) - Fraction(t)) for s, e in zip(starts, ends, strict=True)]
+
+    def g(x):
+        return x * x - b * x - b * kappa * sum(max(Fraction(0), min(e, x) - max(s, Fraction(0))) for s, e in spans)
+
+    lo = Fraction(0)
+    for hi in sorted({p for span in spans for p in span if p > 0}) + [2 * b * (1 + kappa)]:
+        if g(hi) >= 0:
+            for _ in range(70):
+                mid = (lo + hi) / 2
+                lo, hi = (lo, mid) if g(mid) >= 0 else (mid, hi)
+            return float(hi)
+        lo = hi
+    raise AssertionError("no root")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_each_task_takes_the_first_root_exactly(data):
+    """On a grid of times (tasks ending as messages begin or end), with lags and kappa < 1 (one root),
+    each task's time is the root of its equation found with exact arithmetic, to 1e-9."""
+    unit = data.draw(st.sampled_from([1e-3, 0.5e-3, 0.3e-3, 0.1e-3, 1e-3 / 3]))
+    n = data.draw(st.integers(2, 6))
+    bwd = [unit * k for k in data.draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))]
+    lowest_at = sorted(data.draw(st.sets(st.integers(0, n - 1), min_size=1)))
+    t_c = [unit * k for k in data.draw(st.lists(st.integers(0, 6), min_size=len(lowest_at), max_size=len(lowest_at)))]
+    lag = [unit * k for k in data.draw(st.lists(st.integers(0, 3), min_size=len(lowest_at), max_size=len(lowest_at)))]
+    kappa = data.draw(st.one_of(st.sampled_from([0.25, 0.5, 0.75]), st.floats(0.0, 0.95)))
+    got = backward_times_row(bwd, t_c, lowest_at, lag, kappa)
+    assume(got is not None)  # released out of plan order: the rounds' case
+    t, task_end, starts, ends, free, g = 0.0, [], [], [], -math.inf, 0
+    for p, b in enumerate(bwd):  # the channel as the solver's times place it
+        while g < len(lowest_at) and lowest_at[g] < p:
+            ready = task_end[lowest_at[g]] + lag[g]
+            starts.append(ready if ready > free else free)
+            free = starts[-1] + t_c[g]
+            ends.append(free)
+            g += 1
+        want = b if b == 0 else _first_root(b, kappa, t, starts, ends)
+        assert got[p] == pytest.approx(want, rel=1e-9), p
+        t += got[p]
+        task_end.append(t)
