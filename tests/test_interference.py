@@ -1,13 +1,14 @@
 """Interference (sim.core.interference): compute overlapped by communication slows down."""
 
 import csv
+import dataclasses
 import math
 from unittest import mock
 
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import make_model
+from helpers import make_model, user_cluster
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,7 @@ import sim
 from sim.catalog import DATA_DIR, networks
 from sim.comm import NO_COMM, CommCost
 from sim.core import fast, interference
+from sim.core import run as core_run
 from sim.core.backward_stretch import backward_times, backward_times_row
 from sim.core.plan import NO_GRADIENTS, gradient_layers
 from sim.errors import SimInputError
@@ -238,3 +240,84 @@ def test_each_task_takes_the_first_root_exactly(data):
         assert got[p] == pytest.approx(want, rel=1e-9), p
         t += got[p]
         task_end.append(t)
+
+
+_FAST_SCHEDULERS = sorted(s for s in sim.SCHEDULERS if sim.schedulers.make_plan(s, NO_GRADIENTS, NO_COMM).is_plain)
+_RUNS = st.fixed_dictionaries({
+    "scheduler": st.sampled_from(_FAST_SCHEDULERS),
+    "iterations": st.integers(1, 3),
+    "prefetch": st.booleans(),
+    "bucket_mb": st.sampled_from([0.5, 4.0, 25.0]),
+    "precision": st.sampled_from(["fp32", "fp16"]),
+    "options": st.sampled_from([None, {"cycle_time_ms": 0.5, "fusion_threshold_mb": 0.0},
+                                {"cycle_time_ms": 3.0, "fusion_threshold_mb": 1.0}]),
+})
+
+
+@st.composite
+def _interfering_runs(draw, high=sim.core.cost.MAX_COMPUTE_SLOWDOWN):
+    n = draw(st.integers(1, 8))
+    time_ms = st.one_of(st.just(0.0), st.floats(0.01, 10.0))
+    model = make_model(draw(st.lists(st.one_of(st.just(0), st.integers(1, 4_000_000)), min_size=n, max_size=n)),
+                       draw(st.lists(time_ms, min_size=n, max_size=n)), draw(st.lists(time_ms, min_size=n, max_size=n)),
+                       update_ms=draw(st.sampled_from([0.0, 1.0])))
+    cluster = dataclasses.replace(
+        user_cluster(draw(st.sampled_from([2, 4, 16])), draw(st.one_of(st.just(0.0), st.floats(1e-6, 5e-3))),
+                     draw(st.one_of(st.just(0.0), st.floats(1e-12, 5e-9)))),
+        compute_slowdown=draw(st.one_of(st.just(high), st.floats(0.0, high))))
+    run = draw(_RUNS)
+    if run["scheduler"] != "horovod":
+        run["options"] = None
+    return model, cluster, run
+
+
+def _both(first, second):
+    """Both results, or None when both refuse the input with the same one-line error."""
+    results = []
+    for run in (first, second):
+        try:
+            results.append(run())
+        except SimInputError as exc:
+            results.append(str(exc))
+    if isinstance(results[0], str) or isinstance(results[1], str):
+        assert results[0] == results[1]
+        return None
+    return tuple(results)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_interfering_runs())
+def test_fast_path_and_general_engine_agree_under_interference(case):
+    """`simulate` and `simulate_dag` with compute_slowdown anywhere in [0, 10], every fast-path scheduler
+    (Horovod's ticks too): every metric to 1e-9."""
+    model, cluster, run = case
+    pair = _both(lambda: sim.simulate(model, cluster, batch_size=8, **run),
+                 lambda: sim.api.simulate_dag(model, cluster, batch_size=8, **run))
+    assume(pair is not None)
+    fast_res, ref = pair
+    for key in sim.METRIC_KEYS:
+        if isinstance(ref.metrics[key], float):
+            assert fast_res.metrics[key] == pytest.approx(ref.metrics[key], rel=1e-9, abs=1e-15), key
+        else:
+            assert fast_res.metrics[key] == ref.metrics[key], key
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_interfering_runs(high=0.95))
+def test_one_pass_is_what_the_general_engines_rounds_converge_to(case):
+    """With kappa < 1 (one root per task) the one-pass times on the fast path are those the rounds over
+    the general engine's task graph converge to (the check `simulate_dag` no longer makes, since both
+    engines now take the one-pass times)."""
+    model, cluster, run = case
+
+    def by_rounds():
+        with mock.patch.object(core_run, "_solved_backward", lambda *a, **k: None), \
+                mock.patch.object(interference, "PASSES", 60):
+            return sim.api.simulate_dag(model, cluster, batch_size=8, **run)
+
+    pair = _both(lambda: sim.simulate(model, cluster, batch_size=8, **run), by_rounds)
+    assume(pair is not None)
+    fast_res, rounds = pair
+    assert fast_res.metrics["interference_s"] == pytest.approx(rounds.metrics["interference_s"], rel=1e-9,
+                                                               abs=1e-15)
+    assert fast_res.iteration_time_s == pytest.approx(rounds.iteration_time_s, rel=1e-9)
