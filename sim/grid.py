@@ -73,12 +73,16 @@ class ConfigProduct(Sequence):
 
     def __iter__(self):
         keys = self.keys
+        if not keys:  # no axes: no configuration (as `__len__` says), not one empty one
+            return
         for combo in itertools.product(*self.values):
             yield dict(zip(keys, combo, strict=True))
 
     def grid_rows(self):
         """Each configuration as a tuple of its values in `GRID_KEYS` order (absent: `MISSING`),
         without a dict per row (the keys were checked once, by the constructor)."""
+        if not self.keys:
+            return iter(())
         tail = (MISSING,)
         pick = operator.itemgetter(*(self.keys.index(k) if k in self.keys else len(self.keys) for k in GRID_KEYS))
         return map(pick, map(operator.add, itertools.product(*self.values), repeat(tail)))

@@ -69,3 +69,11 @@ def test_a_bad_row_of_a_product_is_named_by_its_index(axes, row):
     with pytest.raises(sim.SimInputError, match=f"^configuration {row}: ") as error:
         run_grid(product, jobs=1)
     assert str(error.value).removeprefix(f"configuration {row}: ") == _alone_error(product[row])
+
+
+def test_a_product_of_no_axes_is_no_configuration():
+    """Its length is 0, and so is what it hands over (it once handed one empty configuration, refused
+    as 'model' is required)."""
+    empty = ConfigProduct()
+    assert len(empty) == 0 and list(empty) == [] and list(empty.grid_rows()) == []
+    assert list(run_grid(empty).columns) == list(sim.METRIC_KEYS) and len(run_grid(empty)) == 0
