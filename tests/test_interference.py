@@ -11,6 +11,7 @@ import pytest
 from helpers import make_model, user_cluster
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from test_fast import runs as fast_runs
 
 import sim
 from sim.catalog import DATA_DIR, networks
@@ -242,16 +243,9 @@ def test_each_task_takes_the_first_root_exactly(data):
         task_end.append(t)
 
 
-_FAST_SCHEDULERS = sorted(s for s in sim.SCHEDULERS if sim.schedulers.make_plan(s, NO_GRADIENTS, NO_COMM).is_plain)
-_RUNS = st.fixed_dictionaries({
-    "scheduler": st.sampled_from(_FAST_SCHEDULERS),
-    "iterations": st.integers(1, 3),
-    "prefetch": st.booleans(),
-    "bucket_mb": st.sampled_from([0.5, 4.0, 25.0]),
-    "precision": st.sampled_from(["fp32", "fp16"]),
-    "options": st.sampled_from([None, {"cycle_time_ms": 0.5, "fusion_threshold_mb": 0.0},
-                                {"cycle_time_ms": 3.0, "fusion_threshold_mb": 1.0}]),
-})
+#: Horovod's ticks: released at cycle boundaries, each gradient alone or fused up to 1 MiB
+_HOROVOD_OPTIONS = st.sampled_from([None, {"cycle_time_ms": 0.5, "fusion_threshold_mb": 0.0},
+                                    {"cycle_time_ms": 3.0, "fusion_threshold_mb": 1.0}])
 
 
 @st.composite
@@ -265,9 +259,9 @@ def _interfering_runs(draw, high=sim.core.cost.MAX_COMPUTE_SLOWDOWN):
         user_cluster(draw(st.sampled_from([2, 4, 16])), draw(st.one_of(st.just(0.0), st.floats(1e-6, 5e-3))),
                      draw(st.one_of(st.just(0.0), st.floats(1e-12, 5e-9)))),
         compute_slowdown=draw(st.one_of(st.just(high), st.floats(0.0, high))))
-    run = draw(_RUNS)
-    if run["scheduler"] != "horovod":
-        run["options"] = None
+    run = draw(fast_runs)
+    if run["scheduler"] == "horovod":
+        run = {**run, "options": draw(_HOROVOD_OPTIONS)}
     return model, cluster, run
 
 
