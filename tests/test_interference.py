@@ -312,6 +312,8 @@ def test_one_pass_is_what_the_general_engines_rounds_converge_to(case):
     pair = _both(lambda: sim.simulate(model, cluster, batch_size=8, **run), by_rounds)
     assume(pair is not None)
     fast_res, rounds = pair
+    # the rounds stop once no task moves by more than TOLERANCE of the longest (which they keep unmoved)
+    settled_s = model.num_layers * interference.TOLERANCE * rounds.iteration_time_s
     assert fast_res.metrics["interference_s"] == pytest.approx(rounds.metrics["interference_s"], rel=1e-9,
-                                                               abs=1e-15)
+                                                               abs=settled_s)
     assert fast_res.iteration_time_s == pytest.approx(rounds.iteration_time_s, rel=1e-9)
