@@ -73,12 +73,16 @@ class ConfigProduct(Sequence):
 
     def __iter__(self):
         keys = self.keys
+        if not keys:  # no axes: no configuration (as `__len__` says), not one empty one
+            return
         for combo in itertools.product(*self.values):
             yield dict(zip(keys, combo, strict=True))
 
     def grid_rows(self):
         """Each configuration as a tuple of its values in `GRID_KEYS` order (absent: `MISSING`),
         without a dict per row (the keys were checked once, by the constructor)."""
+        if not self.keys:
+            return iter(())
         tail = (MISSING,)
         pick = operator.itemgetter(*(self.keys.index(k) if k in self.keys else len(self.keys) for k in GRID_KEYS))
         return map(pick, map(operator.add, itertools.product(*self.values), repeat(tail)))
@@ -133,7 +137,10 @@ class Grid:
         self.schedulers: list[str] = []  # the distinct scheduler names, by code
         codes = array("q")
         code_of: dict[str, int] = {}
-        rows = configs.grid_rows() if isinstance(configs, ConfigProduct) else map(_values_of, configs)
+        product = isinstance(configs, ConfigProduct)
+        self._typed = not product or any(map(_mixes_types, configs.values))
+        rows = configs.grid_rows() if product else map(_values_of, configs)
+        values: tuple = ()
         try:
             for values in rows:
                 cid, wid, uid, scheduler = self._resolve(values)
@@ -145,8 +152,8 @@ class Grid:
                     code = code_of[scheduler] = len(self.schedulers)
                     self.schedulers.append(scheduler)
                 codes.append(code)
-        except (SimInputError, TypeError) as exc:
-            raise SimInputError(f"configuration {len(cids)}: {exc}") from None  # the rows before it all passed
+        except (SimInputError, TypeError) as exc:  # the rows before it all passed
+            raise SimInputError(f"configuration {len(cids)}: {_unhashable(values) or exc}") from None
         self.cluster_of_row = np.frombuffer(cids, dtype=np.int64).copy()
         self.workload_of_row = np.frombuffer(wids, dtype=np.int64).copy()
         self.unit_of_row = np.frombuffer(uids, dtype=np.int64).copy()
@@ -159,18 +166,25 @@ class Grid:
         return [self.schedulers[c] for c in self.scheduler_code_of_row.tolist()]
 
     def _resolve(self, values: tuple) -> tuple[int, int, int, str]:
-        """Find or add one configuration's (values in `GRID_KEYS` order) cluster, workload and evaluation."""
+        """Find or add one configuration's (values in `GRID_KEYS` order) cluster, workload and evaluation.
+
+        Values are looked up with their types: 4 and 4.0, or 1 and True, are equal keys, but only
+        one of each is a GPU count or a batch size, and a row is checked as if it came alone."""
         model, batch_size = values[0], values[1]
-        run = self._runs.get(values[2:N_RUN])
+        if self._typed:
+            types = tuple(map(type, values))
+            run_key, cluster_key, types = (values[2:N_RUN], types[2:N_RUN]), (values[N_RUN:], types[N_RUN:]), types[:N_RUN]
+        else:  # a product whose axes mix no types: equal values in a column are of one type
+            run_key, cluster_key, types = values[2:N_RUN], values[N_RUN:], None
+        run = self._runs.get(run_key)
         if run is None:
-            run = self._runs[values[2:N_RUN]] = _run_settings(values[2:N_RUN])
+            run = self._runs[run_key] = _run_settings(values[2:N_RUN])
         scheduler, precision, prefetch, calibrate, bucket_key = run
-        cluster_values = values[N_RUN:]
-        cid = self._cluster_ids.get(cluster_values)
+        cid = self._cluster_ids.get(cluster_key)
         if cid is None:
-            cid = self._add_cluster(cluster_values)
+            cid = self._add_cluster(cluster_key, values[N_RUN:])
         cluster = self.clusters[cid][0]
-        wkey = (model, cluster.gpu, batch_size, precision, prefetch, calibrate)
+        wkey = (model, cluster.gpu, batch_size, precision, prefetch, calibrate, types)
         wid = self._workload_ids.get(wkey)
         if wid is None:
             wid = self._add_workload(wkey, cluster)
@@ -200,15 +214,15 @@ class Grid:
             self._cost_of.append(cost)
         return cid
 
-    def _add_cluster(self, cluster_values: tuple) -> int:
+    def _add_cluster(self, cluster_key: tuple, cluster_values: tuple) -> int:
         given = {k: v for k, v in zip(CLUSTER_DEFAULTS, cluster_values, strict=True) if v is not MISSING}
         cluster = Cluster(**given)
-        cid = self._cluster_ids[cluster_values] = len(self.clusters)
+        cid = self._cluster_ids[cluster_key] = len(self.clusters)
         self.clusters.append((cluster, timing_cost(cluster.comm_cost())))
         return cid
 
     def _add_workload(self, wkey: tuple, cluster: Cluster) -> int:
-        model, _, batch_size, precision, prefetch, calibrate = wkey
+        model, _, batch_size, precision, prefetch, calibrate, _ = wkey
         for key, value in (("model", model), ("batch_size", batch_size)):
             if value is MISSING:
                 raise SimInputError(f"{key!r} is required")
@@ -261,6 +275,26 @@ def _values_of(config) -> tuple:
 
 
 _KNOWN = frozenset(GRID_KEYS)
+
+
+def _mixes_types(values) -> bool:
+    """Whether equal values of different types (4 and 4.0, 1 and True) are among ``values``."""
+    seen: dict = {}
+    try:
+        return any(seen.setdefault(v, type(v)) is not type(v) for v in values)
+    except TypeError:  # an unhashable value: looked up with the types, the row will name it
+        return True
+
+
+def _unhashable(values: tuple) -> str | None:
+    """What is wrong with a configuration that holds a list (or another unhashable value) where
+    one value belongs; None if it holds none."""
+    for key, value in zip(GRID_KEYS, values, strict=False):
+        try:
+            hash(value)
+        except TypeError:
+            return f"{key} must be one value, got a {type(value).__name__}"
+    return None
 
 
 def _run_settings(run_values: tuple) -> tuple:

@@ -1,20 +1,23 @@
 """Interference (sim.core.interference): compute overlapped by communication slows down."""
 
 import csv
+import dataclasses
 import math
 from unittest import mock
 
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import make_model
-from hypothesis import HealthCheck, given, settings
+from helpers import make_model, user_cluster
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from test_fast import runs as fast_runs
 
 import sim
 from sim.catalog import DATA_DIR, networks
 from sim.comm import NO_COMM, CommCost
 from sim.core import fast, interference
+from sim.core import run as core_run
 from sim.core.backward_stretch import backward_times, backward_times_row
 from sim.core.plan import NO_GRADIENTS, gradient_layers
 from sim.errors import SimInputError
@@ -178,3 +181,139 @@ def test_a_message_released_later_leaves_a_gap_by_hand():
     assert backward_times_row([1e-3, 4e-3], [1e-3], [0], [10e-3], 0.5)[1] == 4e-3
     # released out of plan order: the channel serves by priority, and the solver declines
     assert backward_times_row([1e-3, 1e-3, 1e-3], [1e-3, 1e-3], [0, 1], [5e-3, 0.0], 0.5) is None
+
+
+def test_a_task_that_ends_as_a_lagged_message_begins_runs_alone():
+    """Task 1 (0.1 ms) starts at 0.3 ms, and message 0, released 0.1 ms after task 0 ends, begins as it
+    ends: nothing covers it (to rounding), and for kappa < 1 (one root) it takes 0.1 ms. The root lies
+    at the end of the gap before the message, where rounding once lost it in both pieces and the task
+    took 0.1 (1 + kappa) ms, as if covered throughout."""
+    for kappa in np.arange(0, 1000) / 1000:
+        got = backward_times_row([3e-4, 1e-4], [5e-4, 5e-4], [0, 1], [1e-4, 2e-4], float(kappa))
+        assert got[1] == pytest.approx(1e-4, rel=1e-9), kappa
+
+
+def _first_root(b, kappa, t, starts, ends):
+    """The smallest x > 0 with x^2 = b x + b kappa c(x), c the time [t, t + x) overlaps the messages,
+    found by bisection with every g(x) exact (fractions), the messages as given (floats)."""
+    from fractions import Fraction
+
+    b, kappa = Fraction(b), Fraction(kappa)
+    spans = [(Fraction(s) - Fraction(t), Fraction(e) - Fraction(t)) for s, e in zip(starts, ends, strict=True)]
+
+    def g(x):
+        return x * x - b * x - b * kappa * sum(max(Fraction(0), min(e, x) - max(s, Fraction(0))) for s, e in spans)
+
+    lo = Fraction(0)
+    for hi in sorted({p for span in spans for p in span if p > 0}) + [2 * b * (1 + kappa)]:
+        if g(hi) >= 0:
+            for _ in range(70):
+                mid = (lo + hi) / 2
+                lo, hi = (lo, mid) if g(mid) >= 0 else (mid, hi)
+            return float(hi)
+        lo = hi
+    raise AssertionError("no root")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_each_task_takes_the_first_root_exactly(data):
+    """On a grid of times (tasks ending as messages begin or end), with lags and kappa < 1 (one root),
+    each task's time is the root of its equation found with exact arithmetic, to 1e-9."""
+    unit = data.draw(st.sampled_from([1e-3, 0.5e-3, 0.3e-3, 0.1e-3, 1e-3 / 3]))
+    n = data.draw(st.integers(2, 6))
+    bwd = [unit * k for k in data.draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))]
+    lowest_at = sorted(data.draw(st.sets(st.integers(0, n - 1), min_size=1)))
+    t_c = [unit * k for k in data.draw(st.lists(st.integers(0, 6), min_size=len(lowest_at), max_size=len(lowest_at)))]
+    lag = [unit * k for k in data.draw(st.lists(st.integers(0, 3), min_size=len(lowest_at), max_size=len(lowest_at)))]
+    kappa = data.draw(st.one_of(st.sampled_from([0.25, 0.5, 0.75]), st.floats(0.0, 0.95)))
+    got = backward_times_row(bwd, t_c, lowest_at, lag, kappa)
+    assume(got is not None)  # released out of plan order: the rounds' case
+    t, task_end, starts, ends, free, g = 0.0, [], [], [], -math.inf, 0
+    for p, b in enumerate(bwd):  # the channel as the solver's times place it
+        while g < len(lowest_at) and lowest_at[g] < p:
+            ready = task_end[lowest_at[g]] + lag[g]
+            starts.append(ready if ready > free else free)
+            free = starts[-1] + t_c[g]
+            ends.append(free)
+            g += 1
+        want = b if b == 0 else _first_root(b, kappa, t, starts, ends)
+        assert got[p] == pytest.approx(want, rel=1e-9), p
+        t += got[p]
+        task_end.append(t)
+
+
+#: Horovod's ticks: released at cycle boundaries, each gradient alone or fused up to 1 MiB
+_HOROVOD_OPTIONS = st.sampled_from([None, {"cycle_time_ms": 0.5, "fusion_threshold_mb": 0.0},
+                                    {"cycle_time_ms": 3.0, "fusion_threshold_mb": 1.0}])
+
+
+@st.composite
+def _interfering_runs(draw, high=sim.core.cost.MAX_COMPUTE_SLOWDOWN):
+    n = draw(st.integers(1, 8))
+    time_ms = st.one_of(st.just(0.0), st.floats(0.01, 10.0))
+    model = make_model(draw(st.lists(st.one_of(st.just(0), st.integers(1, 4_000_000)), min_size=n, max_size=n)),
+                       draw(st.lists(time_ms, min_size=n, max_size=n)), draw(st.lists(time_ms, min_size=n, max_size=n)),
+                       update_ms=draw(st.sampled_from([0.0, 1.0])))
+    cluster = dataclasses.replace(
+        user_cluster(draw(st.sampled_from([2, 4, 16])), draw(st.one_of(st.just(0.0), st.floats(1e-6, 5e-3))),
+                     draw(st.one_of(st.just(0.0), st.floats(1e-12, 5e-9)))),
+        compute_slowdown=draw(st.one_of(st.just(high), st.floats(0.0, high))))
+    run = draw(fast_runs)
+    if run["scheduler"] == "horovod":
+        run = {**run, "options": draw(_HOROVOD_OPTIONS)}
+    return model, cluster, run
+
+
+def _both(first, second):
+    """Both results, or None when both refuse the input with the same one-line error."""
+    results = []
+    for run in (first, second):
+        try:
+            results.append(run())
+        except SimInputError as exc:
+            results.append(str(exc))
+    if isinstance(results[0], str) or isinstance(results[1], str):
+        assert results[0] == results[1]
+        return None
+    return tuple(results)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_interfering_runs())
+def test_fast_path_and_general_engine_agree_under_interference(case):
+    """`simulate` and `simulate_dag` with compute_slowdown anywhere in [0, 10], every fast-path scheduler
+    (Horovod's ticks too): every metric to 1e-9."""
+    model, cluster, run = case
+    pair = _both(lambda: sim.simulate(model, cluster, batch_size=8, **run),
+                 lambda: sim.api.simulate_dag(model, cluster, batch_size=8, **run))
+    assume(pair is not None)
+    fast_res, ref = pair
+    for key in sim.METRIC_KEYS:
+        if isinstance(ref.metrics[key], float):
+            assert fast_res.metrics[key] == pytest.approx(ref.metrics[key], rel=1e-9, abs=1e-15), key
+        else:
+            assert fast_res.metrics[key] == ref.metrics[key], key
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_interfering_runs(high=0.95))
+def test_one_pass_is_what_the_general_engines_rounds_converge_to(case):
+    """With kappa < 1 (one root per task) the one-pass times on the fast path are those the rounds over
+    the general engine's task graph converge to (the check `simulate_dag` no longer makes, since both
+    engines now take the one-pass times)."""
+    model, cluster, run = case
+
+    def by_rounds():
+        with mock.patch.object(core_run, "_solved_backward", lambda *a, **k: None), \
+                mock.patch.object(interference, "PASSES", 60):
+            return sim.api.simulate_dag(model, cluster, batch_size=8, **run)
+
+    pair = _both(lambda: sim.simulate(model, cluster, batch_size=8, **run), by_rounds)
+    assume(pair is not None)
+    fast_res, rounds = pair
+    # the rounds stop once no task moves by more than TOLERANCE of the longest (which they keep unmoved)
+    settled_s = model.num_layers * interference.TOLERANCE * rounds.iteration_time_s
+    assert fast_res.metrics["interference_s"] == pytest.approx(rounds.metrics["interference_s"], rel=1e-9,
+                                                               abs=settled_s)
+    assert fast_res.iteration_time_s == pytest.approx(rounds.iteration_time_s, rel=1e-9)

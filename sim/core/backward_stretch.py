@@ -10,8 +10,10 @@ of them known once tasks ``0 .. p-1`` have their times. The fixed point of
 communication covers of the task's first ``x`` seconds) is therefore
 triangular: solved for task 0, then task 1, and so on, it is exact in one
 pass. Where ``c`` is piecewise linear (slope 1 while a message runs, 0 in a
-gap), each piece gives a quadratic, and the task's time is the smallest root
-that lies in its piece.
+gap), each piece gives a quadratic, and the task's time is the smallest
+positive root: the first moment the task's work is done (for kappa > 1 the
+equation can have later roots too, which a task reaches only by being
+stretched; the timing rounds may settle on one of those).
 
 `fixed_point` reaches the same times by timing the whole run again until no
 time moves; here one pass replaces two or three timings and their overlap
@@ -32,44 +34,41 @@ __all__ = ["backward_times", "backward_times_row"]
 _INF = math.inf
 
 
-def _smallest_root(b: float, kappa: float, c0: float, u: float, v: float, busy: bool) -> float | None:
-    """The smallest ``x >= b`` in [u, v] with ``x^2 = b x + b kappa c(x)``, ``c(x) = c0 + (x - u)`` while
-    ``busy``, else ``c0``; None if there is none."""
-    if busy:  # x^2 - b (1 + kappa) x - b kappa (c0 - u) = 0; both roots >= 0 (c0 <= u)
-        b1 = b * (1.0 + kappa)
-        disc = b1 * b1 + 4.0 * b * kappa * (c0 - u)
-        if disc < 0.0:
-            return None
-        root = math.sqrt(disc)
-        low = 0.5 * (b1 - root)  # a time only if >= b (a task never runs faster than alone; kappa > 1)
-        if b <= low and u <= low <= v:
-            return low
-        x = 0.5 * (b1 + root)
-        return x if u <= x <= v else None
-    x = 0.5 * (b + math.sqrt(b * b + 4.0 * b * kappa * c0))  # the only root >= 0
-    return x if u <= x <= v else None
+def _root(b: float, kappa: float, c0: float, u: float, busy: bool) -> float:
+    """The larger root of ``x^2 = b x + b kappa c(x)``, ``c(x) = c0 + (x - u)`` while ``busy``, else ``c0``."""
+    b1 = b * (1.0 + kappa) if busy else b
+    disc = b1 * b1 + 4.0 * b * kappa * (c0 - u if busy else c0)
+    return 0.5 * (b1 + math.sqrt(disc if disc > 0.0 else 0.0))
 
 
 def _task_time(b: float, kappa: float, t: float, starts: list, ends: list, i: int) -> float:
     """Time of a task of base ``b`` starting at ``t``, covered by the sorted disjoint messages
-    ``starts[i:]``/``ends[i:]`` (the first ends after ``t``)."""
+    ``starts[i:]``/``ends[i:]`` (the first ends after ``t``): the smallest ``x > 0`` with
+    ``g(x) = x^2 - b x - b kappa c(x) = 0``.
+
+    Before that root g is negative, and on each piece (a gap, or a message running) g is
+    a convex quadratic, so the root lies in the first piece at whose end g >= 0: the larger
+    root of that piece's quadratic. Choosing the piece by the sign of g at its end, and
+    clamping the root into it, keeps a root at a piece's end from being lost to rounding
+    (a task that ends as a message begins)."""
     u = c0 = 0.0  # piece start (relative to t) and the covered time before it
+    bk = b * kappa
     for j in range(i, len(starts)):
         s = starts[j] - t
         if s > u:  # a gap before message j
-            x = _smallest_root(b, kappa, c0, u, s, False)
-            if x is not None:
-                return x
+            if s * s - b * s - bk * c0 >= 0.0:
+                x = _root(b, kappa, c0, u, False)
+                return u if x < u else s if x > s else x
             u = s
         e = ends[j] - t
         if e > u:
-            x = _smallest_root(b, kappa, c0, u, e, True)
-            if x is not None:
-                return x
-            c0 += e - u
-            u = e
-    x = _smallest_root(b, kappa, c0, u, _INF, False)
-    return x if x is not None else b * (1.0 + kappa)  # (unreachable: the last piece always holds the root)
+            covered = c0 + (e - u)
+            if e * e - b * e - bk * covered >= 0.0:
+                x = _root(b, kappa, c0, u, True)
+                return u if x < u else e if x > e else x
+            c0, u = covered, e
+    x = _root(b, kappa, c0, u, False)
+    return u if x < u else x
 
 
 def backward_times_row(bwd_rev_s: list[float], t_c_s: list[float], lowest_at: list[int], lag_s: list[float] | None,

@@ -1,0 +1,79 @@
+"""The sweep grid (`sim.grid`): a row is checked as if it came alone, and a bad one is named."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sim
+from sim.grid import ConfigProduct, Grid
+from sim.parallel import run_grid
+
+TINY = str(Path(__file__).parent / "data" / "tiny.csv")
+BASE = {"model": TINY, "batch_size": 8, "gpus": 4}
+
+
+def _alone_error(config: dict) -> str:
+    with pytest.raises(sim.SimInputError) as alone:
+        Grid([config])
+    return str(alone.value).removeprefix("configuration 0: ")
+
+
+@pytest.mark.parametrize("key, good, bad, extra", [
+    ("batch_size", 8, 8.0, {}),
+    ("batch_size", 1, True, {}),
+    ("gpus", 4, 4.0, {}),
+    ("gpus", 4, np.float64(4.0), {}),
+    ("gpus", 1, True, {}),
+    ("gpus_per_node", 2, 2.0, {}),
+    ("bucket_mb", 1, True, {"scheduler": "bucket"}),
+    ("compute_slowdown", 1, True, {}),
+])
+def test_a_value_equal_to_an_earlier_one_of_another_type_is_checked_as_alone(key, good, bad, extra):
+    """4.0 == 4 and True == 1 as keys, but neither is a GPU count; a row the grid refuses alone it
+    refuses after a row with the equal value too (it once took the earlier row's checked settings)."""
+    message = _alone_error({**BASE, **extra, key: bad})
+    with pytest.raises(sim.SimInputError) as after:
+        Grid([{**BASE, **extra, key: good}, {**BASE, **extra, key: bad}])
+    assert str(after.value) == f"configuration 1: {message}"
+    with pytest.raises(sim.SimInputError) as in_product:
+        Grid(ConfigProduct(**{**BASE, **extra, key: [good, bad]}))
+    assert str(in_product.value) == f"configuration 1: {message}"
+
+
+def test_a_product_without_mixed_types_shares_its_evaluations():
+    grid = Grid(ConfigProduct(model=TINY, batch_size=[8, 16], gpus=[2, 4], scheduler=["wfbp", "bucket"],
+                              bucket_mb=[1.0, 2.0]))
+    assert len(grid.workloads) == 2 and len(grid.clusters) == 2
+    # wfbp ignores bucket_mb: (2 workloads x 2 clusters) x (1 wfbp + 2 bucket sizes)
+    assert len(grid.units) == 12
+
+
+@pytest.mark.parametrize("key", ["model", "batch_size", "scheduler", "precision", "prefetch", "bucket_mb",
+                                 "calibrate_iteration_s", "gpus", "network", "compute_slowdown"])
+def test_a_list_where_one_value_belongs_is_named(key):
+    for bad in ([1], {"a": 1}, np.array([2, 4])):
+        with pytest.raises(sim.SimInputError) as error:
+            run_grid([BASE, BASE, {**BASE, key: bad}], jobs=1)
+        assert str(error.value) == f"configuration 2: {key} must be one value, got a {type(bad).__name__}"
+
+
+@pytest.mark.parametrize("axes, row", [
+    ({"gpus": [2, 4, -1]}, 2),
+    ({"gpus": [2, -1], "scheduler": ["wfbp", "bucket"]}, 2),
+    ({"scheduler": ["wfbp", "nope"], "gpus": [2, 4]}, 2),
+    ({"batch_size": [8, 0], "gpus": [2, 4, 8]}, 3),
+])
+def test_a_bad_row_of_a_product_is_named_by_its_index(axes, row):
+    product = ConfigProduct(**{"model": TINY, "batch_size": 8, **axes})
+    with pytest.raises(sim.SimInputError, match=f"^configuration {row}: ") as error:
+        run_grid(product, jobs=1)
+    assert str(error.value).removeprefix(f"configuration {row}: ") == _alone_error(product[row])
+
+
+def test_a_product_of_no_axes_is_no_configuration():
+    """Its length is 0, and so is what it hands over (it once handed one empty configuration, refused
+    as 'model' is required)."""
+    empty = ConfigProduct()
+    assert len(empty) == 0 and list(empty) == [] and list(empty.grid_rows()) == []
+    assert list(run_grid(empty).columns) == list(sim.METRIC_KEYS) and len(run_grid(empty)) == 0
