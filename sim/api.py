@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sim.catalog import get_gpu
-from sim.checks import check_choice, check_float
+from sim.checks import check_choice, check_float, check_int
 from sim.cluster import Cluster
 from sim.compression import Compression, compressed_cost, parse_compression, refusal
 from sim.core import run as core_run
@@ -27,13 +27,14 @@ from sim.core.metrics import METRIC_KEYS, rates
 from sim.core.plan import NO_GRADIENTS, Plan, gradient_layers
 from sim.core.run import single_gpu_iteration_s, time_plan
 from sim.core.timeline import COMPUTE_KINDS, interval_overlap_s
-from sim.core.workload import calibrate, check_run_args, resolve_model
+from sim.core.workload import calibrate, check_run_args, check_workload, resolve_model
 from sim.errors import SimInputError
 from sim.frameworks import framework_name
 from sim.memory import DEFAULT_OPTIMIZER, OPTIMIZERS
 from sim.model import Model, bytes_per_param
 from sim.resources import RESOURCE_KEYS, resource_columns, resource_metrics
 from sim.schedulers import DEFAULT_BUCKET_MB, SchedulerOptions, make_plan
+from sim.schedulers.knobs import KNOBS
 from sim.schedulers.names import WFBP
 from sim.schedulers.registry import get_spec, settings_of
 from sim.tensors import GRADIENTS, gradients_of, with_parent_layers
@@ -281,6 +282,12 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
               single_gpu_iteration_s, calibrate_iteration_s, *, engine, method=None, architecture="allreduce",
               options=None, compression=None, resources=None, gradients=None):
     extended = method is not None or architecture != "allreduce" or options is not None
+    check_workload(model, cluster)
+    if method is None:
+        get_spec(scheduler)  # an unknown name, or not a name, is refused before anything reads it
+    if not isinstance(prefetch, bool | np.bool_):
+        raise SimInputError(f"prefetch must be True or False, got {prefetch!r}")
+    KNOBS["bucket_mb"].check(bucket_mb)  # checked whichever scheduler reads it, as a sweep does
     compression = parse_compression(compression)
     resources = check_resource_args(*(resources or ()))
     scheduler, architecture, opts = resolve_method(method, scheduler, architecture, options)
@@ -359,11 +366,12 @@ def sweep(
     configs = []
     for network in networks or [cluster.network]:
         for p in gpus:
-            dataclasses.replace(cluster, network=network, gpus=int(p))  # bad values raise here, unprefixed
+            p = check_int("gpus", p, 1)
+            dataclasses.replace(cluster, network=network, gpus=p)  # bad values raise here, unprefixed
             for name in schedulers:
                 for size in bucket_mbs or [bucket_mb]:
                     make_plan(name, NO_GRADIENTS, NO_COMM, bucket_mb=size)  # likewise
-                    configs.append({**base, "network": network, "gpus": int(p), "model": model, "scheduler": name,
+                    configs.append({**base, "network": network, "gpus": p, "model": model, "scheduler": name,
                                     "batch_size": batch_size, "precision": precision, "prefetch": prefetch,
                                     "bucket_mb": size})
     frame = run_grid(configs, jobs=jobs, client=client, progress=progress)

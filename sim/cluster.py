@@ -113,6 +113,10 @@ class Cluster:
     nic_path: str | None = None
 
     def __post_init__(self) -> None:
+        for name in ("network", "intra", "gpu", "collective", "framework", "topology", "nic_path"):
+            value = getattr(self, name)
+            if not isinstance(value, str) and (value is not None or name != "nic_path"):
+                raise SimInputError(f"{name} must be a name (a string), got {type(value).__name__} {value!r}")
         for name in ("gpus", "gpus_per_node"):
             value = check_int(name, getattr(self, name), 1)
             object.__setattr__(self, name, value)

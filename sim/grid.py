@@ -29,6 +29,7 @@ from sim.core.workload import check_run_args, resolve_model
 from sim.errors import SimInputError
 from sim.model import Model, load_model
 from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
+from sim.schedulers.knobs import KNOBS
 from sim.schedulers.names import WFBP
 from sim.schedulers.registry import knob_reads
 
@@ -302,7 +303,10 @@ def _run_settings(run_values: tuple) -> tuple:
     None) of a configuration's run values, defaults filled in and the scheduler and bucket checked."""
     scheduler, precision, prefetch, bucket_mb, calibrate = [
         d if v is MISSING else v for v, d in zip(run_values, RUN_DEFAULTS.values(), strict=True)]
-    make_plan(scheduler, NO_GRADIENTS, NO_COMM, bucket_mb=bucket_mb)  # checks the name and bucket_mb
+    make_plan(scheduler, NO_GRADIENTS, NO_COMM, bucket_mb=bucket_mb)  # checks the name
+    KNOBS["bucket_mb"].check(bucket_mb)  # whichever scheduler reads it, as `sim.simulate` does
+    if not isinstance(prefetch, bool | np.bool_):
+        raise SimInputError(f"prefetch must be True or False, got {prefetch!r}")
     # make_plan hands bucket_mb to the bucket scheduler only
     return scheduler, precision, bool(prefetch), calibrate, bucket_mb if knob_reads("bucket_mb", scheduler,
                                                                                       "allreduce") else None

@@ -76,7 +76,7 @@ METHODS: dict[str, MethodConfig] = {m.name: m for m in (
 
 def method_config(name: str) -> MethodConfig:
     """The preset called ``name``; an unknown name lists the valid ones."""
-    if name not in METHODS:
+    if not isinstance(name, str) or name not in METHODS:
         raise SimInputError(f"unknown method {name!r}; valid: {', '.join(METHODS)}")
     return METHODS[name]
 

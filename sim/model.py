@@ -71,7 +71,7 @@ HF_PREFIX = "hf:"
 
 def bytes_per_param(precision: str) -> int:
     """Gradient bytes per parameter for ``precision`` (fp32 or fp16)."""
-    if precision not in BYTES_PER_PARAM:
+    if not isinstance(precision, str) or precision not in BYTES_PER_PARAM:
         raise SimInputError(f"unknown precision {precision!r}; valid: {', '.join(BYTES_PER_PARAM)}")
     return BYTES_PER_PARAM[precision]
 

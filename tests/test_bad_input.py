@@ -24,6 +24,7 @@ import sim.calib.fit
 import sim.catalog
 import sim.fit
 import sim.importers
+import sim.parallel
 import sim.tune
 import sim.workers
 from dashboard import state

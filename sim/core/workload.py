@@ -4,19 +4,28 @@ checks every run shares."""
 
 from __future__ import annotations
 
-import math
 import threading
 import weakref
 
 import numpy as np
 
-from sim.checks import check_int
+from sim.checks import check_float, check_int
 from sim.errors import SimInputError
-from sim.model import bytes_per_param, check_batch_size
+from sim.model import Model, bytes_per_param, check_batch_size
 
 __all__ = ["MAX_ITERATIONS", "calibrate", "check_run_args", "resolve_model"]
 
 MAX_ITERATIONS = 1000
+
+
+def check_workload(model, cluster) -> None:
+    """Refuse a model that is not a `sim.Model` or a cluster that is not a `sim.Cluster`."""
+    from sim.cluster import Cluster  # (sim.cluster reaches this module: imported when used)
+
+    if not isinstance(model, Model):
+        raise SimInputError(f"model must be a sim.Model (sim.load_model(name) makes one), got {type(model).__name__}")
+    if not isinstance(cluster, Cluster):
+        raise SimInputError(f"cluster must be a sim.Cluster, got {type(cluster).__name__}")
 
 
 def check_run_args(batch_size: int, iterations: int, precision: str) -> None:
@@ -34,9 +43,7 @@ def calibrate(model, measured_iteration_s: float, *, precision: str = "fp32", pr
     iteration is io + h2d + s * C without prefetch (C the compute time), so
     s = (T - io - h2d) / C; with prefetch it is max(io, h2d, s * C), so s = T / C.
     """
-    t = float(measured_iteration_s)
-    if not (math.isfinite(t) and t > 0):
-        raise SimInputError(f"calibrate_iteration_s must be a finite number > 0, got {measured_iteration_s}")
+    t = check_float("calibrate_iteration_s", measured_iteration_s, 0, low_open=True)
     compute = float(model.fwd_s.sum() + model.bwd_s.sum() + model.update_s)
     if compute <= 0:
         raise SimInputError("cannot calibrate a model with no compute time")
