@@ -27,14 +27,19 @@ from sim.core.metrics import METRIC_KEYS, rates
 from sim.core.plan import NO_GRADIENTS, Plan, gradient_layers
 from sim.core.run import single_gpu_iteration_s, time_plan
 from sim.core.timeline import COMPUTE_KINDS, interval_overlap_s
-from sim.core.workload import calibrate, check_run_args, check_workload, resolve_model
+from sim.core.workload import (
+    calibrate,
+    check_run_args,
+    check_run_options,
+    check_workload,
+    resolve_model,
+)
 from sim.errors import SimInputError
 from sim.frameworks import framework_name
 from sim.memory import DEFAULT_OPTIMIZER, OPTIMIZERS
 from sim.model import Model, bytes_per_param
 from sim.resources import RESOURCE_KEYS, resource_columns, resource_metrics
 from sim.schedulers import DEFAULT_BUCKET_MB, SchedulerOptions, make_plan
-from sim.schedulers.knobs import KNOBS
 from sim.schedulers.names import WFBP
 from sim.schedulers.registry import get_spec, settings_of
 from sim.tensors import GRADIENTS, gradients_of, with_parent_layers
@@ -285,9 +290,7 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
     check_workload(model, cluster)
     if method is None:
         get_spec(scheduler)  # an unknown name, or not a name, is refused before anything reads it
-    if not isinstance(prefetch, bool | np.bool_):
-        raise SimInputError(f"prefetch must be True or False, got {prefetch!r}")
-    KNOBS["bucket_mb"].check(bucket_mb)  # checked whichever scheduler reads it, as a sweep does
+    check_run_options(prefetch, bucket_mb)
     compression = parse_compression(compression)
     resources = check_resource_args(*(resources or ()))
     scheduler, architecture, opts = resolve_method(method, scheduler, architecture, options)

@@ -25,11 +25,10 @@ from sim.cluster import Cluster
 from sim.core.cost import NO_COMM, CommCost
 from sim.core.plan import NO_GRADIENTS
 from sim.core.run import single_gpu_iteration_s
-from sim.core.workload import check_run_args, resolve_model
+from sim.core.workload import check_run_args, check_run_options, resolve_model
 from sim.errors import SimInputError
 from sim.model import Model, load_model
 from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
-from sim.schedulers.knobs import KNOBS
 from sim.schedulers.names import WFBP
 from sim.schedulers.registry import knob_reads
 
@@ -48,7 +47,6 @@ RUN_DEFAULTS = {
 #: Keys a configuration may hold; ``model`` and ``batch_size`` are required.
 GRID_KEYS = ("model", "batch_size", *RUN_DEFAULTS, *CLUSTER_DEFAULTS)
 N_RUN = 2 + len(RUN_DEFAULTS)
-
 
 
 class ConfigProduct(Sequence):
@@ -105,7 +103,6 @@ def timing_cost(cost: CommCost) -> CommCost:
     """``cost`` without its label when only alpha and beta (and size regimes) time it, so that
     equal costs from different collectives are one evaluation."""
     return dataclasses.replace(cost, label="") if type(cost) is CommCost else cost
-
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -263,8 +260,6 @@ class Grid:
         return workloads, units
 
 
-
-
 def _values_of(config) -> tuple:
     """A configuration dict's values in `GRID_KEYS` order (absent: `MISSING`)."""
     if not isinstance(config, dict):
@@ -304,9 +299,7 @@ def _run_settings(run_values: tuple) -> tuple:
     scheduler, precision, prefetch, bucket_mb, calibrate = [
         d if v is MISSING else v for v, d in zip(run_values, RUN_DEFAULTS.values(), strict=True)]
     make_plan(scheduler, NO_GRADIENTS, NO_COMM, bucket_mb=bucket_mb)  # checks the name
-    KNOBS["bucket_mb"].check(bucket_mb)  # whichever scheduler reads it, as `sim.simulate` does
-    if not isinstance(prefetch, bool | np.bool_):
-        raise SimInputError(f"prefetch must be True or False, got {prefetch!r}")
+    check_run_options(prefetch, bucket_mb)  # as `sim.simulate` checks them
     # make_plan hands bucket_mb to the bucket scheduler only
     return scheduler, precision, bool(prefetch), calibrate, bucket_mb if knob_reads("bucket_mb", scheduler,
                                                                                       "allreduce") else None

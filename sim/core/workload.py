@@ -28,6 +28,16 @@ def check_workload(model, cluster) -> None:
         raise SimInputError(f"cluster must be a sim.Cluster, got {type(cluster).__name__}")
 
 
+def check_run_options(prefetch, bucket_mb) -> None:
+    """Refuse a ``prefetch`` that is not a bool, or a ``bucket_mb`` that is no bucket size, whichever
+    scheduler reads it (`sim.simulate` and a sweep's rows alike)."""
+    from sim.schedulers.knobs import KNOBS  # (the schedulers reach this module: imported when used)
+
+    if not isinstance(prefetch, bool | np.bool_):
+        raise SimInputError(f"prefetch must be True or False, got {prefetch!r}")
+    KNOBS["bucket_mb"].check(bucket_mb)
+
+
 def check_run_args(batch_size: int, iterations: int, precision: str) -> None:
     """Check the arguments every run shares; a `SimInputError` names the bad one."""
     check_batch_size(batch_size)
