@@ -147,20 +147,42 @@ def parent_layers_text(text: str, parent_of: dict) -> str:
     return "+".join(seen)
 
 
+#: Cell texts a renamer remembers before it starts afresh (bounds its memory).
+_RENAMED_MAX = 1 << 16
+
+
+@functools.lru_cache(maxsize=16)
+def _renamer(row_names: tuple, tensor_layers: tuple):
+    """``text -> parent_layers_text(text)`` for one model's tensor view, remembering
+    each text it has renamed (a timeline repeats its cells every iteration and
+    every run of the model)."""
+    parent_of = {n: p for n, p in zip(row_names, tensor_layers, strict=True) if n != p}
+    renamed: dict = {}
+
+    def rename(text):
+        out = renamed.get(text)
+        if out is None:
+            if len(renamed) >= _RENAMED_MAX:
+                renamed.clear()
+            out = renamed[text] = parent_layers_text(text, parent_of) if isinstance(text, str) else text
+        return out
+
+    return rename
+
+
 def with_parent_layers(timeline, row_names, tensor_layers):
     """``timeline`` with its ``layer`` column naming each tensor's layer (the layer
-    view); the tensor stays in the task ``name``. Unchanged without a tensor view."""
+    view); the tensor stays in the task ``name``. Unchanged without a tensor view.
+    A new frame: ``timeline`` itself is not changed."""
     if tensor_layers is None or tuple(row_names) == tuple(tensor_layers):
         return timeline
-    parent_of = {n: p for n, p in zip(row_names, tensor_layers, strict=True) if n != p}
     import pandas as pd  # (the timeline is a DataFrame: pandas is loaded already)
 
-    out = timeline.copy()
-    values = out["layer"].tolist()
-    renamed = {v: parent_layers_text(v, parent_of) for v in set(values) if isinstance(v, str)}  # each cell text once
-    out["layer"] = pd.array([renamed.get(v, v) if isinstance(v, str) else v for v in values],
-                            dtype=out["layer"].dtype)
-    return out
+    from sim.core.timeline import with_column
+
+    rename = _renamer(tuple(row_names), tuple(tensor_layers))
+    codes, cells = pd.factorize(timeline["layer"].to_numpy(), use_na_sentinel=False)  # each distinct cell once
+    return with_column(timeline, "layer", np.array([rename(c) for c in cells], dtype=object)[codes])
 
 
 def gradients_of(model) -> str:

@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # pandas is imported when a timeline is built, not with sim
 
 __all__ = [
     "COMPUTE_KINDS", "ROW_COLUMNS", "TIMELINE_COLUMNS", "coalesce", "frame", "from_rows", "graph_overlap",
-    "graph_timeline", "interval_overlap_s", "to_rows",
+    "graph_timeline", "interval_overlap_s", "to_rows", "with_column",
 ]
 
 TIMELINE_COLUMNS = (
@@ -107,6 +107,17 @@ def _data_frame(arrays: list) -> pd.DataFrame:
         except TypeError:  # a pandas whose signature differs: the public constructor below
             pass
     return pd.DataFrame({k: pd.Series(v, dtype=v.dtype, copy=False) for k, v in zip(names, arrays, strict=True)})
+
+
+def with_column(timeline: pd.DataFrame, key: str, values: np.ndarray) -> pd.DataFrame:
+    """A new timeline: ``timeline`` with column ``key`` replaced by ``values``, kept with
+    their dtype (an object column stays object: no string inference); ``timeline``
+    itself is not changed and its other columns are shared, not copied."""
+    import pandas as pd
+
+    out = timeline.copy(deep=False)
+    out.isetitem(out.columns.get_loc(key), pd.Series(values, dtype=values.dtype, index=out.index, copy=False))
+    return out
 
 
 def from_rows(rows) -> pd.DataFrame:
