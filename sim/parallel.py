@@ -99,8 +99,8 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
     size = len(units)
     out: dict = {k: np.empty(size) for k in ("iteration_time_s", *_PHASES)}
     out["num_messages"] = np.empty(size, dtype=np.int64)
-    out["groups"] = [None] * size
-    named: dict[tuple, list] = {}  # one groups list per plan and layer names, shared by every workload's rows
+    out["groups"] = np.empty(size, dtype=np.int64)  # per evaluation, its plan's position in out["plans"]
+    out["plans"], coded = [], {}  # each plan's messages once, as `_coded_groups`
     for (wid, plan_id), positions in by_plan.items():
         plan, w = plans.by_id[plan_id], workloads[wid]
         costs = [units[p][4] for p in positions]
@@ -110,14 +110,38 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
         out["iteration_time_s"][idx] = timing.iteration_time_s
         for name, values in timing.phases.items():
             out[name][idx] = values
-        names = w.model.layer_names
-        groups = named.get((plan_id, names))
-        if groups is None:
-            groups = named[(plan_id, names)] = [[names[i] for i in members] for members in plan.groups]
-        out["num_messages"][idx] = len(groups)
-        for p in positions:
-            out["groups"][p] = groups  # one list per plan, shared by its rows
+        code = coded.get(plan_id)
+        if code is None:
+            code = coded[plan_id] = len(out["plans"])
+            out["plans"].append(_coded_groups(plan.groups))
+        out["num_messages"][idx] = len(plan.groups)
+        out["groups"][idx] = code
     return np.array([u[0] for u in units], dtype=np.int64), out
+
+
+def _coded_groups(groups) -> tuple[bytes, bytes]:
+    """A plan's messages (lists of layer indices) as two byte strings, the indices and each
+    message's count: small to send back from a worker, and a key the caller merges equal
+    plans by (the caller names the layers, once per plan and model: `_named_groups`)."""
+    counts = np.fromiter((len(m) for m in groups), dtype=np.int64, count=len(groups))
+    members = np.fromiter((i for m in groups for i in m), dtype=np.int64, count=int(counts.sum()))
+    return members.tobytes(), counts.tobytes()
+
+
+def _named_groups(code: tuple[bytes, bytes], names, messages: dict) -> list[list[str]]:
+    """`_coded_groups` back to lists of layer names, each message's list taken from ``messages``
+    (keyed by its indices) when an earlier plan of the same layers had it: many plans of a sweep
+    share most of their messages."""
+    members, counts = code
+    bounds = np.cumsum(np.frombuffer(counts, dtype=np.int64) * 8).tolist()
+    out = []
+    for a, b in zip([0, *bounds[:-1]] if bounds else [], bounds, strict=True):
+        key = members[a:b]
+        found = messages.get(key)
+        if found is None:
+            found = messages[key] = [names[i] for i in np.frombuffer(key, dtype=np.int64).tolist()]
+        out.append(found)
+    return out
 
 
 def _pool_context():
@@ -245,20 +269,37 @@ class _Results:
         self.results: dict = {k: np.empty(n) for k in ("iteration_time_s", *_PHASES)}
         self.results["num_messages"] = np.empty(n, dtype=np.int64)
         self.results["groups"] = [None] * n
+        self.grid, self.named, self.messages = grid, {}, {}  # one list of names per plan and per message
         self.rows_per_unit = np.bincount(grid.unit_of_row, minlength=n)
         self.total_rows, self.progress, self.done = total_rows, progress, 0
 
     def __call__(self, result) -> None:
         uids, out = result
         for key, values in out.items():
+            if key == "plans":
+                continue
             if key == "groups":
-                for u, g in zip(uids.tolist(), values, strict=True):
-                    self.results["groups"][u] = g
+                self._name_groups(uids, values, out["plans"])
             else:
                 self.results[key][uids] = values
         self.done += int(self.rows_per_unit[uids].sum())
         if self.progress is not None:
             self.progress(self.done, self.total_rows)
+
+
+    def _name_groups(self, uids: np.ndarray, codes: np.ndarray, plans: list) -> None:
+        """Each evaluation's messages as layer names: one list per message and model, and one
+        list of them per plan, shared by its rows across every chunk (the models, and so their
+        names, live as long as the grid; the message lists as long as these results)."""
+        groups, units, workloads = self.results["groups"], self.grid.units, self.grid.workloads
+        here: dict[tuple, list] = {}
+        for u, code in zip(uids.tolist(), codes.tolist(), strict=True):
+            names = workloads[units[u][0]].model.layer_names
+            found = here.get((code, id(names)))
+            if found is None:
+                named = _named_groups(plans[code], names, self.messages.setdefault(id(names), {}))
+                found = here[(code, id(names))] = self.named.setdefault(tuple(map(id, named)), named)
+            groups[u] = found
 
 
 def _frame(grid: Grid, results: dict) -> pd.DataFrame:
