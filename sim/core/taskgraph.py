@@ -170,7 +170,10 @@ class TaskGraph:
         self._flush("task")
         self._flush("edge")
         chunks, self._chunks, self._pending = self._chunks, {}, {}
-        self._successors(chunks)
+        self.has_lags = any(not (np.isscalar(v) and v == 0) for _, v in chunks["elag"])
+        # the successor lists are built on first use (a plain pipeline, `sim.core.pipeline`, needs none);
+        # a copy (`sim.core.lower.retimed`) shares them
+        self._edges = {"chunks": {name: chunks.pop(name) for name, _ in _EDGE_COLUMNS}}
         # the keys, ranked and dropped, before the other columns are joined (less memory at once)
         for name, dtype in _COLUMNS[2:7]:
             setattr(self, name, _join(chunks.pop(name), dtype))
@@ -183,16 +186,38 @@ class TaskGraph:
         self._final = True
         return self
 
-    def _successors(self, chunks: dict) -> None:
+    @property
+    def succ_index(self) -> np.ndarray:
+        """Each task's successors, by source (``succ_index[succ_ptr[t]:succ_ptr[t + 1]]``)."""
+        return self._successors()[0]
+
+    @property
+    def succ_ptr(self) -> np.ndarray:
+        return self._successors()[1]
+
+    @property
+    def succ_lag_s(self) -> np.ndarray:
+        """The lag of each edge of `succ_index` (one zero when the graph has none)."""
+        return self._successors()[2]
+
+    @succ_lag_s.setter
+    def succ_lag_s(self, values) -> None:
+        """Other lags for this graph alone (a copy keeps the lags of the graph it was copied from)."""
+        index, ptr, _ = self._successors()
+        self._edges = {"built": (index, ptr, np.asarray(values, dtype=np.float64))}
+
+    def _successors(self) -> tuple:
         """The edges in compressed form: each task's successors (and their lags) by source."""
-        self.has_lags = any(not (np.isscalar(v) and v == 0) for _, v in chunks["elag"])
-        eu, ev = _join(chunks.pop("eu"), np.int32), _join(chunks.pop("ev"), np.int32)
-        order = np.argsort(eu, kind="stable")
-        self.succ_index = ev[order]
-        self.succ_lag_s = _join(chunks.pop("elag"), np.float64)[order] if self.has_lags else np.zeros(1)
-        del order
-        self.succ_ptr = np.zeros(self._n + 1, dtype=np.int32 if len(eu) < 2**31 else np.int64)
-        np.cumsum(np.bincount(eu, minlength=self._n), out=self.succ_ptr[1:])
+        edges = self.finish()._edges
+        if "built" not in edges:
+            chunks = edges.pop("chunks")
+            eu, ev = _join(chunks.pop("eu"), np.int32), _join(chunks.pop("ev"), np.int32)
+            order = np.argsort(eu, kind="stable")
+            lag = _join(chunks.pop("elag"), np.float64)[order] if self.has_lags else np.zeros(1)
+            ptr = np.zeros(self._n + 1, dtype=np.int32 if len(eu) < 2**31 else np.int64)
+            np.cumsum(np.bincount(eu, minlength=self._n), out=ptr[1:])
+            edges["built"] = (ev[order], ptr, lag)
+        return edges["built"]
 
     @property
     def indegree(self) -> np.ndarray:
