@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -120,12 +122,16 @@ def _without_replay(fn):
         replay.ENABLED = True
 
 
-@settings(max_examples=120, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.booleans())
-def test_replayed_rounds_give_the_loops_times(seed, grid):
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans(), st.booleans())
+def test_replayed_rounds_give_the_loops_times(seed, grid, instant_updates):
     """Several iterations timed again with other compute times (as the interference rounds do), each
-    lane from the orders of the rounds before: the same times as the loops alone, and the event loop."""
+    lane from the orders of the rounds before: the same times as the loops alone, and the event loop
+    (also with updates that take no time: the rounds of an instant decide)."""
     model, plan, cost, iterations, prefetch, times = _case(seed, grid)
+    if instant_updates:
+        model = dataclasses.replace(model, update_s=0.0)
+        times = None
     iterations = iterations if times is not None else iterations + 3  # (a worker's scale factors are per iteration)
     graph = lower(model, plan, cost, iterations=iterations, prefetch=prefetch, times=times)
     rng = np.random.default_rng(seed)

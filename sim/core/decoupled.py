@@ -8,9 +8,10 @@ import heapq
 
 import numpy as np
 
+from sim.core import replay
 from sim.core.replay import by_value
 
-__all__ = ["decoupled_step"]  # (its ``steps`` and ``ctx`` are `sim.core.pipeline`'s)
+__all__ = ["decoupled_step", "replayed_step", "timed_step"]  # (its ``steps`` and ``ctx`` are `sim.core.pipeline`'s)
 
 _INF = float("inf")
 
@@ -87,3 +88,110 @@ def _small_ranks(ranks: np.ndarray) -> tuple[list, list]:
     key = np.empty(len(ranks), dtype=np.int64)
     key[by_rank] = np.arange(len(ranks))
     return key.tolist(), by_rank.tolist()
+
+
+def timed_step(it, nxt, release: np.ndarray, steps, ctx, channel_free: float, k: int):
+    """`decoupled_step` of iteration k, from the orders its lanes ran in before where they hold
+    (`replayed_step`); the orders are kept for the next time."""
+    got = replayed_step(steps.guesses(k, "decoupled"), it, nxt, release, steps, ctx, channel_free)
+    if got is not None:
+        steps.orders[k, "decoupled"] = got[0]
+        return got[1]
+    free = decoupled_step(it, nxt, release.tolist(), steps, ctx, channel_free)
+    if free is not None and replay.ENABLED:
+        comp = np.concatenate([it["ups"], nxt["fwd"] if nxt is not None else np.zeros(0, np.int64)])
+        steps.orders[k, "decoupled"] = tuple(replay.order_of(ctx.start[x], ctx.end[x]) for x in (comp, it["ags"]))
+    return free
+
+
+#: Rounds of timing one lane from the other's ends before a guessed pair of orders is dropped.
+_PASSES = 8
+
+
+def replayed_step(guesses, it, nxt, release: np.ndarray, steps, ctx, channel_free: float):
+    """`decoupled_step` from a guessed pair of orders (compute lane: the updates by index, then the
+    forwards; the channel: the all-gathers by part), `sim.core.replay`: each lane timed from the other's
+    ends until neither moves, then both checked against the rule (`_keys_hold`). Writes the times and
+    returns ``(orders, when the channel is free)``, or None."""
+    fwd = nxt["fwd"] if nxt is not None else np.zeros(0, np.int64)
+    comp, ags = np.concatenate([it["ups"], fwd]), it["ags"]
+    dur_c, dur_a = ctx.duration[comp], ctx.duration[ags]
+    u_count, n_msg, part_msg = len(it["ups"]), len(steps.msg_sizes), steps.part_msg
+    ups_msg, fwd_msg = it["ups_msg"], steps.layer_msg[:len(fwd)]
+    if not np.all(dur_c >= 0) or np.any((np.bincount(ups_msg, minlength=n_msg) == 0) & (steps.msg_parts > 0)):
+        return None
+    t0 = ctx.E[int(it["bwd"][0])]
+    first_ready = max(ctx.E[int(nxt["h2d"])], t0) if nxt is not None else _INF
+    has = np.flatnonzero(fwd_msg >= 0)
+    for guess in guesses:
+        if guess is None or len(guess[0]) != len(comp) or len(guess[1]) != len(ags):
+            continue
+        gc, ga = guess
+        if np.any(np.diff(gc[gc >= u_count]) <= 0):
+            continue  # the forwards out of order
+        ag_done = np.full(n_msg, -_INF)
+        for _ in range(_PASSES):
+            rel_c = np.concatenate([release, np.full(len(fwd), -_INF)])
+            if len(fwd):
+                rel_c[u_count] = first_ready
+                rel_c[u_count + has] = np.maximum(rel_c[u_count + has], ag_done[fwd_msg[has]])
+            lane_c = replay.scan(rel_c[gc], dur_c[gc], t0)
+            if lane_c is None:
+                break
+            end_c = np.empty(len(comp))
+            end_c[gc] = lane_c[1]
+            up_done = np.full(n_msg, -_INF)
+            np.maximum.at(up_done, ups_msg, end_c[:u_count])
+            lane_a = replay.scan(up_done[part_msg][ga], dur_a[ga], channel_free)
+            if lane_a is None:
+                break
+            done = np.full(n_msg, -_INF)
+            np.maximum.at(done, part_msg[ga], lane_a[1])
+            if not np.array_equal(done, ag_done):
+                ag_done = done
+                continue
+            if _keys_hold(guess, lane_c, lane_a, (rel_c, t0, channel_free), (ups_msg, part_msg), ctx.rank[ags],
+                          u_count):
+                ctx.start[comp[gc]], ctx.end[comp[gc]] = lane_c
+                ctx.start[ags[ga]], ctx.end[ags[ga]] = lane_a
+                return guess, float(lane_a[1][-1]) if len(ags) else channel_free
+            break
+    return None
+
+
+def _keys_hold(orders, lane_c, lane_a, at, msgs, ag_rank: np.ndarray, u_count: int) -> bool:
+    """Both lanes' times (in their orders) are the list schedule of `decoupled_step`, an instant split
+    into the rounds that tasks of no duration make: a release and a start are keys (time, round); a task
+    that ends as it starts ends a round later, and what it releases is released then."""
+    (gc, ga), (s_c, e_c), (s_a, e_a), (rel_c, t0, channel_free) = orders, lane_c, lane_a, at
+    ups_msg, part_msg = msgs
+    if np.any(e_a <= s_a) or np.any(e_c[gc >= u_count] <= s_c[gc >= u_count]):
+        return False  # an all-gather or a forward that ends as it starts
+    width = len(gc) + 3
+    parts = (s_c, e_c, s_a, e_a, rel_c, [t0, channel_free])
+    every = np.concatenate(parts)
+    by_time = np.argsort(every, kind="stable")  # (runs already in order: mostly a merge)
+    ordered = every[by_time]
+    dense = np.empty(len(every), dtype=np.int64)  # each time's place among the distinct times
+    dense[by_time] = np.cumsum(np.concatenate([[1], ordered[1:] != ordered[:-1]]))
+    cuts = np.cumsum([0] + [len(x) for x in parts])
+    (ts_c, te_c, ts_a, te_a, t_rel, t_at) = (dense[a:b] * width for a, b in zip(cuts[:-1], cuts[1:], strict=True))
+    n = len(gc)
+    zero = e_c == s_c
+    cut = np.ones(n, bool)  # where the rounds start again: after a task that took time, or an idle lane
+    cut[1:] = (s_c[1:] > e_c[:-1]) | ~zero[:-1]
+    pos = np.arange(n)
+    rnd = pos - np.maximum.accumulate(np.where(cut, pos, 0)) + 1
+    k_c, end_c = ts_c + rnd, np.where(zero, ts_c + rnd + 1, te_c + 1)
+    end_of = np.empty(n, dtype=np.int64)
+    end_of[gc] = end_c
+    ready = t_rel + 1  # an update's release; a forward's first_ready and all-gathers, and the forward before
+    ready[u_count + 1:] = np.maximum(ready[u_count + 1:], end_of[u_count:-1])
+    if np.any(k_c < ready[gc]) or not replay.is_list_schedule(k_c, end_c, ready[gc], gc, int(t_at[0] + 1)):
+        return False
+    up_key = np.zeros(int(max(ups_msg.max(initial=0), part_msg.max(initial=0))) + 1, dtype=np.int64)
+    np.maximum.at(up_key, ups_msg, end_of[:u_count])
+    ready_a, end_a, free = up_key[part_msg][ga], te_a + 1, int(t_at[1] + 1)
+    k_a = np.maximum(np.concatenate([[free], end_a[:-1]]), ready_a)
+    return bool(np.all(k_a // width == ts_a // width)) and replay.is_list_schedule(
+        k_a, end_a, ready_a, ag_rank[ga], free)

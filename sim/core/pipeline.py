@@ -35,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.core import replay
-from sim.core.decoupled import decoupled_step
+from sim.core.decoupled import decoupled_step, timed_step
 from sim.core.replay import by_value
 
 __all__ = ["PipelineSteps", "applies", "decoupled_step", "run"]
@@ -112,7 +112,7 @@ def run(graph, steps: PipelineSteps, out=None) -> tuple[np.ndarray, np.ndarray] 
                 continue
             if np.any(_release(it, steps, ctx) > ctx.E[bwd0]):  # a reduce-scatter after backward: the event loop
                 return None
-            lanes["first"] = decoupled_step(it, nxt, release.tolist(), steps, ctx, lanes["first"])
+            lanes["first"] = timed_step(it, nxt, release, steps, ctx, lanes["first"], k)
             if lanes["first"] is None:
                 return None
             continue
