@@ -69,7 +69,21 @@ class PipelineSteps:
         return [self.orders.get((k, lane)), self.orders.get((k - 1, lane))] if replay.ENABLED else []
 
     def add(self, **tasks) -> None:
-        self.iterations.append(tasks)
+        self.iterations.append(_narrow(tasks))
+
+    def more(self, **tasks) -> None:
+        """More task indices of the iteration added last."""
+        self.iterations[-1].update(_narrow(tasks))
+
+
+def _narrow(tasks: dict) -> dict:
+    """Task indices as int32 where they fit (half the memory), an array given twice kept as one."""
+    out, seen = {}, {}
+    for name, value in tasks.items():
+        if isinstance(value, np.ndarray) and value.dtype == np.int64 and (not len(value) or value.max() < 2**31):
+            value = seen.setdefault(id(value), value.astype(np.int32))
+        out[name] = value
+    return out
 
 
 def applies(graph, steps: PipelineSteps) -> bool:

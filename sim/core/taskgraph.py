@@ -32,6 +32,7 @@ _COLUMNS = (("duration_s", np.float64), ("nbytes", np.int64), ("key0", np.int64)
             ("key2", np.int32), ("key3", np.int32)) + tuple(
                 (c, np.int8 if c in _SMALL_COLUMNS else np.int32) for c in _INT_COLUMNS)
 _EDGE_COLUMNS = (("eu", np.int32), ("ev", np.int32), ("elag", np.float64))
+_LAZY_COLUMNS = ("nbytes", "message", "tag", "part")  # read by timelines only
 
 
 class Carry(NamedTuple):
@@ -179,12 +180,25 @@ class TaskGraph:
             setattr(self, name, _join(chunks.pop(name), dtype))
         self._rank()
         del self.key0, self.key1, self.key2, self.key3  # ranked
+        self._columns = {}  # the columns only a timeline reads, joined on first use (a copy shares them)
         for name, dtype in _COLUMNS:
             if name in chunks:
                 parts = chunks.pop(name)
-                setattr(self, name, _join(parts, _narrow(parts) if name == "nbytes" else dtype))
+                if name in _LAZY_COLUMNS:
+                    self._columns[name] = (parts, dtype)
+                else:
+                    setattr(self, name, _join(parts, dtype))
         self._final = True
         return self
+
+    def __getattr__(self, name: str):
+        columns = self.__dict__.get("_columns")
+        if columns is None or name not in columns:
+            raise AttributeError(name)
+        if isinstance(columns[name], tuple):
+            parts, dtype = columns[name]
+            columns[name] = _join(parts, _narrow(parts) if name == "nbytes" else dtype)
+        return columns[name]
 
     @property
     def succ_index(self) -> np.ndarray:
@@ -239,7 +253,17 @@ class TaskGraph:
         """``order``: the tasks sorted by (resource, key, index); ``rank[t]``: t's place in it;
         ``priority[t]``: t's rank among its resource's tasks."""
         idx = np.arange(self._n, dtype=np.int32)
-        order = np.lexsort((idx, self.key3, self.key2, self.key1, self.key0, self.resource))
+        keys = (self.resource, self.key0, self.key1, self.key2, self.key3)
+        spans = [int(k.max()) - int(k.min()) + 1 if self._n else 1 for k in keys]
+        if np.prod([float(x) for x in spans]) < 2.0**62:  # the keys fit one integer: one stable sort, ties by index
+            combined = np.zeros(self._n, dtype=np.int64)
+            for k, span in zip(keys, spans, strict=True):
+                if span > 1:
+                    combined *= span
+                    combined += k.astype(np.int64) - int(k.min())
+            order = np.argsort(combined, kind="stable")
+        else:
+            order = np.lexsort((idx, self.key3, self.key2, self.key1, self.key0, self.resource))
         self.rank = np.empty(self._n, dtype=np.int32)
         self.rank[order] = idx
 
