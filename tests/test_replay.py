@@ -9,9 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.core import engine, replay
-from sim.core.interference import with_times
+from sim.core.interference import GraphOverlap, with_times
 from sim.core.lower import lower, retimed
 from sim.core.replay import is_list_schedule, running_sums, scan, sparse_max, updates_then_forward
+from sim.core.timeline import graph_overlap
 from tests.test_engine_pipeline import _case
 
 SETTINGS = settings(max_examples=200, deadline=None)
@@ -144,3 +145,16 @@ def test_replayed_rounds_give_the_loops_times(seed, grid, instant_updates):
         assert np.array_equal(got[0], want[0], equal_nan=True) and np.array_equal(got[1], want[1], equal_nan=True)
         general = engine.run(timed, general=True)
         assert np.array_equal(got[1], general[1])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_graph_overlap_found_once_reads_as_graph_overlap(seed):
+    """The interference rounds' overlap (rows found once) is `graph_overlap`'s, to the bit."""
+    model, plan, cost, iterations, prefetch, times = _case(seed, False)
+    graph = lower(model, plan, cost, iterations=iterations, prefetch=prefetch, times=times)
+    start, end = engine.run(graph)
+    for k in range(iterations):
+        want = graph_overlap(graph, start, end, model.layer_names, k)
+        got = GraphOverlap(graph, model.layer_names, k)(start, end)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
