@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import numpy as np
@@ -158,3 +159,22 @@ def test_graph_overlap_found_once_reads_as_graph_overlap(seed):
         want = graph_overlap(graph, start, end, model.layer_names, k)
         got = GraphOverlap(graph, model.layer_names, k)(start, end)
         assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans(), st.booleans())
+def test_event_loop_rerun_from_the_last_orders_gives_its_times(seed, grid, instant_updates):
+    """A graph the event loop times (no plain pipeline), timed again with other compute times from the
+    orders of the run before (`sim.core.rerun`): the event loop's times, to the bit."""
+    model, plan, cost, iterations, prefetch, times = _case(seed, grid)
+    if instant_updates:
+        model, times = dataclasses.replace(model, update_s=0.0), None
+    graph = lower(model, plan, cost, iterations=iterations, prefetch=prefetch, times=times)
+    graph.pipeline = None  # every graph through the event loop
+    rng = np.random.default_rng(seed)
+    for spread in (2e-2, 1e-6, 1e-12):  # (the smaller, the likelier the orders hold)
+        timed = retimed(graph, model.fwd_s * rng.uniform(1, 1 + spread, model.num_layers),
+                        model.bwd_s * rng.uniform(1, 1 + spread, model.num_layers))
+        got = engine.run(timed)
+        want = engine.run(copy.copy(timed), general=True)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

@@ -90,6 +90,7 @@ class TaskGraph:
         self._priority = None
         self.kinds = list(KINDS)  # `KINDS`, then any other kind a caller adds
         self.pipeline = None  # the lowering's steps when `sim.core.pipeline` can time the graph
+        self.memo: dict = {}  # what the engine keeps from one run to the next (a copy shares it)
 
     def __len__(self) -> int:
         return self._n
