@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from sim.core import engine, replay
 from sim.core.interference import GraphOverlap, with_times
 from sim.core.lower import lower, retimed
-from sim.core.replay import is_list_schedule, running_sums, scan, sparse_max, updates_then_forward
 from sim.core.timeline import graph_overlap
 from tests.test_engine_pipeline import _case
 
@@ -52,10 +51,10 @@ def test_the_true_order_is_accepted_with_the_loops_times(seed, grid):
     release, rank, duration, free = _lane(seed, grid)
     start, end = _list_schedule(release, rank, duration, free)
     order = replay.order_of(start, end)
-    got = scan(release[order], duration[order], free)
+    got = replay.scan(release[order], duration[order], free)
     assert got is not None
     assert np.array_equal(got[0], start[order]) and np.array_equal(got[1], end[order])  # to the bit
-    assert is_list_schedule(*got, release[order], rank[order], free)
+    assert replay.is_list_schedule(*got, release[order], rank[order], free)
 
 
 @SETTINGS
@@ -66,19 +65,19 @@ def test_an_order_that_passes_the_check_is_the_list_schedule(seed, grid):
     rng = np.random.default_rng(seed + 1)
     true = replay.order_of(start, end)
     for guess in (rng.permutation(len(release)), np.roll(true, 1), np.sort(true), true[::-1]):
-        got = scan(release[guess], duration[guess], free)
-        if got is not None and is_list_schedule(*got, release[guess], rank[guess], free):
+        got = replay.scan(release[guess], duration[guess], free)
+        if got is not None and replay.is_list_schedule(*got, release[guess], rank[guess], free):
             assert np.array_equal(guess, true)
             assert np.array_equal(got[1], end[guess])
 
 
 def test_an_order_that_breaks_the_rule_is_refused():
     release, rank, duration = np.array([0.0, 0.0]), np.array([1, 0]), np.array([1.0, 1.0])
-    got = scan(release, duration, -np.inf)  # rank 1 first though rank 0 waits
-    assert not is_list_schedule(*got, release, rank, -np.inf)
+    got = replay.scan(release, duration, -np.inf)  # rank 1 first though rank 0 waits
+    assert not replay.is_list_schedule(*got, release, rank, -np.inf)
     release = np.array([0.0, 2.0, 1.0])  # idle until 2 though a task is released at 1
-    got = scan(release, np.ones(3) * 0.5, -np.inf)
-    assert not is_list_schedule(*got, release, np.arange(3), -np.inf)
+    got = replay.scan(release, np.ones(3) * 0.5, -np.inf)
+    assert not replay.is_list_schedule(*got, release, np.arange(3), -np.inf)
 
 
 @SETTINGS
@@ -95,24 +94,28 @@ def test_running_sums_add_one_at_a_time(seed):
         for p in range(s, first[r + 1] if r + 1 < len(first) else n):
             t = t + duration[p]
             want[p] = t
-    assert np.array_equal(running_sums(first, value, duration), want)
+    assert np.array_equal(replay.running_sums(first, value, duration), want)
 
 
 @SETTINGS
-@given(st.integers(0, 2**32 - 1))
-def test_sparse_max_is_the_range_maximum(seed):
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_sparse_max_and_range_max_are_the_range_maximum(seed, runs):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 300))
     values = rng.integers(0, 1000, n).astype(np.int32)
+    if runs:  # long increasing runs, as a lane's ranks come
+        values = np.cumsum(rng.integers(-3, 50, n)).astype(np.int32)
     lo = rng.integers(0, n, 50)
     hi = np.array([int(rng.integers(a + 1, n + 1)) for a in lo])
-    assert np.array_equal(sparse_max(values, lo, hi), [values[a:b].max() for a, b in zip(lo, hi, strict=True)])
+    want = [values[a:b].max() for a, b in zip(lo, hi, strict=True)]
+    assert np.array_equal(replay.sparse_max(values, lo, hi), want)
+    assert np.array_equal(replay.range_max(values, lo, hi), want)
 
 
 def test_updates_then_forward_refuses_a_forward_before_its_update():
     order = np.array([1, 0])  # the forward (slot 1) before the update it waits for (slot 0)
-    assert updates_then_forward([order], np.array([0.0]), np.array([1.0, 1.0]), np.array([0]), 0.0, 0.0) is None
-    got = updates_then_forward([order[::-1]], np.array([0.0]), np.array([1.0, 1.0]), np.array([0]), 0.0, 0.0)
+    assert replay.updates_then_forward([order], np.array([0.0]), np.array([1.0, 1.0]), np.array([0]), 0.0, 0.0) is None
+    got = replay.updates_then_forward([order[::-1]], np.array([0.0]), np.array([1.0, 1.0]), np.array([0]), 0.0, 0.0)
     assert got is not None and got[2].tolist() == [1.0, 2.0]
 
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ENABLED", "by_value", "is_list_schedule", "order_of", "replayed", "running_sums", "scan", "sparse_max",
-           "updates_then_forward"]
+__all__ = ["ENABLED", "by_value", "is_list_schedule", "order_of", "range_max", "replayed", "running_sums", "scan",
+           "sparse_max", "updates_then_forward"]
 
 #: Off: every lane is timed by its loop (the tests compare the two).
 ENABLED = True
@@ -104,6 +104,18 @@ def sparse_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
     return np.maximum(flat[k * n + lo], flat[k * n + hi - (1 << k)])
 
 
+def range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``max(values[lo[i]:hi[i]])`` for each i (every range non-empty): the last value of the range, and
+    the last value of every non-decreasing run that ends inside it (`sparse_max` over those alone)."""
+    ends = np.flatnonzero(values[1:] < values[:-1])  # where a run ends
+    out = values[hi - 1].copy()
+    first, stop = np.searchsorted(ends, lo, side="left"), np.searchsorted(ends, hi - 1, side="left")
+    inner = np.flatnonzero(first < stop)
+    if len(inner):
+        out[inner] = np.maximum(out[inner], sparse_max(values[ends], first[inner], stop[inner]))
+    return out
+
+
 def is_list_schedule(start: np.ndarray, end: np.ndarray, release: np.ndarray, rank: np.ndarray, free: float) -> bool:
     """True when tasks that ran in this order at these times (every duration > 0) are the list schedule
     of their releases and ranks on a lane free from ``free``: each task started the smallest rank
@@ -119,7 +131,7 @@ def is_list_schedule(start: np.ndarray, end: np.ndarray, release: np.ndarray, ra
     waits_from = np.searchsorted(start, release[check], side="left")  # the first start that sees it released
     waited = waits_from < check
     waits_from, waited = waits_from[waited], check[waited]
-    if len(waited) and np.any(sparse_max(rank.astype(np.int32), waits_from, waited) >= rank[waited]):
+    if len(waited) and np.any(range_max(rank, waits_from, waited) >= rank[waited]):
         return False
     prev_end = np.empty(n)
     prev_end[0] = free
