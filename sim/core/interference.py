@@ -128,7 +128,11 @@ class GraphOverlap:
             self.tasks.append((rows, to_layer[graph.layer_id[rows]]))
 
     def __call__(self, start: np.ndarray, end: np.ndarray) -> Overlap:
-        busy = union(start[self.comm], end[self.comm])
+        begin = start[self.comm]
+        if np.any(begin[1:] < begin[:-1]):  # kept in the order they start: the next round's sorts have little to do
+            by_start = np.argsort(begin, kind="stable")
+            self.comm, begin = self.comm[by_start], begin[by_start]
+        busy = union(begin, end[self.comm])  # (the same union in any order)
         got = [per_layer(idx, start[rows], end[rows], busy, self.layers) for rows, idx in self.tasks]
         (fwd_c, fwd_e, fwd_d), (bwd_c, bwd_e, bwd_d) = got
         return Overlap(fwd_c, bwd_c, fwd_e, bwd_e, fwd_d, bwd_d)
