@@ -144,7 +144,8 @@ def is_list_schedule(start: np.ndarray, end: np.ndarray, release: np.ndarray, ra
 def order_of(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """The order tasks ran in on one lane: by start, then end (tasks of no duration before the one that
     starts with them and takes time), then position."""
-    return np.lexsort((end, start))
+    order = np.lexsort((end, start))
+    return order.astype(np.int32) if len(order) < 2**31 else order  # (kept from round to round: half the memory)
 
 
 def replayed(guesses, release: np.ndarray, rank: np.ndarray, duration: np.ndarray, free: float):

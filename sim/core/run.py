@@ -124,7 +124,9 @@ def _graph_fixed_point(model, plan: Plan, cost, precision: str, prefetch: bool):
     def overlap_of(kept):
         return overlap(kept[1], kept[2])
 
-    return fixed_point(time_rows, overlap_of, model.fwd_s, model.bwd_s, np.array([kappa]))
+    solved = fixed_point(time_rows, overlap_of, model.fwd_s, model.bwd_s, np.array([kappa]))
+    graph.forget()  # (the orders the rounds reused: not kept with the timeline)
+    return solved
 
 
 def _fast_fixed_point(model, plan: Plan, costs, precision: str, prefetch: bool, iterations: int):

@@ -95,6 +95,12 @@ class TaskGraph:
     def __len__(self) -> int:
         return self._n
 
+    def forget(self) -> None:
+        """Drop what the engine kept to time the graph again (`memo`, the pipeline's lane orders)."""
+        self.memo.clear()
+        if self.pipeline is not None:
+            self.pipeline.orders.clear()
+
     def resource_id(self, worker: int, lane: str) -> int:
         r = self._resource_id.get((worker, lane))
         if r is None:
