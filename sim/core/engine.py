@@ -28,6 +28,7 @@ import heapq
 import numpy as np
 
 from sim.core import pipeline
+from sim.core.rerun import remember, rerun
 from sim.core.taskgraph import TaskGraph
 
 __all__ = ["CycleError", "run"]
@@ -62,16 +63,22 @@ def run(graph: TaskGraph, *, general: bool = False, out=None) -> tuple[np.ndarra
             return times
         start.fill(np.nan)  # (the pipeline may have timed some tasks before it gave up)
         end.fill(np.nan)
-    done = _simulate(graph, memoryview(start), memoryview(end))
+    if not general and rerun(graph, start, end):  # the orders of the last run hold (`sim.core.rerun`)
+        return start, end
+    started: list = []
+    done = _simulate(graph, memoryview(start), memoryview(end), started)
     if done != n:
         raise CycleError("the task graph has a cycle; no schedule exists")
+    if started:
+        remember(graph, started, end)
     return start, end
 
 
-def _simulate(graph: TaskGraph, start, end) -> int:
-    """The event loop; writes ``start`` and ``end``; returns how many tasks ended."""
+def _simulate(graph: TaskGraph, start, end, started: list | None = None) -> int:
+    """The event loop; writes ``start`` and ``end``; returns how many tasks ended. Without lags,
+    the tasks are appended to ``started`` (if given) as they start."""
     if not graph.has_lags:
-        return _simulate_without_lags(graph, start, end)
+        return _simulate_without_lags(graph, start, end, started)
     push, pop = heapq.heappush, heapq.heappop
     duration, resource = memoryview(graph.duration_s), memoryview(graph.resource)
     rank, order = memoryview(graph.rank), memoryview(graph.order)
@@ -130,7 +137,7 @@ def _lanes(graph: TaskGraph, indegree: np.ndarray) -> tuple[list, list, set]:
     return queues, [False] * lanes, set(range(lanes))
 
 
-def _simulate_without_lags(graph: TaskGraph, start, end) -> int:
+def _simulate_without_lags(graph: TaskGraph, start, end, started: list | None = None) -> int:
     """`_simulate` of a graph without lags: each event is a task's end, ``(time, task)``."""
     push, pop = heapq.heappush, heapq.heappop
     duration, resource = memoryview(graph.duration_s), memoryview(graph.resource)
@@ -140,7 +147,7 @@ def _simulate_without_lags(graph: TaskGraph, start, end) -> int:
     waiting = indegree.tolist()
     queues, busy, touched = _lanes(graph, indegree)
     events: list[tuple[float, int]] = []
-    now, done = 0.0, 0
+    now, done, note = 0.0, 0, ([] if started is None else started).append
     while True:
         for r in touched:  # serve the lanes something happened to (the order does not matter)
             if not busy[r]:
@@ -151,6 +158,7 @@ def _simulate_without_lags(graph: TaskGraph, start, end) -> int:
                     start[t] = now
                     end[t] = e = now + duration[t]
                     push(events, (e, t))
+                    note(t)
         touched.clear()
         if not events:
             return done

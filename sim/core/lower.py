@@ -277,7 +277,7 @@ class _Lowering(ShardedSteps):
         reps = m.count[u_msg]  # every part of the message -> each of its updates
         g.edges(ends[np.repeat(m.first_part[:-1][u_msg], reps) + _ranges(reps)], np.repeat(ups, reps))
         if self.pipeline is not None:
-            self.pipeline.iterations[-1].update(ups=ups, ups_layer=u_layer, ups_msg=u_msg, ags=base + ag_pos)
+            self.pipeline.more(ups=ups, ups_layer=u_layer, ups_msg=u_msg, ags=base + ag_pos)
         if not self.plan.decoupled:
             return [Carry(ups[u_w == w], u_layer[u_w == w], chains[w][-1], chains[w][-1]) for w in range(W)]
         ag = base + ag_pos

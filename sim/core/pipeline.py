@@ -34,6 +34,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sim.core import replay
+from sim.core.decoupled import decoupled_step, timed_step
+from sim.core.replay import by_value
+
 __all__ = ["PipelineSteps", "applies", "decoupled_step", "run"]
 
 _INF = float("inf")
@@ -57,9 +61,29 @@ class PipelineSteps:
         self.prefetch, self.per_layer = prefetch, per_layer
         self.iterations: list[dict] = []
         self.layouts = ({}, {})  # per channel lane, its `_RunLayout` (the same in every iteration)
+        self.orders: dict = {}  # per (iteration, lane): the order its tasks last ran in (`sim.core.replay`)
+
+    def guesses(self, k: int, lane: str) -> list:
+        """Orders to try first for ``lane`` in iteration k: its own last time (an earlier interference
+        round), then iteration k - 1's."""
+        return [self.orders.get((k, lane)), self.orders.get((k - 1, lane))] if replay.ENABLED else []
 
     def add(self, **tasks) -> None:
-        self.iterations.append(tasks)
+        self.iterations.append(_narrow(tasks))
+
+    def more(self, **tasks) -> None:
+        """More task indices of the iteration added last."""
+        self.iterations[-1].update(_narrow(tasks))
+
+
+def _narrow(tasks: dict) -> dict:
+    """Task indices as int32 where they fit (half the memory), an array given twice kept as one."""
+    out, seen = {}, {}
+    for name, value in tasks.items():
+        if isinstance(value, np.ndarray) and value.dtype == np.int64 and (not len(value) or value.max() < 2**31):
+            value = seen.setdefault(id(value), value.astype(np.int32))
+        out[name] = value
+    return out
 
 
 def applies(graph, steps: PipelineSteps) -> bool:
@@ -92,17 +116,17 @@ def run(graph, steps: PipelineSteps, out=None) -> tuple[np.ndarray, np.ndarray] 
         nxt = its[k + 1] if k + 1 < len(its) else None
         bwd0 = int(it["bwd"][0])
         _chain(it["bwd"][::-1], end[it["fwd"][-1]], ctx)
-        last_end = _channels(it, steps, ctx, lanes)
+        last_end = _channels(it, steps, ctx, lanes, k)
         if steps.per_layer:
             if nxt is not None:
                 _io_h2d(nxt, 0.0 if steps.prefetch else ctx.E[bwd0], ctx, lanes)
             release = np.maximum.reduceat(last_end, steps.first_part[:-1])[it["ups_msg"]]
             if not steps.decoupled:
-                _updates_and_forward(it, nxt, release.tolist(), ctx)
+                _compute_after_backward(it, nxt, release, ctx, steps, k)
                 continue
             if np.any(_release(it, steps, ctx) > ctx.E[bwd0]):  # a reduce-scatter after backward: the event loop
                 return None
-            lanes["first"] = decoupled_step(it, nxt, release.tolist(), steps, ctx, lanes["first"])
+            lanes["first"] = timed_step(it, nxt, release, steps, ctx, lanes["first"], k)
             if lanes["first"] is None:
                 return None
             continue
@@ -154,15 +178,16 @@ def _in_turn(tasks: np.ndarray, t: float, ctx: _Times) -> float:
     return float(times[-1])
 
 
-def _channels(it, steps: PipelineSteps, ctx: _Times, lanes) -> np.ndarray:
-    """The parts of one iteration on their lanes; the end of each part's last step."""
+def _channels(it, steps: PipelineSteps, ctx: _Times, lanes, k: int) -> np.ndarray:
+    """The parts of one iteration (k) on their lanes; the end of each part's last step."""
     first, last, end = it["first"], it["last"], ctx.end
     release = _release(it, steps, ctx)
     if first is last or steps.two_lanes:  # one step per part, or push then pull on a lane of its own
-        lanes["first"] = _lane_by_runs(first, release, steps.part_msg, ctx, lanes["first"], steps.layouts[0])
+        lanes["first"] = _lane_by_runs(first, release, steps.part_msg, ctx, lanes["first"], steps.layouts[0],
+                                       (steps, k, "first"))
         if first is not last:
             lanes["second"] = _lane_by_runs(last, end[first], steps.part_msg, ctx, lanes["second"],
-                                            steps.layouts[1])
+                                            steps.layouts[1], (steps, k, "second"))
     else:  # push and pull take turns on one lane
         lanes["first"] = _lane(first.tolist(), release.tolist(), last.tolist(), ctx, lanes["first"])
     return end[last]
@@ -179,17 +204,29 @@ def _release(it, steps: PipelineSteps, ctx: _Times) -> np.ndarray:
     return release
 
 
-def _lane_by_runs(tasks: np.ndarray, release: np.ndarray, msg: np.ndarray, ctx: _Times, free, cache: dict):
+def _lane_by_runs(tasks: np.ndarray, release: np.ndarray, msg: np.ndarray, ctx: _Times, free, cache: dict,
+                  memo=None):
     """`_lane` for a lane whose tasks come in runs, one per message: consecutive ranks, releases
     that do not decrease along the run. A run goes on without the heap while nothing of a
-    smaller rank is released. ``cache`` keeps the lane's `_RunLayout` from one iteration to the next."""
+    smaller rank is released. ``cache`` keeps the lane's `_RunLayout` from one iteration to the next;
+    ``memo`` ``(steps, k, lane)`` the order the lane ran in (`sim.core.replay`)."""
     lay = _run_layout(tasks, msg, ctx, cache)
     tasks, release = tasks[lay.by_rank], release[lay.by_rank]
     if np.all(release[1:] >= release[:-1]):  # released in rank order: first come, first served
-        return _fifo(tasks.tolist(), release.tolist(), ctx, free)
-    if not lay.contiguous or np.any(np.diff(release)[lay.inner] < 0):
-        return _lane(tasks.tolist(), release.tolist(), None, ctx, free)
-    return _runs(tasks, release, lay, ctx, free)
+        return _fifo(tasks, release, ctx, free)
+    t = -_INF if free is None else free
+    got = replay.replayed(memo[0].guesses(memo[1], memo[2]), release, np.arange(len(tasks)),
+                          ctx.duration[tasks], t) if memo is not None else None
+    if got is not None:
+        order, ctx.start[tasks[got[0]]], ctx.end[tasks[got[0]]] = got
+        t = float(got[2][-1])
+    elif not lay.contiguous or np.any(np.diff(release)[lay.inner] < 0):
+        t = _lane(tasks.tolist(), release.tolist(), None, ctx, free)
+    else:
+        t = _runs(tasks, release, lay, ctx, free)
+    if memo is not None:
+        memo[0].orders[memo[1], memo[2]] = got[0] if got is not None else replay.order_of(ctx.start[tasks], ctx.end[tasks])
+    return t
 
 
 class _RunLayout(NamedTuple):
@@ -222,12 +259,16 @@ def _run_layout(tasks: np.ndarray, msg: np.ndarray, ctx: _Times, cache: dict) ->
     return lay
 
 
-def _fifo(tasks: list, release: list, ctx: _Times, free) -> float:
+def _fifo(tasks: np.ndarray, release: np.ndarray, ctx: _Times, free) -> float:
     """`_lane` for tasks released in rank order: each starts at the later of its release and the
-    end of the one before."""
+    end of the one before (`sim.core.replay.scan`, else a loop)."""
     S, E, D = ctx.S, ctx.E, ctx.D
     t = -_INF if free is None else free
-    for task, r in zip(tasks, release, strict=True):
+    got = replay.scan(release, ctx.duration[tasks], t) if replay.ENABLED and len(tasks) else None
+    if got is not None:
+        ctx.start[tasks], ctx.end[tasks] = got
+        return float(got[1][-1])
+    for task, r in zip(tasks.tolist(), release.tolist(), strict=True):
         if r > t:
             t = r
         S[task] = t
@@ -327,6 +368,27 @@ def _lane(tasks: list, release: list, then, ctx: _Times, free):
     return t
 
 
+def _compute_after_backward(it, nxt, release: np.ndarray, ctx: _Times, steps: PipelineSteps, k: int) -> None:
+    """`_updates_and_forward`, from a guessed order where one holds (`sim.core.replay`)."""
+    fwd = nxt["fwd"] if nxt is not None else np.zeros(0, np.int64)
+    ids = np.concatenate([it["ups"], fwd])
+    duration = ctx.duration[ids]
+    if not replay.ENABLED:
+        _updates_and_forward(it, nxt, release.tolist(), ctx)
+        return
+    update_of = np.full(len(fwd), -1, dtype=np.int64)
+    update_of[it["ups_layer"][it["ups_layer"] < len(fwd)]] = np.flatnonzero(it["ups_layer"] < len(fwd))
+    t0 = ctx.E[int(it["bwd"][0])]
+    got = replay.updates_then_forward(steps.guesses(k, "compute"), release, duration, update_of,
+                                      max(ctx.E[int(nxt["h2d"])], t0) if nxt is not None else _INF, t0)
+    if got is not None:
+        order, ctx.start[ids[got[0]]], ctx.end[ids[got[0]]] = got
+    else:
+        _updates_and_forward(it, nxt, release.tolist(), ctx)
+        order = replay.order_of(ctx.start[ids], ctx.end[ids])
+    steps.orders[k, "compute"] = order
+
+
 def _updates_and_forward(it, nxt, release: list, ctx: _Times) -> None:
     """Iteration k's per-layer updates (released at ``release``) and iteration k + 1's forward
     pass on the compute lane, free from the end of backward on: a released update first (by
@@ -335,7 +397,7 @@ def _updates_and_forward(it, nxt, release: list, ctx: _Times) -> None:
     S, E, D = ctx.S, ctx.E, ctx.D
     push, pop = heapq.heappush, heapq.heappop
     ups = it["ups"].tolist()
-    order, rel = _by_value(np.asarray(release))
+    order, rel = by_value(np.asarray(release))
     fwd = nxt["fwd"].tolist() if nxt is not None else []
     update_of = [-1] * len(it["fwd"])
     for u, layer in enumerate(it["ups_layer"].tolist()):
@@ -384,83 +446,3 @@ def _updates_and_forward(it, nxt, release: list, ctx: _Times) -> None:
             E[x] = t
             continue
         t = upcoming if upcoming < fwd_ready else fwd_ready
-
-
-def decoupled_step(it, nxt, release: list, steps: PipelineSteps, ctx: _Times, channel_free: float):
-    """DeAR after iteration k's backward pass: its updates (released at ``release``, as their reduce-scatters
-    end) and iteration k + 1's forward pass on the compute lane, its all-gathers on the channel (free from
-    ``channel_free`` on). Round by round as the event loop goes: what ends now releases its successors,
-    then each idle lane starts its released task of smallest rank (one of no duration ends in a later
-    round of the instant). Returns when the channel is free; None if some task was never released."""
-    S, E, D = ctx.S, ctx.E, ctx.D
-    push, pop = heapq.heappush, heapq.heappop
-    ups, ups_msg, ags, first_part, part_msg, left_ups, left_ags, fwd, fwd_msg = _as_lists(
-        it["ups"], it["ups_msg"], it["ags"], steps.first_part, steps.part_msg, steps.msg_sizes, steps.msg_parts,
-        nxt["fwd"] if nxt is not None else np.zeros(0, np.int64), steps.layer_msg)
-    order, rel = _by_value(np.asarray(release))
-    ag_key, by_rank = _small_ranks(ctx.rank[it["ags"]])  # the all-gathers' ranks as 0, 1, ...
-    now = E[int(it["bwd"][0])]
-    first_ready = max(E[int(nxt["h2d"])], now) if nxt is not None else _INF  # the first forward's other predecessors
-    count, n_fwd, inf = len(ups), len(fwd), _INF
-    c_task, c_u, h_task, c_end, fwd_free, upd, agq, p, i = -1, -1, -1, inf, True, [], [], 0, 0
-    while True:
-        if c_task >= 0 and c_end == now:  # what ends now releases its successors
-            if c_u >= 0:
-                g = ups_msg[c_u]
-                left_ups[g] -= 1
-                if not left_ups[g]:
-                    for j in range(first_part[g], first_part[g + 1]):
-                        push(agq, ag_key[j])
-            else:
-                fwd_free = True
-            c_task = -1
-        if h_task >= 0 and channel_free == now:
-            left_ags[part_msg[h_task]] -= 1
-            h_task = -1
-        while p < count and rel[p] <= now:
-            push(upd, order[p])
-            p += 1
-        if c_task < 0:  # the compute lane: a released update, else the next forward once released
-            if upd:
-                c_u = pop(upd)
-                c_task = ups[c_u]
-            elif i < n_fwd and fwd_free and (i or first_ready <= now) and (
-                    fwd_msg[i] < 0 or not left_ags[fwd_msg[i]]):
-                c_u, c_task, fwd_free = -1, fwd[i], False
-                i += 1
-            if c_task >= 0:
-                S[c_task] = now
-                E[c_task] = c_end = now + D[c_task]
-        if h_task < 0 and agq and channel_free <= now:  # the channel: the released all-gather of smallest rank
-            h_task = by_rank[pop(agq)]
-            S[ags[h_task]] = now
-            E[ags[h_task]] = channel_free = now + D[ags[h_task]]
-        later = c_end if c_task >= 0 else inf  # the next instant something ends or is released
-        if (h_task >= 0 or agq) and channel_free < later:  # (waiting all-gathers: the channel is busy until then)
-            later = channel_free
-        if p < count and rel[p] < later:
-            later = rel[p]
-        if not i and now < first_ready < later:
-            later = first_ready
-        if later == inf:
-            break
-        now = later
-    return channel_free if i == n_fwd and p == count and not upd and not agq and not any(left_ags) else None
-
-
-def _as_lists(*arrays) -> list:
-    return [a.tolist() for a in arrays]
-
-
-def _by_value(values: np.ndarray) -> tuple[list, list]:
-    """The positions of ``values`` in increasing order (ties by position), and the values in that order."""
-    order = np.argsort(values, kind="stable")
-    return order.tolist(), values[order].tolist()
-
-
-def _small_ranks(ranks: np.ndarray) -> tuple[list, list]:
-    """Each position's place in increasing ``ranks`` (distinct), and the position at each place."""
-    by_rank = np.argsort(ranks, kind="stable")
-    key = np.empty(len(ranks), dtype=np.int64)
-    key[by_rank] = np.arange(len(ranks))
-    return key.tolist(), by_rank.tolist()

@@ -21,11 +21,11 @@ import numpy as np
 from sim.core import engine as core_engine
 from sim.core import fast
 from sim.core.backward_stretch import backward_times
-from sim.core.interference import fast_overlap, fixed_point, with_times
+from sim.core.interference import GraphOverlap, fast_overlap, fixed_point, with_times
 from sim.core.lower import WorkerTimes, lower, retimed, task_count
 from sim.core.metrics import PHASE_KEYS, graph_figures, iterations_to_run
 from sim.core.plan import Plan
-from sim.core.timeline import graph_overlap, graph_timeline
+from sim.core.timeline import graph_timeline
 from sim.errors import SimInputError
 
 __all__ = ["ENGINES", "MAX_TASKS", "MAX_TASKS_ENV", "Timing", "check_task_budget", "estimated_tasks",
@@ -119,10 +119,14 @@ def _graph_fixed_point(model, plan: Plan, cost, precision: str, prefetch: bool):
         rounds.append([timed, *core_engine.run(timed, out=times)])
         return rounds[-1]
 
-    def overlap_of(kept):
-        return graph_overlap(*kept, model.layer_names, n_run - 2)
+    overlap = GraphOverlap(graph, model.layer_names, n_run - 2)  # (`sim.core.timeline.graph_overlap`, each round)
 
-    return fixed_point(time_rows, overlap_of, model.fwd_s, model.bwd_s, np.array([kappa]))
+    def overlap_of(kept):
+        return overlap(kept[1], kept[2])
+
+    solved = fixed_point(time_rows, overlap_of, model.fwd_s, model.bwd_s, np.array([kappa]))
+    graph.forget()  # (the orders the rounds reused: not kept with the timeline)
+    return solved
 
 
 def _fast_fixed_point(model, plan: Plan, costs, precision: str, prefetch: bool, iterations: int):

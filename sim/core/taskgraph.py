@@ -32,6 +32,7 @@ _COLUMNS = (("duration_s", np.float64), ("nbytes", np.int64), ("key0", np.int64)
             ("key2", np.int32), ("key3", np.int32)) + tuple(
                 (c, np.int8 if c in _SMALL_COLUMNS else np.int32) for c in _INT_COLUMNS)
 _EDGE_COLUMNS = (("eu", np.int32), ("ev", np.int32), ("elag", np.float64))
+_LAZY_COLUMNS = ("nbytes", "message", "tag", "part")  # read by timelines only
 
 
 class Carry(NamedTuple):
@@ -89,9 +90,16 @@ class TaskGraph:
         self._priority = None
         self.kinds = list(KINDS)  # `KINDS`, then any other kind a caller adds
         self.pipeline = None  # the lowering's steps when `sim.core.pipeline` can time the graph
+        self.memo: dict = {}  # what the engine keeps from one run to the next (a copy shares it)
 
     def __len__(self) -> int:
         return self._n
+
+    def forget(self) -> None:
+        """Drop what the engine kept to time the graph again (`memo`, the pipeline's lane orders)."""
+        self.memo.clear()
+        if self.pipeline is not None:
+            self.pipeline.orders.clear()
 
     def resource_id(self, worker: int, lane: str) -> int:
         r = self._resource_id.get((worker, lane))
@@ -170,29 +178,67 @@ class TaskGraph:
         self._flush("task")
         self._flush("edge")
         chunks, self._chunks, self._pending = self._chunks, {}, {}
-        self._successors(chunks)
+        self.has_lags = any(not (np.isscalar(v) and v == 0) for _, v in chunks["elag"])
+        # the successor lists are built on first use (a plain pipeline, `sim.core.pipeline`, needs none);
+        # a copy (`sim.core.lower.retimed`) shares them
+        self._edges = {"chunks": {name: chunks.pop(name) for name, _ in _EDGE_COLUMNS}}
         # the keys, ranked and dropped, before the other columns are joined (less memory at once)
         for name, dtype in _COLUMNS[2:7]:
             setattr(self, name, _join(chunks.pop(name), dtype))
         self._rank()
         del self.key0, self.key1, self.key2, self.key3  # ranked
+        self._columns = {}  # the columns only a timeline reads, joined on first use (a copy shares them)
         for name, dtype in _COLUMNS:
             if name in chunks:
                 parts = chunks.pop(name)
-                setattr(self, name, _join(parts, _narrow(parts) if name == "nbytes" else dtype))
+                if name in _LAZY_COLUMNS:
+                    self._columns[name] = (parts, dtype)
+                else:
+                    setattr(self, name, _join(parts, dtype))
         self._final = True
         return self
 
-    def _successors(self, chunks: dict) -> None:
+    def __getattr__(self, name: str):
+        columns = self.__dict__.get("_columns")
+        if columns is None or name not in columns:
+            raise AttributeError(name)
+        if isinstance(columns[name], tuple):
+            parts, dtype = columns[name]
+            columns[name] = _join(parts, _narrow(parts) if name == "nbytes" else dtype)
+        return columns[name]
+
+    @property
+    def succ_index(self) -> np.ndarray:
+        """Each task's successors, by source (``succ_index[succ_ptr[t]:succ_ptr[t + 1]]``)."""
+        return self._successors()[0]
+
+    @property
+    def succ_ptr(self) -> np.ndarray:
+        return self._successors()[1]
+
+    @property
+    def succ_lag_s(self) -> np.ndarray:
+        """The lag of each edge of `succ_index` (one zero when the graph has none)."""
+        return self._successors()[2]
+
+    @succ_lag_s.setter
+    def succ_lag_s(self, values) -> None:
+        """Other lags for this graph alone (a copy keeps the lags of the graph it was copied from)."""
+        index, ptr, _ = self._successors()
+        self._edges = {"built": (index, ptr, np.asarray(values, dtype=np.float64))}
+
+    def _successors(self) -> tuple:
         """The edges in compressed form: each task's successors (and their lags) by source."""
-        self.has_lags = any(not (np.isscalar(v) and v == 0) for _, v in chunks["elag"])
-        eu, ev = _join(chunks.pop("eu"), np.int32), _join(chunks.pop("ev"), np.int32)
-        order = np.argsort(eu, kind="stable")
-        self.succ_index = ev[order]
-        self.succ_lag_s = _join(chunks.pop("elag"), np.float64)[order] if self.has_lags else np.zeros(1)
-        del order
-        self.succ_ptr = np.zeros(self._n + 1, dtype=np.int32 if len(eu) < 2**31 else np.int64)
-        np.cumsum(np.bincount(eu, minlength=self._n), out=self.succ_ptr[1:])
+        edges = self.finish()._edges
+        if "built" not in edges:
+            chunks = edges.pop("chunks")
+            eu, ev = _join(chunks.pop("eu"), np.int32), _join(chunks.pop("ev"), np.int32)
+            order = np.argsort(eu, kind="stable")
+            lag = _join(chunks.pop("elag"), np.float64)[order] if self.has_lags else np.zeros(1)
+            ptr = np.zeros(self._n + 1, dtype=np.int32 if len(eu) < 2**31 else np.int64)
+            np.cumsum(np.bincount(eu, minlength=self._n), out=ptr[1:])
+            edges["built"] = (ev[order], ptr, lag)
+        return edges["built"]
 
     @property
     def indegree(self) -> np.ndarray:
@@ -214,7 +260,17 @@ class TaskGraph:
         """``order``: the tasks sorted by (resource, key, index); ``rank[t]``: t's place in it;
         ``priority[t]``: t's rank among its resource's tasks."""
         idx = np.arange(self._n, dtype=np.int32)
-        order = np.lexsort((idx, self.key3, self.key2, self.key1, self.key0, self.resource))
+        keys = (self.resource, self.key0, self.key1, self.key2, self.key3)
+        spans = [int(k.max()) - int(k.min()) + 1 if self._n else 1 for k in keys]
+        if np.prod([float(x) for x in spans]) < 2.0**62:  # the keys fit one integer: one stable sort, ties by index
+            combined = np.zeros(self._n, dtype=np.int64)
+            for k, span in zip(keys, spans, strict=True):
+                if span > 1:
+                    combined *= span
+                    combined += k.astype(np.int64) - int(k.min())
+            order = np.argsort(combined, kind="stable")
+        else:
+            order = np.lexsort((idx, self.key3, self.key2, self.key1, self.key0, self.resource))
         self.rank = np.empty(self._n, dtype=np.int32)
         self.rank[order] = idx
 

@@ -1,0 +1,137 @@
+"""The event loop's schedule of a task graph timed again with other durations, from the order
+its lanes ran in before (`sim.core.replay` for any graph without lags), in array operations.
+
+The interference rounds (`sim.core.interference.fixed_point`) time one graph several times,
+each with the compute stretched a little; the order each lane serves its tasks in seldom
+changes. With every lane's order given, each task starts at the later of its last
+predecessor's end and the end of the task before it on its lane: each lane is one
+`sim.core.replay.scan` of the releases its predecessors give, and the lanes are timed in
+turn from the others' ends until no end moves (the orders and the edges form a DAG, so the
+one fixed point is the schedule of those orders). The orders are then checked against the
+event loop's rule, lane by lane (`sim.core.replay.is_list_schedule`), on keys (time, round):
+within an instant the loop serves the lanes in rounds, and a task of no duration ends, and
+releases its successors, one round after it starts. A guess that fails leaves the event loop
+to time the graph.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.core import replay
+
+__all__ = ["MAX_LANES", "remember", "rerun"]
+
+#: Graphs with more lanes than this (per-worker runs) are left to the event loop.
+MAX_LANES = 16
+#: Passes over the lanes before a guess is given up.
+_PASSES = 12
+
+
+def remember(graph, started: list, end: np.ndarray) -> None:
+    """Keep the order the event loop started the tasks in (and their ends, the next first estimate)."""
+    if replay.ENABLED and len(graph.resources) <= MAX_LANES:
+        graph.memo["started"] = np.asarray(started, dtype=np.int64)
+        graph.memo["end"] = np.array(end, dtype=float)
+
+
+def rerun(graph, start: np.ndarray, end: np.ndarray) -> bool:
+    """Time ``graph`` (no lags) from its last run's orders into ``start`` and ``end``; False (nothing
+    kept) where the orders no longer give the event loop's schedule."""
+    started = graph.memo.get("started")
+    if not replay.ENABLED or started is None or len(started) != len(graph) or graph.has_lags:
+        return False
+    lanes = _lanes(graph, started)
+    preds = _predecessors(graph)
+    dur = graph.duration_s
+    got = _fixed_point(lanes, preds, dur, graph.memo["end"])
+    if got is None or not _keys_hold(lanes, preds, got, graph.rank):
+        return False
+    start[:], end[:] = got
+    graph.memo["end"] = got[1].copy()
+    return True
+
+
+def _lanes(graph, started: np.ndarray) -> list:
+    """Each lane's tasks in the order they started."""
+    resource = graph.resource[started]
+    by_lane = started[np.argsort(resource, kind="stable")]
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(resource, minlength=len(graph.resources)))])
+    return [by_lane[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True) if b > a]
+
+
+def _predecessors(graph) -> tuple:
+    """Each task's predecessors (compressed, by target; kept with the graph's edges)."""
+    memo = graph.memo
+    if "preds" not in memo:
+        n, ptr, succ = len(graph), graph.succ_ptr, graph.succ_index
+        source = np.repeat(np.arange(n, dtype=np.int64), np.diff(ptr))
+        order = np.argsort(succ, kind="stable")
+        counts = np.bincount(succ, minlength=n)
+        first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        memo["preds"] = (source[order], first, counts > 0)
+    return memo["preds"]
+
+
+def _released(values: np.ndarray, preds, none) -> np.ndarray:
+    """Per task, the largest of ``values`` over its predecessors (``none`` without any)."""
+    index, first, has = preds
+    if not len(has):
+        return np.zeros(0, dtype=values.dtype)
+    gathered = np.concatenate([values[index], np.full(1, none, dtype=values.dtype)])  # (a task without any: none)
+    return np.where(has, np.maximum.reduceat(gathered, first), none)
+
+
+def _fixed_point(lanes, preds, dur: np.ndarray, guess: np.ndarray):
+    """Start and end of every task, each lane in its order, the lanes timed from each other's ends
+    (from ``guess``) until none moves; None if they still move after `_PASSES` (more on a small graph),
+    or if after the third pass more than a twentieth still moves (a long chain from lane to lane:
+    the event loop is quicker)."""
+    end, n = guess, len(dur)
+    for done in range(_PASSES if n > 100_000 else 4 * _PASSES):
+        release = _released(end, preds, 0.0)  # (a task without predecessors: released at 0)
+        start, new = np.empty(len(dur)), np.empty(len(dur))
+        for tasks in lanes:
+            got = replay.scan(release[tasks], dur[tasks], -np.inf)
+            if got is None:
+                return None
+            start[tasks], new[tasks] = got
+        moved = int(np.count_nonzero(new != end))
+        if not moved:
+            return start, new
+        if done >= 2 and moved > n // 20 + 64:
+            return None
+        end = new
+    return None
+
+
+def _keys_hold(lanes, preds, times, rank: np.ndarray) -> bool:
+    """The lanes' orders are the event loop's: on keys (time, round), each lane started the released
+    task of smallest rank whenever free, and idled only until the next release."""
+    start, end = times
+    n = len(start)
+    every = np.concatenate([start, end, [0.0]])
+    by_time = np.argsort(every, kind="stable")
+    ordered = every[by_time]
+    dense = np.empty(len(every), dtype=np.int64)
+    dense[by_time] = np.cumsum(np.concatenate([[1], ordered[1:] != ordered[:-1]]))
+    zero = end == start
+    width = int(np.count_nonzero(zero)) + 3
+    t_start, t_end, t_zero = dense[:n] * width, dense[n:2 * n] * width, int(dense[-1]) * width
+    end_key = t_end + 1  # a task that takes time ends in the instant's first round
+    for _ in range(width):  # a task of no duration ends a round after it starts: settle the chains of them
+        release = _released(end_key, preds, t_zero + 1)
+        start_key = np.empty(n, dtype=np.int64)
+        for tasks in lanes:
+            before = np.concatenate([[0], end_key[tasks][:-1]])
+            start_key[tasks] = np.maximum(before, release[tasks])
+        new = np.where(zero, start_key + 1, t_end + 1)
+        if np.array_equal(new, end_key):
+            break
+        end_key = new
+    else:
+        return False
+    if np.any(start_key // width != t_start // width):
+        return False
+    return all(replay.is_list_schedule(start_key[tasks], end_key[tasks], release[tasks], rank[tasks], 0)
+               for tasks in lanes)
