@@ -13,7 +13,6 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from dashboard.aggregate import BINS, MAX_BARS, Aggregation, merge_bars, merge_pieces
@@ -25,6 +24,7 @@ __all__ = [
     "KIND_COLORS",
     "LANES",
     "MAX_BARS",
+    "OWN_STYLE",
     "aggregation_note",
     "display_frames",
     "tune_figure",
@@ -44,6 +44,7 @@ __all__ = [
     "scaling_figure",
     "selection_cleared",
     "stale_selection",
+    "styled",
 ]
 
 KIND_COLORS = {
@@ -88,6 +89,38 @@ _HOVER = (
     "duration: %{customdata[4]:.3f} ms<br>"
     "iteration %{customdata[5]}<extra></extra>"
 )
+
+
+_FONT = '"Source Sans", sans-serif'
+_AXIS_STYLE = {"showgrid": False, "zeroline": False, "automargin": True, "ticklabelposition": "outside",
+               "tickfont": {"family": _FONT, "size": 12, "color": "#808495"}}
+#: The look Streamlit's chart theme gives a figure in the light theme (read from the page's
+#: ``_fullLayout``), written into the layout itself, without a template. A timeline drawn with its
+#: own style goes to ``st.plotly_chart(theme=None)`` (`dashboard.ui.chart`, ``own_style``): the
+#: theme puts a template into the figure, and Plotly.react redraws every bar of a figure that has
+#: one even when nothing changed, which Streamlit's chart does a second time after every remount.
+OWN_STYLE = {
+    "font": {"family": _FONT, "size": 12, "color": "#808495"},
+    "title": {"font": {"family": _FONT, "size": 16, "color": "#2F2D2B", "weight": 700}},
+    "paper_bgcolor": "#FFFFFF",
+    "plot_bgcolor": "#FFFFFF",
+    "legend": {"font": {"family": _FONT, "size": 12, "color": "#262730"}, "bgcolor": "#FFFFFF",
+               "bordercolor": "rgba(0,0,0,0)", "valign": "top"},
+    "hoverlabel": {"bgcolor": "#FFFFFF", "bordercolor": "#DCD8D4",
+                   "font": {"family": _FONT, "size": 12, "color": "#808495"}},
+    "hovermode": "closest",
+    "xaxis": {**_AXIS_STYLE, "title": {"font": {"family": _FONT, "size": 14, "color": "#808495"}, "standoff": 20}},
+    "yaxis": {**_AXIS_STYLE, "title": {"font": {"family": _FONT, "size": 14, "color": "#808495"}, "standoff": 24}},
+    "margin": {"pad": 8},
+}
+
+
+def styled(layout: dict, style: Mapping = OWN_STYLE) -> dict:
+    """``layout`` over ``style``: nested dicts merged, the layout's own values kept."""
+    out = dict(style)
+    for key, value in layout.items():
+        out[key] = styled(value, style[key]) if isinstance(value, dict) and isinstance(style.get(key), dict) else value
+    return out
 
 
 def _darker(hex_color: str, factor: float = 0.7) -> str:
@@ -225,8 +258,8 @@ def _overlap_traces(pieces: pd.DataFrame, showlegend: bool) -> list[dict]:
             continue
         traces.append(dict(
             type="bar", name=label, legendgroup=f"overlap-{'hidden' if hidden else 'exposed'}", showlegend=showlegend,
-            orientation="h", y=part["lane"].to_numpy(), x=part["duration_s"] * 1e3,
-            base=part["start_s"] * 1e3, marker={"color": color, "line": {"width": 0}}, hoverinfo="skip",
+            orientation="h", y=part["lane"].tolist(), x=(part["duration_s"] * 1e3).tolist(),
+            base=(part["start_s"] * 1e3).tolist(), marker={"color": color, "line": {"width": 0}}, hoverinfo="skip",
         ))
     return traces
 
@@ -248,12 +281,12 @@ def _gantt_traces(bars: pd.DataFrame, pieces: pd.DataFrame, *, showlegend: bool 
                 legendgroup=kind,
                 showlegend=showlegend and kind != "comm",
                 orientation="h",
-                y=part["lane"],
-                x=part["duration_ms"],
-                base=part["start_ms"],
+                y=part["lane"].tolist(),
+                x=part["duration_ms"].tolist(),
+                base=part["start_ms"].tolist(),
                 marker={"color": "rgba(0,0,0,0)" if kind == "comm" else KIND_COLORS[kind],
                         "line": {"color": _darker(KIND_COLORS[kind]), "width": 0 if merged else 0.6}},
-                text=None if merged or not labelled else part["label"] if kind == "comm" else part["layer"],
+                text=None if merged or not labelled else (part["label"] if kind == "comm" else part["layer"]).tolist(),
                 textposition="inside",
                 insidetextanchor="middle",
                 textangle=0,
@@ -262,7 +295,7 @@ def _gantt_traces(bars: pd.DataFrame, pieces: pd.DataFrame, *, showlegend: bool 
                     [part["kind"].map(KIND_LABELS), part["what"], part["bytes_text"], part["start_ms"].round(4),
                      part["duration_ms"].round(4), part["iteration"]],
                     axis=-1,
-                ),
+                ).tolist(),
                 hovertemplate=_HOVER,
             )
         )
@@ -332,12 +365,14 @@ def gantt_figure(timeline: pd.DataFrame, title: str = "", height: int | None = N
         "hoverlabel": {"align": "left"},
         "yaxis": {"categoryorder": "array", "categoryarray": lanes, "title": {"text": ""}},
         "xaxis": {"title": {"text": "time (ms)"}, "rangemode": "tozero"},
-        "template": pio.templates[pio.templates.default].to_plotly_json() if pio.templates.default else {},
     }
     if aggregation is not None:
         layout["meta"] = {"aggregated": aggregation.note()}
-    fig = go.Figure({"data": _gantt_traces(bars, pieces), "layout": layout}, _validate=False)
+    # No template (`OWN_STYLE`), and plain lists rather than numpy arrays (which Plotly's JSON
+    # sends as typed arrays): with either, Plotly.react redraws the chart although nothing changed.
+    fig = go.Figure({"data": _gantt_traces(bars, pieces), "layout": styled(layout)}, _validate=False)
     _iteration_marks(fig, timeline)
+    fig.layout.template = None  # not Plotly's default one (sent as "template": null)
     return fig
 
 

@@ -417,27 +417,40 @@ def figure_image(fig, fmt: str, width: int = 1200) -> bytes:
     return fig.to_image(format=fmt, width=width, height=fig.layout.height or 450)
 
 
-def _keep_zoom(fig, key: str):
-    """``fig``, keeping its zoom across control changes (every chart has a ``uirevision``)."""
+def _keep_zoom(fig, key: str, own_style: bool = False):
+    """``fig``, keeping its zoom across control changes (every chart has a ``uirevision``).
+
+    A figure with its own style (`chart`) also gets a ``datarevision``: Plotly.react then
+    leaves its data alone when Streamlit draws the same figure again (its arrays are new
+    copies each time, and without a revision Plotly takes new copies for new data)."""
     if fig.layout.uirevision is None:
         fig.update_layout(uirevision=key)
+    if own_style and fig.layout.datarevision is None:
+        fig.update_layout(datarevision=key)  # a figure with other data is a new chart (Streamlit remounts it)
     return fig
 
 
 def chart(fig, key: str, name: str, *, cache_key: tuple | None = None, svg: Callable[[], str] | None = None,
-          **kwargs):
+          own_style: bool = False, **kwargs):
     """``st.plotly_chart`` with the dashboard's config, then SVG and PDF downloads beside
     the modebar's PNG camera, and the note of a timeline merged for display.
 
     With ``cache_key``, ``fig`` is a function that builds the figure; the figure is
     built once per key for every session (`dashboard.cached.figure`). ``svg``, when
     given, writes the SVG without kaleido (the Timeline's own SVG).
+    ``own_style``: the figure carries the look of Streamlit's theme itself and no template
+    (`dashboard.figures.OWN_STYLE`, as `dashboard.figures.gantt_figure` makes it); it is drawn
+    without the theme. Streamlit draws a chart whose figure changed twice (once before
+    its width is known, once with the theme applied again); with a template the second
+    draw redraws every bar, without one it costs the browser a few ms.
     Returns what ``st.plotly_chart`` returns (the selection when ``on_select`` is set).
     """
     if cache_key is not None:
-        fig = cached.figure(cache_key, lambda build=fig: _keep_zoom(build(), key))
+        fig = cached.figure(cache_key, lambda build=fig: _keep_zoom(build(), key, own_style))
     else:
-        _keep_zoom(fig, key)
+        _keep_zoom(fig, key, own_style)
+    if own_style:
+        kwargs["theme"] = None
     event = st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, **kwargs)
     if note := fig.layout.meta.get("aggregated") if isinstance(fig.layout.meta, dict) else None:
         st.caption(note)

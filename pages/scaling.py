@@ -94,7 +94,7 @@ title = (f"{cfg.model_label} · {chosen} · {ui.plural(cfg.gpus, 'GPU')} · {cfg
          f"<br>iteration {ui.fmt_ms(res.iteration_time_s)}")
 ui.chart(lambda: figures.gantt_figure(res.timeline, title), "scaling_timeline",
          f"timeline-{cfg.model_label}-{chosen}-{cfg.gpus}gpus", cache_key=("scaling-timeline", cfg, chosen, title),
-         svg=lambda: figures.gantt_svg(res.timeline, title))
+         svg=lambda: figures.gantt_svg(res.timeline, title), own_style=True)
 st.button(f"Open {chosen} at {ui.plural(cfg.gpus, 'GPU')} in the Timeline", key="scaling_open",
           icon=":material/open_in_new:", on_click=ui.request_timeline,
           args=({"scheduler": chosen, "method": "", "gpus": cfg.gpus},))

@@ -45,7 +45,7 @@ file_stem = f"timeline-{cfg.model_label}-{shown}-{cfg.gpus}gpus"
 with chart:
     ui.chart(lambda: figures.gantt_figure(res.timeline, title, height=400), "timeline_chart", file_stem,
              cache_key=("timeline", cfg, scheduler, method, int(iterations), title),
-             svg=lambda: figures.gantt_svg(res.timeline, title))
+             svg=lambda: figures.gantt_svg(res.timeline, title), own_style=True)
     st.caption("Hover a bar for its layer, bytes, start and duration. All-reduce messages are outlined and filled "
                "light where they are hidden behind compute, red where they are exposed (the GPU waits); "
                "a merged message is labelled with its group and layer count, e.g. *g3 (5 layers)*.")

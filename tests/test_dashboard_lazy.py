@@ -97,3 +97,27 @@ def test_clearing_a_selection_changes_only_the_meta_of_a_copy():
     assert cleared is not fig and fig.layout.meta == {"aggregated": "note"}
     assert cleared.layout.meta == {"aggregated": "note", "selection_clears": 2}
     assert cleared.to_dict()["data"] == fig.to_dict()["data"]
+
+
+def _spec(at: AppTest, key: str) -> tuple[dict, str]:
+    el = next(el for el in at.get("plotly_chart") if el.proto.id.endswith(key))
+    return json.loads(el.proto.spec), el.proto.theme
+
+
+def test_the_timelines_carry_their_own_style_so_a_redraw_of_the_same_figure_is_cheap():
+    """Streamlit draws a chart whose figure changed twice; Plotly.react redraws every bar the
+    second time if the figure has a template (Streamlit's theme adds one) or typed arrays, or
+    no datarevision. The two timelines a GPU change redraws have none of these."""
+    at = timeline()
+    spec, theme = _spec(at, "timeline_chart")
+    assert theme == ""  # st.plotly_chart(theme=None): no template added in the browser
+    assert spec["layout"].get("template") is None
+    assert spec["layout"]["datarevision"] == "timeline_chart"
+    assert "bdata" not in json.dumps(spec)  # plain JSON arrays, not base64 typed arrays
+    assert spec["layout"]["font"] == figures.OWN_STYLE["font"]
+    assert spec["layout"]["title"]["font"]["weight"] == 700  # bold, as the theme made it
+    at.switch_page(str(REPO / "pages" / "scaling.py")).run()
+    spec, theme = _spec(at, "scaling_timeline")
+    assert theme == "" and spec["layout"].get("template") is None and "bdata" not in json.dumps(spec)
+    assert spec["layout"]["datarevision"] == "scaling_timeline"
+    assert _spec(at, "scaling_chart")[1] == "streamlit"  # the other charts keep Streamlit's theme

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -160,6 +161,31 @@ class TestOverlapShading:
         comm = next(t for t in bar_traces(fig) if t.name == "all-reduce")
         assert comm.marker.color == "rgba(0,0,0,0)"  # outline over the fill, with the hover and label
         assert fig.layout.legend.y < 0 and fig.layout.uirevision
+
+
+class TestOwnStyle:
+    """The Gantt carries the look of Streamlit's chart theme itself (`figures.OWN_STYLE`), without a
+    template and with plain arrays, so that Plotly.react can tell a redraw of it changes nothing."""
+
+    def test_styled_keeps_the_figure_values_over_the_style(self):
+        style = {"font": {"size": 12, "color": "grey"}, "hovermode": "closest", "xaxis": {"showgrid": False}}
+        layout = {"font": {"color": "red"}, "xaxis": {"title": {"text": "t"}}, "height": 300}
+        assert figures.styled(layout, style) == {
+            "font": {"size": 12, "color": "red"}, "hovermode": "closest",
+            "xaxis": {"showgrid": False, "title": {"text": "t"}}, "height": 300}
+        assert style == {"font": {"size": 12, "color": "grey"}, "hovermode": "closest", "xaxis": {"showgrid": False}}
+
+    def test_gantt_has_no_template_and_no_typed_arrays(self):
+        fig = figures.gantt_figure(run(iterations=2).timeline, "five · mgwfbp")
+        spec = json.loads(fig.to_json())
+        assert spec["layout"]["template"] is None
+        assert "bdata" not in json.dumps(spec)
+        assert spec["layout"]["font"] == figures.OWN_STYLE["font"]
+        assert spec["layout"]["xaxis"]["title"]["text"] == "time (ms)"  # the figure's own values win
+        assert spec["layout"]["xaxis"]["showgrid"] is False  # the style fills in the rest
+        assert spec["layout"]["title"]["font"]["weight"] == 700
+        for trace in spec["data"]:
+            assert all(isinstance(trace[k], list) for k in ("x", "y", "base"))
 
 
 class TestGanttSvg:
