@@ -265,9 +265,11 @@ class TaskGraph:
         if np.prod([float(x) for x in spans]) < 2.0**62:  # the keys fit one integer: one stable sort, ties by index
             combined = np.zeros(self._n, dtype=np.int64)
             for k, span in zip(keys, spans, strict=True):
-                if span > 1:
+                if span > 1:  # in place, no temporary column (the same integers)
                     combined *= span
-                    combined += k.astype(np.int64) - int(k.min())
+                    np.add(combined, k, out=combined, casting="unsafe")
+                    if int(k.min()):
+                        combined -= int(k.min())
             order = np.argsort(combined, kind="stable")
         else:
             order = np.lexsort((idx, self.key3, self.key2, self.key1, self.key0, self.resource))
