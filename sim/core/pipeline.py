@@ -70,6 +70,15 @@ class PipelineSteps:
         saves work."""
         return [self.orders.get((k - 1, lane)), self.orders.get((k, lane))] if replay.ENABLED else []
 
+    def forget(self) -> None:
+        """Drop what the rounds kept: the lanes' last orders, the tasks by rank, each part's releasing task."""
+        self.orders.clear()
+        for cache in self.layouts:
+            for key in [key for key in cache if key != "layout"]:
+                del cache[key]
+        for it in self.iterations:
+            it.pop("part_bwd", None)
+
     def add(self, **tasks) -> None:
         self.iterations.append(_narrow(tasks))
 
@@ -94,7 +103,7 @@ def applies(graph, steps: PipelineSteps) -> bool:
     starts, and the engine serves what it releases only in a later round of that instant.)"""
     dur = graph.duration_s
     for it in steps.iterations:
-        releasing = [it["first"], it["last"], _part_bwd(it, steps)]
+        releasing = [it["first"], _part_bwd(it, steps)] + ([it["last"]] if it["last"] is not it["first"] else [])
         if steps.after_backward:
             releasing.append(it["bwd"][:1])
         if any(np.any(dur[tasks] <= 0) for tasks in releasing):
@@ -220,8 +229,8 @@ def _lane_by_runs(tasks: np.ndarray, release: np.ndarray, msg: np.ndarray, ctx: 
     that do not decrease along the run. A run goes on without the heap while nothing of a
     smaller rank is released. ``cache`` keeps the lane's `_RunLayout` from one iteration to the next;
     ``memo`` ``(steps, k, lane)`` the order the lane ran in (`sim.core.replay`)."""
-    lay = _run_layout(tasks, msg, ctx, cache)
-    tasks, release = tasks[lay.by_rank], release[lay.by_rank]
+    lay, tasks = _ranked(tasks, msg, ctx, cache)
+    release = release[lay.by_rank]
     if np.all(release[1:] >= release[:-1]):  # released in rank order: first come, first served
         return _fifo(tasks, release, ctx, free)
     t = -_INF if free is None else free
@@ -250,6 +259,16 @@ class _RunLayout(NamedTuple):
     run_end: np.ndarray
     contiguous: bool
     inner: np.ndarray
+
+
+def _ranked(tasks: np.ndarray, msg: np.ndarray, ctx: _Times, cache: dict) -> tuple[_RunLayout, np.ndarray]:
+    """`_run_layout` of ``tasks`` and the tasks by rank, kept per iteration's array of tasks (the same
+    in every interference round: the ranks do not change) until `PipelineSteps.forget`."""
+    got = cache.get(id(tasks))
+    if got is None or got[0] is not tasks:
+        lay = _run_layout(tasks, msg, ctx, cache)
+        got = cache[id(tasks)] = (tasks, lay, tasks[lay.by_rank])
+    return got[1], got[2]
 
 
 def _run_layout(tasks: np.ndarray, msg: np.ndarray, ctx: _Times, cache: dict) -> _RunLayout:

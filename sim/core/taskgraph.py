@@ -99,7 +99,7 @@ class TaskGraph:
         """Drop what the engine kept to time the graph again (`memo`, the pipeline's lane orders)."""
         self.memo.clear()
         if self.pipeline is not None:
-            self.pipeline.orders.clear()
+            self.pipeline.forget()
 
     def resource_id(self, worker: int, lane: str) -> int:
         r = self._resource_id.get((worker, lane))
