@@ -110,8 +110,9 @@ def per_layer(idx: np.ndarray, start: np.ndarray, end: np.ndarray, busy, n: int)
 
 
 class GraphOverlap:
-    """`sim.core.timeline.graph_overlap` of one task graph round after round (the same rows, so the
-    same figures): which tasks it reads is found once, each round only reads their times."""
+    """`timeline_overlap` of a task graph's timeline from its arrays (the same rows, so the same figures),
+    round after round: which tasks it reads is found once, each round only reads their times
+    (`sim.core.timeline.graph_overlap` is one round of it)."""
 
     def __init__(self, graph, layer_names, iteration: int) -> None:
         graph.finish()

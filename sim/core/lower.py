@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -92,6 +93,24 @@ def _one(task) -> np.ndarray:
     return np.asarray([task], dtype=np.int64)
 
 
+class _UpdateLayout(NamedTuple):
+    """An iteration's per-layer updates (`_Lowering.layer_updates`), the same in every iteration: updates
+    per message and where each message's first is; each update's message, worker, layer and place in the
+    block; each all-gather's place; the block's size; per edge from a part to an update, the part
+    (``wait_part``) and the update's place (``wait_update``)."""
+
+    per_msg: np.ndarray
+    u_first: np.ndarray
+    u_msg: np.ndarray
+    u_w: np.ndarray
+    u_layer: np.ndarray
+    u_pos: np.ndarray
+    ag_pos: np.ndarray
+    total: int
+    wait_part: np.ndarray
+    wait_update: np.ndarray
+
+
 class _Lowering(ShardedSteps):
     """Builds the graph iteration by iteration (see the module docstring)."""
 
@@ -113,6 +132,7 @@ class _Lowering(ShardedSteps):
         self.carry = None  # per worker: a `Carry`
         self.pipeline = self.pipeline_steps(prefetch)
         self.forwards: dict = {}  # per worker: its h2d task and forward tasks of the iteration being built
+        self.updates: _UpdateLayout | None = None  # (`update_layout`)
 
     def pipeline_steps(self, prefetch: bool) -> PipelineSteps | None:
         """What `sim.core.pipeline` needs to time the graph without the event loop, when it applies:
@@ -257,37 +277,47 @@ class _Lowering(ShardedSteps):
         (by layer index), each waiting for every part of the message; with
         ``decoupled``, then an all-gather per part, waiting for all those updates."""
         g, m, W = self.g, self.msgs, self.times.workers
-        members = self.sorted_members()
-        per_msg = W * m.sizes  # updates per message
-        ags = m.count if self.plan.decoupled else np.zeros(len(m), dtype=np.int64)
-        offset = _starts(per_msg + ags)  # where each message's tasks start in the block
-        u_first = _starts(per_msg)
-        u_msg = np.repeat(np.arange(len(m), dtype=np.int64), per_msg)
-        q = _ranges(per_msg)  # an update's place among its message's
-        size = np.maximum(m.sizes[u_msg], 1)
-        u_w, u_layer = q // size, members[m.member_first[:-1][u_msg] + q % size]
-        u_pos = offset[u_msg] + q
-        ag_pos = offset[m.part_msg] + per_msg[m.part_msg] + m.part_j
-        base, total = len(g), int(np.sum(per_msg + ags))
+        lay = self.update_layout()  # the same in every iteration
+        u_msg, u_w, u_layer, u_pos, ag_pos = lay.u_msg, lay.u_w, lay.u_layer, lay.u_pos, lay.ag_pos
+        base, total = len(g), lay.total
         cols = self.update_columns(k, base, total, u_msg, u_w, u_layer, u_pos)
         if self.plan.decoupled:
             self.all_gather_columns(k, cols, ag_pos)
         g.add_block(total, k, cols.pop("worker"), cols.pop("lane"), cols.pop("kind"), cols.pop("duration"), **cols)
         ups = base + u_pos
-        reps = m.count[u_msg]  # every part of the message -> each of its updates
-        g.edges(ends[np.repeat(m.first_part[:-1][u_msg], reps) + _ranges(reps)], np.repeat(ups, reps))
+        g.edges(ends[lay.wait_part], base + lay.wait_update)  # every part of the message -> each of its updates
         if self.pipeline is not None:
             self.pipeline.more(ups=ups, ups_layer=u_layer, ups_msg=u_msg, ags=base + ag_pos)
         if not self.plan.decoupled:
             return [Carry(ups[u_w == w], u_layer[u_w == w], chains[w][-1], chains[w][-1]) for w in range(W)]
         ag = base + ag_pos
-        reps = per_msg[m.part_msg]  # every update of the message -> each of its all-gathers
-        g.edges(ups[np.repeat(u_first[m.part_msg], reps) + _ranges(reps)], np.repeat(ag, reps))
+        reps = lay.per_msg[m.part_msg]  # every update of the message -> each of its all-gathers
+        g.edges(ups[np.repeat(lay.u_first[m.part_msg], reps) + _ranges(reps)], np.repeat(ag, reps))
         reps = m.sizes[m.part_msg]  # the next forward of each layer waits for each all-gather of its message
-        layers = members[np.repeat(m.member_first[:-1][m.part_msg], reps) + _ranges(reps)]
+        layers = self.sorted_members()[np.repeat(m.member_first[:-1][m.part_msg], reps) + _ranges(reps)]
         # the framework's step returns once backward has ended; without
         # prefetch the next batch is read from then on
         return [Carry(np.repeat(ag, reps), layers, chains[w][-1], chains[w][-1]) for w in range(W)]
+
+    def update_layout(self) -> _UpdateLayout:
+        """Where each update goes in an iteration's block and what it waits for (built once)."""
+        if self.updates is not None:
+            return self.updates
+        m, W = self.msgs, self.times.workers
+        members = self.sorted_members()
+        per_msg = W * m.sizes  # updates per message
+        ags = m.count if self.plan.decoupled else np.zeros(len(m), dtype=np.int64)
+        offset = _starts(per_msg + ags)  # where each message's tasks start in the block
+        u_msg = np.repeat(np.arange(len(m), dtype=np.int64), per_msg)
+        q = _ranges(per_msg)  # an update's place among its message's
+        size = np.maximum(m.sizes[u_msg], 1)
+        u_pos = offset[u_msg] + q
+        reps = m.count[u_msg]  # every part of the message -> each of its updates
+        self.updates = _UpdateLayout(
+            per_msg, _starts(per_msg), u_msg, q // size, members[m.member_first[:-1][u_msg] + q % size], u_pos,
+            offset[m.part_msg] + per_msg[m.part_msg] + m.part_j, int(np.sum(per_msg + ags)),
+            np.repeat(m.first_part[:-1][u_msg], reps) + _ranges(reps), np.repeat(u_pos, reps))
+        return self.updates
 
     def sorted_members(self) -> np.ndarray:
         """Each message's layers, by layer index (flat, in message order)."""

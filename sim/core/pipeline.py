@@ -64,9 +64,20 @@ class PipelineSteps:
         self.orders: dict = {}  # per (iteration, lane): the order its tasks last ran in (`sim.core.replay`)
 
     def guesses(self, k: int, lane: str) -> list:
-        """Orders to try first for ``lane`` in iteration k: its own last time (an earlier interference
-        round), then iteration k - 1's."""
-        return [self.orders.get((k, lane)), self.orders.get((k - 1, lane))] if replay.ENABLED else []
+        """Orders to try first for ``lane`` in iteration k: iteration k - 1's (this round's: after the
+        first iterations a lane serves every iteration alike), then its own last time (an earlier
+        interference round). Any order that passes is the list schedule's, so which goes first only
+        saves work."""
+        return [self.orders.get((k - 1, lane)), self.orders.get((k, lane))] if replay.ENABLED else []
+
+    def forget(self) -> None:
+        """Drop what the rounds kept: the lanes' last orders, the tasks by rank, each part's releasing task."""
+        self.orders.clear()
+        for cache in self.layouts:
+            for key in [key for key in cache if key != "layout"]:
+                del cache[key]
+        for it in self.iterations:
+            it.pop("part_bwd", None)
 
     def add(self, **tasks) -> None:
         self.iterations.append(_narrow(tasks))
@@ -92,7 +103,7 @@ def applies(graph, steps: PipelineSteps) -> bool:
     starts, and the engine serves what it releases only in a later round of that instant.)"""
     dur = graph.duration_s
     for it in steps.iterations:
-        releasing = [it["first"], it["last"], it["bwd"][steps.part_low]]
+        releasing = [it["first"], _part_bwd(it, steps)] + ([it["last"]] if it["last"] is not it["first"] else [])
         if steps.after_backward:
             releasing.append(it["bwd"][:1])
         if any(np.any(dur[tasks] <= 0) for tasks in releasing):
@@ -193,14 +204,22 @@ def _channels(it, steps: PipelineSteps, ctx: _Times, lanes, k: int) -> np.ndarra
     return end[last]
 
 
+def _part_bwd(it: dict, steps: PipelineSteps) -> np.ndarray:
+    """Per part, the backward task that releases it (the same in every round: kept with the iteration)."""
+    got = it.get("part_bwd")
+    if got is None:
+        got = it["part_bwd"] = it["bwd"][steps.part_low]
+    return got
+
+
 def _release(it, steps: PipelineSteps, ctx: _Times) -> np.ndarray:
     """When each part's first step is released: its lowest layer's backward ends, plus its lag."""
-    bwd, end = it["bwd"], ctx.end
-    release = end[bwd[steps.part_low]]
+    end = ctx.end
+    release = end[_part_bwd(it, steps)]
     lagged = steps.part_lag > 0
     release[lagged] = release[lagged] + steps.part_lag[lagged]
     if steps.after_backward:
-        release = np.maximum(release, end[bwd[0]])
+        release = np.maximum(release, end[it["bwd"][0]])
     return release
 
 
@@ -210,15 +229,16 @@ def _lane_by_runs(tasks: np.ndarray, release: np.ndarray, msg: np.ndarray, ctx: 
     that do not decrease along the run. A run goes on without the heap while nothing of a
     smaller rank is released. ``cache`` keeps the lane's `_RunLayout` from one iteration to the next;
     ``memo`` ``(steps, k, lane)`` the order the lane ran in (`sim.core.replay`)."""
-    lay = _run_layout(tasks, msg, ctx, cache)
-    tasks, release = tasks[lay.by_rank], release[lay.by_rank]
+    lay, tasks = _ranked(tasks, msg, ctx, cache)
+    release = release[lay.by_rank]
     if np.all(release[1:] >= release[:-1]):  # released in rank order: first come, first served
         return _fifo(tasks, release, ctx, free)
     t = -_INF if free is None else free
-    got = replay.replayed(memo[0].guesses(memo[1], memo[2]), release, np.arange(len(tasks)),
+    got = replay.replayed(memo[0].guesses(memo[1], memo[2]), release, None,
                           ctx.duration[tasks], t) if memo is not None else None
     if got is not None:
-        order, ctx.start[tasks[got[0]]], ctx.end[tasks[got[0]]] = got
+        ran = tasks[got[0]]
+        ctx.start[ran], ctx.end[ran] = got[1], got[2]
         t = float(got[2][-1])
     elif not lay.contiguous or np.any(np.diff(release)[lay.inner] < 0):
         t = _lane(tasks.tolist(), release.tolist(), None, ctx, free)
@@ -239,6 +259,16 @@ class _RunLayout(NamedTuple):
     run_end: np.ndarray
     contiguous: bool
     inner: np.ndarray
+
+
+def _ranked(tasks: np.ndarray, msg: np.ndarray, ctx: _Times, cache: dict) -> tuple[_RunLayout, np.ndarray]:
+    """`_run_layout` of ``tasks`` and the tasks by rank, kept per iteration's array of tasks (the same
+    in every interference round: the ranks do not change) until `PipelineSteps.forget`."""
+    got = cache.get(id(tasks))
+    if got is None or got[0] is not tasks:
+        lay = _run_layout(tasks, msg, ctx, cache)
+        got = cache[id(tasks)] = (tasks, lay, tasks[lay.by_rank])
+    return got[1], got[2]
 
 
 def _run_layout(tasks: np.ndarray, msg: np.ndarray, ctx: _Times, cache: dict) -> _RunLayout:
@@ -379,10 +409,14 @@ def _compute_after_backward(it, nxt, release: np.ndarray, ctx: _Times, steps: Pi
     update_of = np.full(len(fwd), -1, dtype=np.int64)
     update_of[it["ups_layer"][it["ups_layer"] < len(fwd)]] = np.flatnonzero(it["ups_layer"] < len(fwd))
     t0 = ctx.E[int(it["bwd"][0])]
-    got = replay.updates_then_forward(steps.guesses(k, "compute"), release, duration, update_of,
+    guesses = steps.guesses(k, "compute")
+    if nxt is None and guesses and guesses[0] is not None:  # the last iteration's updates alone: k - 1's, in its order
+        guesses.insert(1, guesses[0][guesses[0] < len(it["ups"])])
+    got = replay.updates_then_forward(guesses, release, duration, update_of,
                                       max(ctx.E[int(nxt["h2d"])], t0) if nxt is not None else _INF, t0)
     if got is not None:
-        order, ctx.start[ids[got[0]]], ctx.end[ids[got[0]]] = got
+        order, ran = got[0], ids[got[0]]
+        ctx.start[ran], ctx.end[ran] = got[1], got[2]
     else:
         _updates_and_forward(it, nxt, release.tolist(), ctx)
         order = replay.order_of(ctx.start[ids], ctx.end[ids])

@@ -150,13 +150,14 @@ def order_of(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 def replayed(guesses, release: np.ndarray, rank: np.ndarray, duration: np.ndarray, free: float):
     """The first of the ``guesses`` (orders of the tasks, or None) that is the list schedule of the
-    tasks (every duration > 0): ``(order, start, end)`` with the times in that order; else None."""
+    tasks (every duration > 0): ``(order, start, end)`` with the times in that order; else None.
+    ``rank`` None: each task's rank is its position."""
     for order in guesses:
         if order is None or len(order) != len(release):
             continue
         rel = release[order]
         got = scan(rel, duration[order], free)
-        if got is not None and is_list_schedule(*got, rel, rank[order], free):
+        if got is not None and is_list_schedule(*got, rel, order if rank is None else rank[order], free):
             return (order, *got)
     return None
 

@@ -99,7 +99,7 @@ class TaskGraph:
         """Drop what the engine kept to time the graph again (`memo`, the pipeline's lane orders)."""
         self.memo.clear()
         if self.pipeline is not None:
-            self.pipeline.orders.clear()
+            self.pipeline.forget()
 
     def resource_id(self, worker: int, lane: str) -> int:
         r = self._resource_id.get((worker, lane))
@@ -265,9 +265,11 @@ class TaskGraph:
         if np.prod([float(x) for x in spans]) < 2.0**62:  # the keys fit one integer: one stable sort, ties by index
             combined = np.zeros(self._n, dtype=np.int64)
             for k, span in zip(keys, spans, strict=True):
-                if span > 1:
+                if span > 1:  # in place, no temporary column (the same integers)
                     combined *= span
-                    combined += k.astype(np.int64) - int(k.min())
+                    np.add(combined, k, out=combined, casting="unsafe")
+                    if int(k.min()):
+                        combined -= int(k.min())
             order = np.argsort(combined, kind="stable")
         else:
             order = np.lexsort((idx, self.key3, self.key2, self.key1, self.key0, self.resource))

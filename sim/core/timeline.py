@@ -172,23 +172,11 @@ def graph_overlap(graph, start: np.ndarray, end: np.ndarray, layer_names, iterat
     """`sim.core.interference.timeline_overlap` of the timeline of ``graph`` (the same
     arithmetic on the same intervals, so the same figures) from its arrays, without
     building the timeline: worker 0's compute in ``iteration`` against communication
-    on any lane in that iteration and the two beside it."""
-    from sim.core.interference import Overlap, per_layer
-    from sim.core.intervals import union
+    on any lane in that iteration and the two beside it (`sim.core.interference.GraphOverlap`
+    of one round)."""
+    from sim.core.interference import GraphOverlap
 
-    graph.finish()
-    it, kind = graph.iteration, graph.kind_id
-    lanes = np.array([lane not in ("io", "h2d", "compute") for _, lane in graph.resources] or [False])
-    comm = (np.abs(it - iteration) <= 1) & lanes[graph.resource]
-    busy = union(start[comm], end[comm])
-    index = {name: i for i, name in enumerate(layer_names)}
-    remap = np.array([index.get(str(name), -1) for name in graph.layer_names] + [-1], dtype=np.int64)
-    mine = (it == iteration) & (graph.worker == 0)
-    out = []
-    for k in ("forward", "backward"):
-        rows = np.flatnonzero(mine & (kind == graph.kinds.index(k)))
-        out += per_layer(remap[graph.layer_id[rows]], start[rows], end[rows], busy, len(layer_names))
-    return Overlap(out[0], out[3], out[1], out[4], out[2], out[5])
+    return GraphOverlap(graph, layer_names, iteration)(start, end)
 
 
 def _task_names(graph, rows: np.ndarray) -> list[str]:
