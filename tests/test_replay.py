@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.core import engine, replay
-from sim.core.interference import GraphOverlap, with_times
+from sim.core.interference import GraphOverlap, timeline_overlap, with_times
 from sim.core.lower import lower, retimed
-from sim.core.timeline import graph_overlap
+from sim.core.timeline import graph_timeline
 from tests.test_engine_pipeline import _case
 
 SETTINGS = settings(max_examples=200, deadline=None)
@@ -153,13 +153,15 @@ def test_replayed_rounds_give_the_loops_times(seed, grid, instant_updates):
 
 @settings(max_examples=100, deadline=None)
 @given(st.integers(0, 2**32 - 1))
-def test_graph_overlap_found_once_reads_as_graph_overlap(seed):
-    """The interference rounds' overlap (rows found once) is `graph_overlap`'s, to the bit."""
+def test_graph_overlap_found_once_reads_as_the_timelines(seed):
+    """The interference rounds' overlap (rows found once; `graph_overlap` is it) equals
+    `timeline_overlap` of the timeline built from the same times, to the bit."""
     model, plan, cost, iterations, prefetch, times = _case(seed, False)
     graph = lower(model, plan, cost, iterations=iterations, prefetch=prefetch, times=times)
     start, end = engine.run(graph)
+    timeline = graph_timeline(graph, start, end)
     for k in range(iterations):
-        want = graph_overlap(graph, start, end, model.layer_names, k)
+        want = timeline_overlap(timeline, model.layer_names, k)
         overlap = GraphOverlap(graph, model.layer_names, k)
         for _ in range(2):  # (the second time, its rows in the order they started)
             assert all(np.array_equal(a, b) for a, b in zip(overlap(start, end), want, strict=True))
