@@ -286,7 +286,6 @@ class _Results:
         if self.progress is not None:
             self.progress(self.done, self.total_rows)
 
-
     def _name_groups(self, uids: np.ndarray, codes: np.ndarray, plans: list) -> None:
         """Each evaluation's messages as layer names: one list per message and model, and one
         list of them per plan, shared by its rows across every chunk (the models, and so their

@@ -174,13 +174,16 @@ def with_parent_layers(timeline, row_names, tensor_layers):
     """``timeline`` with its ``layer`` column naming each tensor's layer (the layer
     view); the tensor stays in the task ``name``. Unchanged without a tensor view.
     A new frame: ``timeline`` itself is not changed."""
-    if tensor_layers is None or tuple(row_names) == tuple(tensor_layers):
+    if tensor_layers is None:
+        return timeline
+    row_names, tensor_layers = tuple(row_names), tuple(tensor_layers)
+    if row_names == tensor_layers:
         return timeline
     import pandas as pd  # (the timeline is a DataFrame: pandas is loaded already)
 
     from sim.core.timeline import with_column
 
-    rename = _renamer(tuple(row_names), tuple(tensor_layers))
+    rename = _renamer(row_names, tensor_layers)
     codes, cells = pd.factorize(timeline["layer"].to_numpy(), use_na_sentinel=False)  # each distinct cell once
     return with_column(timeline, "layer", np.array([rename(c) for c in cells], dtype=object)[codes])
 

@@ -15,6 +15,8 @@ import json
 import numpy as np
 import pytest
 from helpers import make_model
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import sim
 from sim.core import engine
@@ -185,3 +187,50 @@ def test_the_old_networkx_path_gives_the_same_timeline():
         g = build_dag(res.model, res.plan, cluster.framework_cost(cluster.comm_cost(), scheduler), iterations=8)
         old = with_parent_layers(timeline_frame(g, run_dag(g)), res.model.layer_names, res.model.tensor_layers)
         pd.testing.assert_frame_equal(old, res.timeline, check_exact=True)
+
+
+def _merged_overlap_s(a_start, a_end, b_start, b_end) -> float:
+    """The reference: the unions of intervals of positive length, walked as a merge, each piece
+    added in the order the merge meets it."""
+    def joined(start, end):
+        pairs = sorted((s, e) for s, e in zip(start, end, strict=True) if e > s)
+        out: list = []
+        for s, e in pairs:
+            if out and s <= out[-1][1]:
+                out[-1][1] = max(out[-1][1], e)
+            else:
+                out.append([s, e])
+        return out
+
+    a, b = joined(a_start, a_end), joined(b_start, b_end)
+    total, i, j = 0.0, 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def test_interval_overlap_hand_worked():
+    from sim.core.intervals import overlap_s
+
+    # a: [0, 4) and [6, 9); b: [1, 2), [3, 7) (joined with [5, 6)), and [8, 8) of no length
+    assert overlap_s([0, 6], [4, 9], [1, 3, 5, 8], [2, 7, 6, 8]) == 1 + 1 + 1
+    assert overlap_s([], [], [0], [1]) == 0.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 50), st.floats(0, 5)), max_size=12),
+       st.lists(st.tuples(st.floats(0, 50), st.floats(0, 5)), max_size=12))
+def test_interval_overlap_is_the_merges_to_the_bit(a, b):
+    """`sim.core.intervals.overlap_s` (array operations) adds the same pieces in the same order as a
+    merge of the two unions."""
+    from sim.core.intervals import overlap_s
+
+    a_start, a_end = [s for s, _ in a], [s + d for s, d in a]
+    b_start, b_end = [s for s, _ in b], [s + d for s, d in b]
+    assert overlap_s(a_start, a_end, b_start, b_end) == _merged_overlap_s(a_start, a_end, b_start, b_end)

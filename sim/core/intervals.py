@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["covered_before", "union"]
+__all__ = ["covered_before", "overlap_s", "union"]
 
 
 def union(start, end) -> tuple[np.ndarray, np.ndarray]:
@@ -32,3 +32,25 @@ def covered_before(start: np.ndarray, end: np.ndarray, t) -> np.ndarray:
     i = np.searchsorted(start, t, side="right") - 1
     inside = np.clip(t - start[np.clip(i, 0, None)], 0.0, (end - start)[np.clip(i, 0, None)])
     return np.where(i >= 0, cum[np.clip(i, 0, None)] + inside, 0.0)
+
+
+def overlap_s(a_start, a_end, b_start, b_end) -> float:
+    """Total length of the intersection of two sets of intervals [start, end): the union of each set's
+    intervals of positive length, every piece where a union interval of one meets one of the other,
+    summed one at a time in time order (the order a merge of the two lists finds them)."""
+    def joined(start, end):
+        start, end = np.asarray(start, float), np.asarray(end, float)
+        keep = end > start
+        return union(start[keep], end[keep])
+
+    (a_lo, a_hi), (b_lo, b_hi) = joined(a_start, a_end), joined(b_start, b_end)
+    first = np.searchsorted(b_hi, a_lo, side="right")  # per a: the first b that ends after it starts
+    count = np.maximum(np.searchsorted(b_lo, a_hi, side="left") - first, 0)  # ... and the b's that start before it ends
+    total = int(count.sum())
+    if not total:
+        return 0.0
+    i = np.repeat(np.arange(len(a_lo)), count)
+    j = np.repeat(first - (np.cumsum(count) - count), count) + np.arange(total)
+    lo, hi = np.maximum(a_lo[i], b_lo[j]), np.minimum(a_hi[i], b_hi[j])
+    piece = (hi - lo)[hi > lo]
+    return float(np.cumsum(piece)[-1]) if len(piece) else 0.0

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.core.intervals import union
+from sim.core.intervals import overlap_s
 from sim.core.taskgraph import KINDS
 from sim.core.timeline import COMPUTE_KINDS
 
 __all__ = [
-    "METRIC_KEYS", "PHASE_KEYS", "PIPELINED_ITERATIONS", "PIPELINED_WINDOW", "graph_figures", "overlap_s", "rates",
+    "METRIC_KEYS", "PHASE_KEYS", "PIPELINED_ITERATIONS", "PIPELINED_WINDOW", "graph_figures", "rates",
     "steady_iteration_s",
 ]
 
@@ -101,28 +101,6 @@ def rates(batch_size, gpus, iteration_time_s, single_gpu_iteration_s) -> dict:
 
 def _sum(values) -> float:
     return float(np.sum(np.asarray(values, dtype=float))) if len(values) else 0.0
-
-
-def overlap_s(a_start, a_end, b_start, b_end) -> float:
-    """`sim.core.timeline.interval_overlap_s` in array operations, to the bit: the union of each set's
-    intervals of positive length, every piece where a union interval of one meets one of the other
-    (in time order, the order the merge of the two lists finds them), summed one at a time from 0."""
-    def joined(start, end):
-        start, end = np.asarray(start, float), np.asarray(end, float)
-        keep = end > start
-        return union(start[keep], end[keep])
-
-    (a_lo, a_hi), (b_lo, b_hi) = joined(a_start, a_end), joined(b_start, b_end)
-    first = np.searchsorted(b_hi, a_lo, side="right")  # per a: the first b that ends after it starts
-    count = np.maximum(np.searchsorted(b_lo, a_hi, side="left") - first, 0)  # ... and the b's that start before it ends
-    total = int(count.sum())
-    if not total:
-        return 0.0
-    i = np.repeat(np.arange(len(a_lo)), count)
-    j = np.repeat(first - (np.cumsum(count) - count), count) + np.arange(total)
-    lo, hi = np.maximum(a_lo[i], b_lo[j]), np.minimum(a_hi[i], b_hi[j])
-    piece = (hi - lo)[hi > lo]
-    return float(np.cumsum(piece)[-1]) if len(piece) else 0.0
 
 
 def graph_figures(graph, start: np.ndarray, end: np.ndarray, pipelined: bool, worker: int = 0) -> tuple[float, dict]:

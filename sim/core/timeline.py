@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sim.core.intervals import overlap_s
+
 if TYPE_CHECKING:  # pandas is imported when a timeline is built, not with sim
     import pandas as pd
 
@@ -206,32 +208,6 @@ def _task_names(graph, rows: np.ndarray) -> list[str]:
     return names
 
 
-def _union(starts: np.ndarray, ends: np.ndarray) -> list[tuple[float, float]]:
-    """The union of the intervals of positive length, as sorted disjoint (start, end) pairs
-    (intervals that touch are joined)."""
-    keep = ends > starts
-    starts, ends = starts[keep], ends[keep]
-    if not len(starts):
-        return []
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)
-    first = np.flatnonzero(np.r_[True, starts[1:] > reach[:-1]])
-    return list(zip(starts[first].tolist(), np.maximum.reduceat(ends, first).tolist(), strict=True))
-
-
 def interval_overlap_s(a_start, a_end, b_start, b_end) -> float:
-    """Total length of the intersection of two sets of intervals."""
-    a = _union(np.asarray(a_start, float), np.asarray(a_end, float))
-    b = _union(np.asarray(b_start, float), np.asarray(b_end, float))
-    total, i, j = 0.0, 0, 0
-    while i < len(a) and j < len(b):
-        lo = max(a[i][0], b[j][0])
-        hi = min(a[i][1], b[j][1])
-        if hi > lo:
-            total += hi - lo
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
+    """Total length of the intersection of two sets of intervals (`sim.core.intervals.overlap_s`)."""
+    return overlap_s(a_start, a_end, b_start, b_end)
