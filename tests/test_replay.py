@@ -6,10 +6,10 @@ import copy
 import dataclasses
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from sim.core import engine, replay
+from sim.core import engine, replay, rerun
 from sim.core.interference import GraphOverlap, timeline_overlap, with_times
 from sim.core.lower import lower, retimed
 from sim.core.timeline import graph_timeline
@@ -184,3 +184,45 @@ def test_event_loop_rerun_from_the_last_orders_gives_its_times(seed, grid, insta
         got = engine.run(timed)
         want = engine.run(copy.copy(timed), general=True)
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans(), st.sampled_from(["true", "zeros", "noise", "late"]))
+def test_settling_the_lanes_orders_from_any_guess_gives_the_event_loops_times(seed, grid, guess):
+    """`rerun._settle`, the worklist that finishes a chain from lane to lane the passes do not: from
+    any ends at all (the true ones, zeros, noise, or late by a random amount), the event loop's times
+    to the bit, for the orders the event loop ran in."""
+    model, plan, cost, iterations, prefetch, times = _case(seed, grid)
+    graph = lower(model, plan, cost, iterations=iterations, prefetch=prefetch, times=times)
+    graph.pipeline = None
+    assume(not graph.has_lags)  # (the event loop keeps its orders for graphs without lags)
+    want = engine.run(graph, general=True)
+    started = graph.memo["started"]
+    rng = np.random.default_rng(seed)
+    first = {"true": want[1], "zeros": np.zeros(len(graph)),
+             "noise": rng.uniform(0, want[1].max(initial=1.0), len(graph)),
+             "late": want[1] + rng.uniform(0, 1e-3, len(graph)) * (rng.random(len(graph)) < 0.2)}[guess]
+    got = rerun._settle(graph, started, rerun._lanes(graph, started), rerun._predecessors(graph), first)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_rerun_through_the_worklist_gives_the_event_loops_times(seed, grid):
+    """With every rerun handed to the worklist after its third pass (as a long chain from lane to lane
+    is at 100k layers), graphs timed again with other compute times: the event loop's times."""
+    model, plan, cost, iterations, prefetch, times = _case(seed, grid)
+    graph = lower(model, plan, cost, iterations=iterations, prefetch=prefetch, times=times)
+    graph.pipeline = None
+    rng = np.random.default_rng(seed)
+    front = rerun._FRONT
+    rerun._FRONT = 10**9
+    try:
+        for spread in (0.3, 2e-2, 1e-9):
+            timed = retimed(graph, model.fwd_s * rng.uniform(1, 1 + spread, model.num_layers),
+                            model.bwd_s * rng.uniform(1, 1 + spread, model.num_layers))
+            got = engine.run(timed)
+            want = engine.run(copy.copy(timed), general=True)
+            assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    finally:
+        rerun._FRONT = front

@@ -16,6 +16,8 @@ to time the graph.
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 
 from sim.core import replay
@@ -26,6 +28,8 @@ __all__ = ["MAX_LANES", "remember", "rerun"]
 MAX_LANES = 16
 #: Passes over the lanes before a guess is given up.
 _PASSES = 12
+#: Tasks still moving after the third pass at or below which the rest is settled task by task.
+_FRONT = 4096
 
 
 def remember(graph, started: list, end: np.ndarray) -> None:
@@ -45,6 +49,8 @@ def rerun(graph, start: np.ndarray, end: np.ndarray) -> bool:
     preds = _predecessors(graph)
     dur = graph.duration_s
     got = _fixed_point(lanes, preds, dur, graph.memo["end"])
+    if isinstance(got, np.ndarray):  # a long chain from lane to lane: settled task by task from there
+        got = _settle(graph, started, lanes, preds, got)
     if got is None or not _keys_hold(lanes, preds, got, graph.rank):
         return False
     start[:], end[:] = got
@@ -84,9 +90,10 @@ def _released(values: np.ndarray, preds, none) -> np.ndarray:
 
 def _fixed_point(lanes, preds, dur: np.ndarray, guess: np.ndarray):
     """Start and end of every task, each lane in its order, the lanes timed from each other's ends
-    (from ``guess``) until none moves; None if they still move after `_PASSES` (more on a small graph),
-    or if after the third pass more than a twentieth still moves (a long chain from lane to lane:
-    the event loop is quicker)."""
+    (from ``guess``) until none moves. Where they still move after `_PASSES` (more on a small graph),
+    or after the third pass only a few move (the front of a chain that goes from lane to lane, one
+    lane a pass), the ends reached so far (an array, for `_settle`); None where a scan cannot settle
+    its lane or after the third pass more than a twentieth still moves (the event loop is quicker)."""
     end, n = guess, len(dur)
     for done in range(_PASSES if n > 100_000 else 4 * _PASSES):
         release = _released(end, preds, 0.0)  # (a task without predecessors: released at 0)
@@ -102,7 +109,49 @@ def _fixed_point(lanes, preds, dur: np.ndarray, guess: np.ndarray):
         if done >= 2 and moved > n // 20 + 64:
             return None
         end = new
-    return None
+        if done >= 2 and moved <= _FRONT:
+            return end
+    return end
+
+
+def _settle(graph, started: np.ndarray, lanes, preds, guess: np.ndarray) -> tuple:
+    """The schedule of the lanes' orders from ``guess`` (any ends), exactly: a worklist of the tasks
+    whose start rule ``start = max(predecessors' ends, the lane's task before), end = start + duration``
+    (the additions of `replay.scan`) does not hold, taken in the order the tasks started before (an
+    order of the graph with the lanes' orders added, so each task is settled once, after everything
+    it waits for); a task whose end moves puts its successors and the next task on its lane on the list.
+    Its work is the tasks that move, not the graph."""
+    n, dur = len(guess), graph.duration_s
+    before = np.full(n, -1, dtype=np.int64)
+    after = np.full(n, -1, dtype=np.int64)
+    for tasks in lanes:
+        before[tasks[1:]], after[tasks[:-1]] = tasks[:-1], tasks[1:]
+    start = np.maximum(_released(guess, preds, 0.0), np.where(before >= 0, guess[before], -np.inf))
+    position = np.empty(n, dtype=np.int64)
+    position[started] = np.arange(n)
+    queue = position[np.flatnonzero(start + dur != guess)].tolist()
+    heapq.heapify(queue)
+    queued = set(queue)
+    index, first, has = preds
+    count = np.diff(np.append(first, len(index)))
+    ptr, succ = graph.succ_ptr, graph.succ_index
+    end, begin, started_list = guess.tolist(), start.tolist(), started.tolist()
+    while queue:
+        t = started_list[heapq.heappop(queue)]
+        a = int(first[t])
+        release = max([end[p] for p in index[a:a + count[t]].tolist()]) if has[t] else 0.0
+        prev = int(before[t])
+        lane_free = end[prev] if prev >= 0 else -np.inf
+        begin[t] = release if release > lane_free else lane_free
+        finish = begin[t] + float(dur[t])
+        if finish == end[t]:
+            continue
+        end[t] = finish
+        for u in [*succ[ptr[t]:ptr[t + 1]].tolist(), int(after[t])]:
+            if u >= 0 and position[u] not in queued:
+                queued.add(int(position[u]))
+                heapq.heappush(queue, int(position[u]))
+    return np.array(begin), np.array(end)
 
 
 def _keys_hold(lanes, preds, times, rank: np.ndarray) -> bool:
