@@ -34,7 +34,7 @@ from sim.schedulers.names import BUCKET, DDP, HOROVOD, MGWFBP, OPTIMAL, SEQUENTI
 
 #: Code every child starts with: the reference recurrence, a CPU timer, synthetic models.
 PRELUDE = r'''
-import json, re, sys, time
+import json, os, re, sys, time
 sys.path.insert(0, ROOT)
 import numpy as np
 
@@ -80,6 +80,40 @@ def synthetic(n, seed=0):
 
 def peak_mib():
     return int(re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).group(1)) / 1024
+
+def tree_pss_sampler(every_s=0.1):
+    """Start sampling the proportional set size (PSS: a page shared by n processes counts 1/n in each)
+    of this process and its descendants, summed, from a separate process (a thread here would make
+    the sweep start its workers from a fork server, not by fork); returns a function that stops it
+    and gives the peak in MiB. Forked workers share the caller's pages until written: their own
+    peaks (VmHWM, ru_maxrss) count those pages again, the summed PSS once."""
+    import subprocess
+    watcher = subprocess.Popen([sys.executable, "-c", PSS_WATCHER, str(os.getpid()), str(every_s)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    def finish():
+        out, _ = watcher.communicate("")
+        return float(out) / 1024
+    return finish
+
+PSS_WATCHER = r"""
+import os, re, select, sys
+root, every = int(sys.argv[1]), float(sys.argv[2])
+def pss(pid):
+    try:
+        return int(re.search(r"Pss:\s+(\d+)", open(f"/proc/{pid}/smaps_rollup").read()).group(1))
+    except (OSError, AttributeError):
+        return 0
+def tree(pid):
+    try:
+        kids = [int(k) for t in os.listdir(f"/proc/{pid}/task") for k in open(f"/proc/{pid}/task/{t}/children").read().split()]
+    except OSError:
+        kids = []
+    return [pid] + [d for k in kids if k != os.getpid() for d in tree(k)]
+peak = 0
+while not select.select([sys.stdin], [], [], every)[0]:
+    peak = max(peak, sum(pss(p) for p in tree(root)))
+print(peak)
+"""
 
 def done(**figures):
     figures["peak_mib"] = peak_mib()
@@ -328,14 +362,16 @@ grid = parallel.ConfigProduct(model=[sim.load_model(x) for x in MODELS], gpus=[2
                               gpus_per_node=4, network=NETS,
                               scheduler=[SEQUENTIAL, WFBP, SYNCEASGD, MGWFBP, OPTIMAL, BUCKET],
                               batch_size=list(range(8, 8 + batches)))
+together = tree_pss_sampler()
 c0, w0 = time.process_time(), time.perf_counter()
 frame = parallel.run_grid(grid, jobs=jobs)
 main_s, wall_s = time.process_time() - c0, time.perf_counter() - w0
+together_mib = together()
 kids = resource.getrusage(resource.RUSAGE_CHILDREN)
 t_c = sim.Cluster(gpus=16, gpus_per_node=4).comm_cost().time_s(np.full(160, 4e6)).tolist()
 ref = cpu(lambda: bare_recurrence([1e-4] * 160, [2e-4] * 160, t_c))
 done(configs=len(grid), rows=len(frame), main_s=main_s, workers_s=kids.ru_utime + kids.ru_stime, wall_s=wall_s,
-     workers_peak_mib=kids.ru_maxrss / 1024, ref=ref)
+     workers_peak_mib=kids.ru_maxrss / 1024, together_pss_mib=together_mib, ref=ref)
 '''
     got = child(body.replace("ARGS", repr((batches, jobs))), 3600)
     out(f"## 3. Design sweep: 10 zoo models × 11 GPU counts × 8 networks × 6 schedulers × {batches} batch sizes, "
@@ -346,13 +382,15 @@ done(configs=len(grid), rows=len(frame), main_s=main_s, workers_s=kids.ru_utime 
     busy = got["main_s"] + got["workers_s"]
     per_core = got["main_s"] + got["workers_s"] / jobs  # the caller's serial part, then the workers sharing the cores
     out("| configurations | caller CPU | workers CPU | on 2 quiet cores (caller + workers / 2) | wall (shared machine) "
-        "| per configuration (ratio to a 160-layer bare recurrence) | peak memory, caller / a worker |")
-    out("|---|---|---|---|---|---|---|")
+        "| per configuration (ratio to a 160-layer bare recurrence) | peak memory, caller / a worker "
+        "| peak memory together (summed PSS: shared pages once) |")
+    out("|---|---|---|---|---|---|---|---|")
     out(f"| {got['configs']:,} | {fmt(got['main_s'])} | {fmt(got['workers_s'])} | {fmt(per_core)} | "
         f"{fmt(got['wall_s'])} | {fmt(busy / got['configs'])} ({busy / got['configs'] / got['ref']:.0f}×) | "
-        f"{got['peak_mib']:.0f} / {got['workers_peak_mib']:.0f} MiB |\n")
+        f"{got['peak_mib']:.0f} / {got['workers_peak_mib']:.0f} MiB | {got['together_pss_mib']:.0f} MiB |\n")
     return {"sweep_configs": got["configs"], "sweep_2core_s": per_core,
-            "sweep_peak_mib": got["peak_mib"] + jobs * got["workers_peak_mib"]}
+            "sweep_peak_mib": got["peak_mib"] + jobs * got["workers_peak_mib"],
+            "sweep_together_pss_mib": got["together_pss_mib"]}
 
 
 def main(argv=None) -> int:
