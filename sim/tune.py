@@ -19,6 +19,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from sim.api import resolve_method, simulate
@@ -69,7 +70,9 @@ KNOBS: Mapping[str, tuple[str, str]] = _Tunable()
 class TuneResult:
     """``frame``: one row per value (knob, value, iteration_time_s,
     throughput_samples_per_s, gain_pct over the default); ``best``: the
-    fastest row with the default's value and time."""
+    fastest row with the default's value and time, and ``same_for_every_value``: True when every
+    value gives the default's iteration time (the knob does not change this configuration's timing,
+    e.g. ``credit`` for ``bytescheduler`` on all-reduce, whose partitions the model sends one at a time)."""
 
     frame: pd.DataFrame
     best: dict
@@ -165,6 +168,8 @@ def tune(model, cluster, knob: str, values, *, batch_size: int, scheduler: str |
                      "throughput_samples_per_s": res.metrics["throughput_samples_per_s"],
                      "gain_pct": 100.0 * (t_default / res.iteration_time_s - 1)})
     frame = pd.DataFrame(rows)
-    i = int(frame["iteration_time_s"].to_numpy().argmin())
-    best = {**frame.iloc[i].to_dict(), "default_value": default, "default_iteration_time_s": t_default}
+    times = frame["iteration_time_s"].to_numpy()
+    i = int(times.argmin())
+    best = {**frame.iloc[i].to_dict(), "default_value": default, "default_iteration_time_s": t_default,
+            "same_for_every_value": bool(np.all(times == t_default))}
     return TuneResult(frame, best)

@@ -167,6 +167,24 @@ def test_tune_reports_best_and_gain():
     assert code == 0 and json.loads(out)["best"]["knob"] == "fusion-threshold-mb"
 
 
+def test_tune_says_when_no_value_changes_the_timing():
+    """``credit`` does not change bytescheduler's timing on all-reduce (one partition at a time): tune says so;
+    on the parameter server, where it bounds the busy servers, and for a knob that matters, it does not."""
+    from sim.tune import tune
+
+    m = sim.load_model("resnet50")
+    allreduce = tune(m, sim.Cluster(gpus=16, gpus_per_node=4), "credit", [1, 2, 16], batch_size=32)
+    assert allreduce.best["same_for_every_value"]
+    assert allreduce.frame.iteration_time_s.nunique() == 1
+    ps = tune(m, sim.Cluster(gpus=16, gpus_per_node=4), "credit", [1, 16], batch_size=32, architecture="ps")
+    assert not ps.best["same_for_every_value"] and ps.frame.iteration_time_s.nunique() == 2
+    parts = tune(m, sim.Cluster(gpus=16, gpus_per_node=4), "partition-bytes", [1_000_000, 16_000_000], batch_size=32)
+    assert not parts.best["same_for_every_value"]
+    code, out, _ = run_cli("tune", "--model", "resnet50", "--gpus", "16", "--gpus-per-node", "4", "--knob", "credit",
+                           "--values", "1,4")
+    assert code == 0 and "credit does not change the timing of this configuration" in out
+
+
 def test_make_plan_rejects_bad_options():
     grads = gradient_layers(model4(), "fp32")
     with pytest.raises(sim.SimInputError, match="credit"):

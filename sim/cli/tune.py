@@ -51,6 +51,9 @@ def run(args, out) -> None:
     out.write(f"best {b['knob']} = {_g(b['value'])}: {b['iteration_time_s'] * 1e3:.3f} ms per iteration, "
               f"{b['gain_pct']:+.2f} % against the default {_g(b['default_value'])} "
               f"({b['default_iteration_time_s'] * 1e3:.3f} ms)\n")
+    if b["same_for_every_value"]:
+        out.write(f"every value gives the default's iteration time: {b['knob']} does not change the timing of this "
+                  "configuration\n")
 
 
 def _g(value) -> str:

@@ -17,10 +17,19 @@ def bytescheduler(grads: GradientLayers, cost: CommCost, options: SchedulerOptio
 
     Every layer's gradient is cut into partitions of ``partition_bytes``;
     the channel always sends the ready partition of highest priority, the
-    layer nearest the input first; at most ``credit`` partitions are in
-    flight. Each layer is updated once its partitions are back, and the next
-    iteration's forward of layer l starts as soon as layer l is updated, so
-    communication overlaps the next forward as well as backward.
+    layer nearest the input first. Each layer is updated once its partitions
+    are back, and the next iteration's forward of layer l starts as soon as
+    layer l is updated, so communication overlaps the next forward as well as
+    backward.
+
+    ``credit`` (partitions in flight at once) bounds the parameter servers
+    busy at once on the parameter-server architecture (`sim.comm.ps_cost`).
+    On all-reduce the model sends one partition at a time, its launch cost
+    (`sim.frameworks`) before its transfer, so no partition is in flight
+    beside another and ``credit`` changes nothing there (the plan keeps it;
+    `sim.tune` says when a knob leaves the timing unchanged). Pipelining a
+    partition's launch behind the transfers before it, as a credit above one
+    allows, is not modelled.
     """
     opt = SchedulerOptions.of(options)
     return Plan(BYTESCHEDULER, wfbp(grads, cost).groups, partition_bytes=int(opt.partition_bytes),
