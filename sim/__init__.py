@@ -7,15 +7,35 @@ metrics), `sim.schedulers` (one module per scheduler, a registry),
 `sim.workers` (per-worker runs, stragglers, the seven algorithms, training),
 `sim.calib` (network fits, trace importers, validation, the coarse
 predictor), `sim.zoo` and `sim.cli`; further modules `sim.parallel`,
-`sim.tune`, `sim.gap`, imported on demand.
+`sim.tune`, `sim.gap`.
+
+The names below are loaded on first use (lazy loading as in the Scientific
+Python ecosystem's SPEC 1, PEP 562): ``import sim`` reads this file only, and
+the first ``sim.simulate`` (or ``from sim import simulate``) imports the
+engine and numpy. Submodules are reached as attributes too (``sim.parallel``).
 """
 
-from sim.api import METRIC_KEYS, SimResult, simulate, simulate_dag, sweep
-from sim.cluster import Cluster
-from sim.comm import COLLECTIVES, CommCost
+import importlib
+
 from sim.errors import SimInputError
-from sim.model import Model, load_model, model_from_frame, zoo_names
-from sim.schedulers import SCHEDULERS, Plan
+
+#: Each public name and the module that defines it.
+_WHERE = {
+    "COLLECTIVES": "sim.comm",
+    "CommCost": "sim.comm",
+    "Cluster": "sim.cluster",
+    "METRIC_KEYS": "sim.api",
+    "SimResult": "sim.api",
+    "simulate": "sim.api",
+    "simulate_dag": "sim.api",
+    "sweep": "sim.api",
+    "Model": "sim.model",
+    "load_model": "sim.model",
+    "model_from_frame": "sim.model",
+    "zoo_names": "sim.model",
+    "SCHEDULERS": "sim.schedulers",
+    "Plan": "sim.schedulers",
+}
 
 __all__ = [
     "COLLECTIVES",
@@ -34,3 +54,22 @@ __all__ = [
     "sweep",
     "zoo_names",
 ]
+
+
+def __getattr__(name: str):
+    """A public name from its module, or a submodule (``sim.parallel``), imported on first use."""
+    if name in _WHERE:
+        value = getattr(importlib.import_module(_WHERE[name]), name)
+        globals()[name] = value  # (found once: later reads do not come here)
+        return value
+    if not name.startswith("__"):
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *__all__})

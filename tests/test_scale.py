@@ -1,6 +1,9 @@
 """Scale: correctness beyond the benchmarked sizes (no timing here; bench/scale.py times them)."""
 
 import importlib
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -133,3 +136,25 @@ def test_a_threaded_main_script_is_not_run_again_by_the_pool(tmp_path):
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-500:]
     assert proc.stdout.split() == ["main", "ran", "8"]
+
+
+def test_import_sim_is_lazy_and_every_public_name_resolves():
+    """``import sim`` reads the package's own file only (no numpy, no engine); the first use of a public
+    name imports its module, without pandas, networkx, dask or plotly (issue 17, item 1); every name of
+    ``__all__`` and the submodules resolve, and an unknown name is an AttributeError."""
+    code = (
+        "import sys, sim\n"
+        "assert 'numpy' not in sys.modules and 'sim.api' not in sys.modules, sorted(sys.modules)\n"
+        "values = [getattr(sim, name) for name in sim.__all__]\n"
+        "heavy = [m for m in ('pandas', 'networkx', 'dask', 'plotly', 'pyarrow') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "from sim import simulate, Cluster\n"
+        "assert simulate is sim.simulate and Cluster is sim.Cluster and sim.SimInputError is sim.errors.SimInputError\n"
+        "assert sim.parallel.run_grid and sim.core.engine.run\n"
+        "try:\n    sim.no_such_name\nexcept AttributeError as exc:\n    assert 'no_such_name' in str(exc)\n"
+        "else:\n    raise AssertionError('no AttributeError')\n"
+        "assert set(sim.__all__) <= set(dir(sim)) and set(sim.__all__) == {*sim._WHERE, 'SimInputError'}\n"
+        "print('ok')\n")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert got.returncode == 0 and got.stdout.strip() == "ok", got.stderr
