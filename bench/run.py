@@ -293,13 +293,17 @@ def _fresh(code: str) -> str:
 def bench_import_and_memory(out, repeat: int, configs: list[dict]) -> dict:
     out("## 5. `import sim` and memory\n")
     code = "import time; t = time.perf_counter(); import sim; print(time.perf_counter() - t)"
+    t_bare = [float(_fresh(code)) for _ in range(max(7, repeat // 10))]
+    # `sim` loads its names on first use: the first `sim.simulate` imports numpy and the engine
+    code = "import time; t = time.perf_counter(); import sim; sim.simulate; print(time.perf_counter() - t)"
     t_import = [float(_fresh(code)) for _ in range(max(7, repeat // 10))]
-    out(f"`import sim` in a fresh interpreter: {stat(t_import)}: {verdict(med(t_import), TARGETS_S['import'])}. "
-        "Most of it is pandas (about 0.25-0.3 s here), numpy and networkx.\n")
+    out(f"`import sim` in a fresh interpreter: {stat(t_bare)}; with its first use (`sim.simulate`, which imports "
+        f"numpy and the engine): {stat(t_import)}: {verdict(med(t_import), TARGETS_S['import'])}. "
+        "Most of it is numpy and the engine's own modules; pandas, networkx and plotly load where used.\n")
     # VmHWM: the peak resident set of this process image (ru_maxrss would carry the parent's over exec)
     rss = ("import re; print(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))")
     scenarios = {
-        "`import sim`": "import sim",
+        "`import sim` and its first use (`sim.simulate`)": "import sim; sim.simulate",
         "one `simulate` (cnn150, 16 GPUs) + its timeline": (
             "import sim; r = sim.simulate(sim.load_model('bench/data/cnn150.csv'), "
             f"sim.Cluster(gpus=16, gpus_per_node=4), {MGWFBP!r}, batch_size=32); r.timeline"),
@@ -378,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     out(f"| dashboard sweep ≤ 50 ms | {fmt(got['dashboard_s'])} | {verdict(got['dashboard_s'], TARGETS_S['dashboard'])} |")
     out(f"| 100,000-configuration sweep on both cores ≤ 10 s | {fmt(got['design_s'])} | "
         f"{verdict(got['design_s'], TARGETS_S['design'])} |")
-    out(f"| `import sim` ≤ 0.5 s | {fmt(got['import_s'])} | {verdict(got['import_s'], TARGETS_S['import'])} |")
+    out(f"| `import sim` and its first use ≤ 0.5 s | {fmt(got['import_s'])} | {verdict(got['import_s'], TARGETS_S['import'])} |")
     out(f"\nLoad average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
         f"the run took {time.perf_counter() - started:.0f} s.")
     if args.output:
