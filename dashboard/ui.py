@@ -47,6 +47,7 @@ __all__ = [
     "guarded",
     "home_page",
     "image_export_problem",
+    "lazy_popover",
     "open_timeline",
     "metric_columns",
     "phone_layout",
@@ -138,8 +139,13 @@ def start_here(session) -> None:
     """The "start here" panel on a session's first visit, until it is dismissed."""
     if session.get("intro_seen"):
         return
-    # Collapsed, so that the page's chart stays in view; it stays until "Got it".
-    with st.expander("Start here: new to data-parallel training? Three steps", icon=":material/waving_hand:"):
+    # Collapsed, so that the page's chart stays in view; it stays until "Got it". Lazy, like the
+    # memory panel: a closed panel sends no text and no button (the browser drew them on every rerun).
+    panel = st.expander("Start here: new to data-parallel training? Three steps", icon=":material/waving_hand:",
+                        key="start_here", on_change="rerun")
+    if not panel.open:
+        return
+    with panel:
         st.markdown(START_HERE)
         st.button("Got it", key="intro_done", on_click=lambda: session.update(intro_seen=True))
 
@@ -417,6 +423,17 @@ def figure_image(fig, fmt: str, width: int = 1200) -> bytes:
     return fig.to_image(format=fmt, width=width, height=fig.layout.height or 450)
 
 
+def lazy_popover(label: str, key: str, **kwargs):
+    """A popover whose contents are drawn only while it is open: the popover, or None when closed.
+
+    A closed popover's contents are still sent and drawn by the browser on every rerun;
+    this one reruns the page when it opens or closes and, closed, sends only its button
+    (five download buttons cost the Timeline's Chromium about 50 ms per GPU change,
+    measured with the browser's CPU time; issue 15, item 6)."""
+    popover = st.popover(label, key=key, on_change="rerun", **kwargs)
+    return popover if popover.open else None
+
+
 def _keep_zoom(fig, key: str, own_style: bool = False):
     """``fig``, keeping its zoom across control changes (every chart has a ``uirevision``).
 
@@ -432,8 +449,8 @@ def _keep_zoom(fig, key: str, own_style: bool = False):
 
 def chart(fig, key: str, name: str, *, cache_key: tuple | None = None, svg: Callable[[], str] | None = None,
           own_style: bool = False, **kwargs):
-    """``st.plotly_chart`` with the dashboard's config, then SVG and PDF downloads beside
-    the modebar's PNG camera, and the note of a timeline merged for display.
+    """``st.plotly_chart`` with the dashboard's config, then the note of a timeline merged for
+    display and a popover of SVG and PDF downloads (`lazy_popover`) beside the modebar's PNG camera.
 
     With ``cache_key``, ``fig`` is a function that builds the figure; the figure is
     built once per key for every session (`dashboard.cached.figure`). ``svg``, when
@@ -454,8 +471,12 @@ def chart(fig, key: str, name: str, *, cache_key: tuple | None = None, svg: Call
     event = st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, **kwargs)
     if note := fig.layout.meta.get("aggregated") if isinstance(fig.layout.meta, dict) else None:
         st.caption(note)
+    exports = lazy_popover("SVG / PDF", f"export_{key}", type="tertiary", icon=":material/download:",
+                           help="The chart as SVG or PDF (vector); the camera above the chart saves a PNG.")
+    if exports is None:
+        return event
     problem = image_export_problem()
-    with st.container(horizontal=True, key=f"export_{key}", gap="small"):
+    with exports:
         for fmt, mime in (("svg", "image/svg+xml"), ("pdf", "application/pdf")):
             own = fmt == "svg" and svg is not None
             data = (lambda: svg().encode()) if own else (lambda f=fmt: figure_image(fig, f))

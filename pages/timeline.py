@@ -84,6 +84,7 @@ if st.toggle(f"Show the {ui.plural(len(messages), 'message')} of {shown}", key="
 stragglers_view.timeline_panel(cfg, scheduler, res.iteration_time_s)
 resources_view.memory_panel(res, cfg.batch_size, cfg.precision)
 
-with st.container(horizontal=True):
-    ui.download_metrics(lambda: tables.metrics_table([m, b]), f"metrics-{cfg.model_label}-{cfg.gpus}gpus", "dl_metrics")
-    ui.download_trace(res.timeline, file_stem, "dl_trace", title=title)
+if downloads := ui.lazy_popover("Downloads: metrics and the whole timeline", "downloads", icon=":material/download:"):
+    with downloads:
+        ui.download_metrics(lambda: tables.metrics_table([m, b]), f"metrics-{cfg.model_label}-{cfg.gpus}gpus", "dl_metrics")
+        ui.download_trace(res.timeline, file_stem, "dl_trace", title=title)

@@ -191,9 +191,12 @@ class TestTimeline:
 
     def test_offers_metrics_and_trace_downloads(self):
         at = open_page(csv_app(), "timeline")
+        # each chart's own SVG and PDF beside the modebar's PNG, then the data, in popovers that send
+        # their buttons only when opened (as the memory panel its chart: tests/test_dashboard_lazy.py)
+        at.session_state["export_timeline_chart"] = True
+        at.session_state["downloads"] = True
+        at.run()
         labels = [el.proto.label for el in at.get("download_button")]
-        # each chart's own SVG and PDF beside the modebar's PNG, then the data (the memory panel, closed
-        # here, draws its chart and exports only when opened: tests/test_dashboard_lazy.py)
         assert labels == ["SVG", "PDF", "Metrics (CSV)", "Timeline (Chrome trace JSON)", "Timeline (CSV)"]
 
 
@@ -528,6 +531,9 @@ class TestStartHere:
     def test_shown_on_the_first_visit_until_dismissed(self):
         at = open_page(csv_app(), "timeline")
         assert at.expander[0].label.startswith("Start here")
+        assert not any("New here?" in m.value for m in at.markdown)  # closed, it sends no text
+        at.session_state["start_here"] = True  # what a click on the closed panel leaves
+        at.run()
         assert any("New here?" in m.value for m in at.markdown)
         at.button(key="intro_done").click().run()
         no_exception(at)
@@ -609,6 +615,11 @@ class TestCharts:
         no_exception(at)
         charts = at.get("plotly_chart")
         assert charts
+        for el in charts:  # open each chart's export popover (closed, it sends no button)
+            at.session_state[f"export_{el.proto.id.rsplit('-', 1)[-1]}"] = True
+        at.run()
+        no_exception(at)
+        charts = at.get("plotly_chart")
         downloads = [el.proto.label for el in at.get("download_button")]
         assert downloads.count("SVG") == len(charts) and downloads.count("PDF") == len(charts)
         for el in charts:

@@ -1,5 +1,6 @@
 """What the dashboard leaves out of a rerun to stay fast under load (issue 15, item 6):
-a closed memory panel sends nothing, an open one its chart and exports; the imports are
+a closed memory panel sends nothing, an open one its chart; closed download popovers and the
+closed "start here" panel send no buttons and no text; the imports are
 frozen out of the garbage collector's way once per process; a GPU change on the Scaling
 page does not send the sweep's chart again."""
 
@@ -36,13 +37,13 @@ def test_a_closed_memory_panel_sends_no_chart():
     assert panel and "does NOT fit" not in panel[0].label
     assert "memory_chart" not in chart_keys(at)
     assert "mem_optimizer" not in [s.key for s in at.selectbox]
-    assert [el.proto.label for el in at.get("download_button")].count("SVG") == len(chart_keys(at)) == 1
+    assert chart_keys(at) == ["timeline_chart"]
 
 
 def test_an_open_memory_panel_draws_its_chart_and_keeps_the_optimizer():
     at = timeline(memory_panel_fits=True)  # what a click on the closed panel leaves
     assert "memory_chart" in chart_keys(at)
-    assert [el.proto.label for el in at.get("download_button")].count("SVG") == len(chart_keys(at)) == 2
+    assert chart_keys(at) == ["timeline_chart", "memory_chart"]
     at.selectbox(key="mem_optimizer").set_value("adam").run()
     at.session_state["memory_panel_fits"] = False  # closed: the selectbox is gone ...
     at.run()
@@ -50,6 +51,24 @@ def test_an_open_memory_panel_draws_its_chart_and_keeps_the_optimizer():
     at.session_state["memory_panel_fits"] = True  # ... and opened again, the choice is still there
     at.run()
     assert at.selectbox(key="mem_optimizer").value == "adam"
+
+
+def test_closed_popovers_and_panels_send_no_downloads_and_no_text():
+    """Five download buttons and the "start here" text cost the browser about 50 ms per GPU change
+    (bench/latency.py's Chromium CPU): closed, their popovers and panel send none of them."""
+    at = timeline()
+    assert not at.get("download_button")
+    assert not any("New here?" in m.value for m in at.markdown)
+    for key in ("export_timeline_chart", "downloads", "start_here"):  # what a click on each leaves
+        at.session_state[key] = True
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [el.proto.label for el in at.get("download_button")] == [
+        "SVG", "PDF", "Metrics (CSV)", "Timeline (Chrome trace JSON)", "Timeline (CSV)"]
+    assert any("New here?" in m.value for m in at.markdown)
+    at.session_state["downloads"] = False  # closed again: its buttons go, the chart's stay
+    at.run()
+    assert [el.proto.label for el in at.get("download_button")] == ["SVG", "PDF"]
 
 
 def test_the_imports_are_frozen_once_per_process():

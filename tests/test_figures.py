@@ -151,6 +151,21 @@ class TestOverlapShading:
         assert pieces.loc[pieces["hidden"], "duration_s"].sum() == pytest.approx(res.metrics["comm_hidden_s"], abs=1e-12)
         assert pieces.loc[~pieces["hidden"], "duration_s"].sum() == pytest.approx(res.metrics["comm_exposed_s"], abs=1e-12)
 
+    def test_touching_pieces_of_one_shading_are_drawn_as_one_bar(self):
+        # messages 2-3 and 3-4 ms back to back with no compute under them: one exposed bar 2-4 ms,
+        # the hidden 1-2 ms piece apart; the browser draws one bar per point of a trace
+        tl = pd.DataFrame({"kind": ["backward", "comm", "comm", "comm"], "layer": ["a", "a", "b", "c"],
+                           "group": [-1, 0, 1, 2], "resource": ["compute", "comm", "comm", "comm"],
+                           "start_s": [0.0, 0.001, 0.002, 0.003], "end_s": [0.002, 0.002, 0.003, 0.004],
+                           "duration_s": [0.002, 0.001, 0.001, 0.001], "bytes": [0, 1, 1, 1], "iteration": [0] * 4})
+        bars, pieces, _ = figures.display_frames(tl)
+        exposed = figures.shading_runs(pieces.loc[~pieces["hidden"]])
+        assert [(lane, round(a * 1e3, 9), round(b * 1e3, 9)) for lane, a, b in exposed.itertuples(index=False)] == [
+            ("all-reduce", 2.0, 4.0)]
+        fills = overlap_traces(figures.gantt_figure(tl))
+        assert fills["overlap-exposed"].x == pytest.approx((2.0,)) and fills["overlap-exposed"].base == pytest.approx((2.0,))
+        assert fills["overlap-hidden"].x == pytest.approx((1.0,)) and fills["overlap-hidden"].base == pytest.approx((1.0,))
+
     def test_gantt_fills_messages_by_overlap(self):
         res = run("wfbp")
         fig = figures.gantt_figure(res.timeline)
