@@ -435,7 +435,8 @@ def lazy_popover(label: str, key: str, **kwargs):
 
 
 def _keep_zoom(fig, key: str, own_style: bool = False):
-    """``fig``, keeping its zoom across control changes (every chart has a ``uirevision``).
+    """``fig``, keeping its zoom across control changes that leave it unchanged (every chart has a
+    ``uirevision``; a changed figure is a new chart to Streamlit 1.67, drawn at full extent).
 
     A figure with its own style (`chart`) also gets a ``datarevision``: Plotly.react then
     leaves its data alone when Streamlit draws the same figure again (its arrays are new
