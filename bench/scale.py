@@ -110,8 +110,10 @@ def tree(pid):
         kids = []
     return [pid] + [d for k in kids if k != os.getpid() for d in tree(k)]
 peak = 0
-while not select.select([sys.stdin], [], [], every)[0]:
-    peak = max(peak, sum(pss(p) for p in tree(root)))
+while True:
+    peak = max(peak, sum(pss(p) for p in tree(root)))  # (a sample at the start and one at the end, at least)
+    if select.select([sys.stdin], [], [], every)[0]:
+        break
 print(peak)
 """
 
@@ -373,8 +375,8 @@ together = tree_pss_sampler()
 c0, w0 = time.process_time(), time.perf_counter()
 frame = parallel.run_grid(grid, jobs=jobs)
 main_s, wall_s = time.process_time() - c0, time.perf_counter() - w0
+kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # (before the watcher ends: its own CPU is not the workers')
 together_mib = together()
-kids = resource.getrusage(resource.RUSAGE_CHILDREN)
 t_c = sim.Cluster(gpus=16, gpus_per_node=4).comm_cost().time_s(np.full(160, 4e6)).tolist()
 ref = cpu(lambda: bare_recurrence([1e-4] * 160, [2e-4] * 160, t_c))
 done(configs=len(grid), rows=len(frame), main_s=main_s, workers_s=kids.ru_utime + kids.ru_stime, wall_s=wall_s,

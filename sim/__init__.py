@@ -16,8 +16,17 @@ engine and numpy. Submodules are reached as attributes too (``sim.parallel``).
 """
 
 import importlib
+from typing import TYPE_CHECKING
 
 from sim.errors import SimInputError
+from sim.lazy import submodule
+
+if TYPE_CHECKING:  # (what editors and type checkers read: the names below, loaded lazily at run time)
+    from sim.api import METRIC_KEYS, SimResult, simulate, simulate_dag, sweep
+    from sim.cluster import Cluster
+    from sim.comm import COLLECTIVES, CommCost
+    from sim.model import Model, load_model, model_from_frame, zoo_names
+    from sim.schedulers import SCHEDULERS, Plan
 
 #: Each public name and the module that defines it.
 _WHERE = {
@@ -62,14 +71,8 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module(_WHERE[name]), name)
         globals()[name] = value  # (found once: later reads do not come here)
         return value
-    if not name.startswith("__"):
-        try:
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return submodule(__name__, name)
 
 
 def __dir__():
-    return sorted({*globals(), *__all__})
+    return sorted({*__all__, *(k for k in globals() if k.startswith("__") or k in ("errors", "lazy"))})

@@ -70,8 +70,8 @@ KNOBS: Mapping[str, tuple[str, str]] = _Tunable()
 class TuneResult:
     """``frame``: one row per value (knob, value, iteration_time_s,
     throughput_samples_per_s, gain_pct over the default); ``best``: the
-    fastest row with the default's value and time, and ``same_for_every_value``: True when every
-    value gives the default's iteration time (the knob does not change this configuration's timing,
+    fastest row with the default's value and time, and ``same_for_every_value``: True when some value
+    other than the default was tried and every value gives the default's iteration time (the knob does not change this configuration's timing,
     e.g. ``credit`` for ``bytescheduler`` on all-reduce, whose partitions the model sends one at a time)."""
 
     frame: pd.DataFrame
@@ -171,5 +171,6 @@ def tune(model, cluster, knob: str, values, *, batch_size: int, scheduler: str |
     times = frame["iteration_time_s"].to_numpy()
     i = int(times.argmin())
     best = {**frame.iloc[i].to_dict(), "default_value": default, "default_iteration_time_s": t_default,
-            "same_for_every_value": bool(np.all(times == t_default))}
+            # (only when some value other than the default was tried: one value alone says nothing)
+            "same_for_every_value": bool(np.all(times == t_default)) and any(v != default for v in values)}
     return TuneResult(frame, best)

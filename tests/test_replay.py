@@ -202,8 +202,15 @@ def test_settling_the_lanes_orders_from_any_guess_gives_the_event_loops_times(se
     first = {"true": want[1], "zeros": np.zeros(len(graph)),
              "noise": rng.uniform(0, want[1].max(initial=1.0), len(graph)),
              "late": want[1] + rng.uniform(0, 1e-3, len(graph)) * (rng.random(len(graph)) < 0.2)}[guess]
-    got = rerun._settle(graph, started, rerun._lanes(graph, started), rerun._predecessors(graph), first)
+    lanes, preds = rerun._lanes(graph, started), rerun._predecessors(graph)
+    got = rerun._settle(graph, started, lanes, preds, first)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    # with a budget of settled tasks: the same times within it, None past it (the event loop then times it)
+    moving = rerun._settle(graph, started, lanes, preds, first, budget=0)
+    if np.array_equal(first, want[1]):
+        assert moving is not None and np.array_equal(moving[1], want[1])
+    else:
+        assert moving is None
 
 
 @settings(max_examples=100, deadline=None)

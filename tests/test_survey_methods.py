@@ -183,6 +183,8 @@ def test_tune_says_when_no_value_changes_the_timing():
     code, out, _ = run_cli("tune", "--model", "resnet50", "--gpus", "16", "--gpus-per-node", "4", "--knob", "credit",
                            "--values", "1,4")
     assert code == 0 and "credit does not change the timing of this configuration" in out
+    alone = tune(m, sim.Cluster(gpus=16, gpus_per_node=4), "credit", [4], batch_size=32, architecture="ps")
+    assert not alone.best["same_for_every_value"]  # (the default alone, or again, says nothing)
 
 
 def test_make_plan_rejects_bad_options():

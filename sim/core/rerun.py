@@ -50,7 +50,7 @@ def rerun(graph, start: np.ndarray, end: np.ndarray) -> bool:
     dur = graph.duration_s
     got = _fixed_point(lanes, preds, dur, graph.memo["end"])
     if isinstance(got, np.ndarray):  # a long chain from lane to lane: settled task by task from there
-        got = _settle(graph, started, lanes, preds, got)
+        got = _settle(graph, started, lanes, preds, got, budget=len(graph) // 4 + 1024)
     if got is None or not _keys_hold(lanes, preds, got, graph.rank):
         return False
     start[:], end[:] = got
@@ -114,13 +114,14 @@ def _fixed_point(lanes, preds, dur: np.ndarray, guess: np.ndarray):
     return end
 
 
-def _settle(graph, started: np.ndarray, lanes, preds, guess: np.ndarray) -> tuple:
+def _settle(graph, started: np.ndarray, lanes, preds, guess: np.ndarray, budget: int | None = None):
     """The schedule of the lanes' orders from ``guess`` (any ends), exactly: a worklist of the tasks
     whose start rule ``start = max(predecessors' ends, the lane's task before), end = start + duration``
     (the additions of `replay.scan`) does not hold, taken in the order the tasks started before (an
     order of the graph with the lanes' orders added, so each task is settled once, after everything
     it waits for); a task whose end moves puts its successors and the next task on its lane on the list.
-    Its work is the tasks that move, not the graph."""
+    Its work is the tasks that move, not the graph; None once more than ``budget`` tasks were
+    settled (a task at a time in Python: past a fraction of the graph, the event loop is quicker)."""
     n, dur = len(guess), graph.duration_s
     before = np.full(n, -1, dtype=np.int64)
     after = np.full(n, -1, dtype=np.int64)
@@ -136,7 +137,11 @@ def _settle(graph, started: np.ndarray, lanes, preds, guess: np.ndarray) -> tupl
     count = np.diff(np.append(first, len(index)))
     ptr, succ = graph.succ_ptr, graph.succ_index
     end, begin, started_list = guess.tolist(), start.tolist(), started.tolist()
+    limit = len(queue) + n if budget is None else budget
     while queue:
+        limit -= 1
+        if limit < 0:
+            return None
         t = started_list[heapq.heappop(queue)]
         a = int(first[t])
         release = max([end[p] for p in index[a:a + count[t]].tolist()]) if has[t] else 0.0
