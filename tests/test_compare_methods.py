@@ -56,3 +56,5 @@ def test_compare_page_tunes_every_knob():
         at.selectbox(key="tune_knob").select(knob).run()
         assert not at.exception, [e.value for e in at.exception]
         assert any(f"Best {knob}" in c.value for c in at.caption)
+        flat = [i.value for i in at.info if "does not change this configuration's timing" in i.value]
+        assert bool(flat) == (knob == "credit"), (knob, flat)  # (credit: bytescheduler on all-reduce, one at a time)
