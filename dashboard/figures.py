@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 
 from dashboard.aggregate import BINS, MAX_BARS, Aggregation, merge_bars, merge_pieces
 from dashboard.tables import fmt_bytes, overlap_pct, short_layers
+from sim.core.intervals import union
 from sim.core.timeline import COMPUTE_KINDS
 from sim.schedulers.names import BUCKET, MGWFBP, OPTIMAL, SEQUENTIAL, SYNCEASGD, WFBP
 
@@ -172,17 +173,6 @@ def gantt_frame(timeline: pd.DataFrame, texts: bool = True) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted, disjoint intervals covering the same points as the given ones (touching ones joined)."""
-    if len(starts) == 0:
-        return np.zeros(0), np.zeros(0)
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], np.maximum.accumulate(ends[order])
-    new = np.concatenate(([True], s[1:] > e[:-1]))
-    last = np.concatenate((np.flatnonzero(new)[1:] - 1, [len(s) - 1]))
-    return s[new].astype(float), e[last].astype(float)
-
-
 def _split(starts: np.ndarray, ends: np.ndarray, cs: np.ndarray, ce: np.ndarray):
     """Every ``[start, end]`` cut against disjoint compute intervals: ``(which, start, end, hidden)``
     arrays of the pieces of non-zero length, in order. The compute intervals and the gaps
@@ -218,7 +208,7 @@ def comm_overlap_segments(timeline: pd.DataFrame) -> pd.DataFrame:
     for worker in pd.unique(workers):
         mine = timeline.loc[workers == worker]
         compute = mine.loc[mine["kind"].isin(COMPUTE_KINDS) & (mine["duration_s"] > 0)]
-        cs, ce = _union(compute["start_s"].to_numpy(float), compute["end_s"].to_numpy(float))
+        cs, ce = union(compute["start_s"].to_numpy(float), compute["end_s"].to_numpy(float))
         comm = mine.loc[(mine["kind"] == "comm") & (mine["duration_s"] > 0)]
         which, a, b, hidden = _split(comm["start_s"].to_numpy(float), comm["end_s"].to_numpy(float), cs, ce)
         rows.append(pd.DataFrame({"task": comm.index.to_numpy()[which], "start_s": a, "end_s": b,
@@ -256,7 +246,7 @@ def shading_runs(pieces: pd.DataFrame) -> pd.DataFrame:
     ResNet-50 under wfbp, whose messages follow each other)."""
     rows = []
     for lane, part in pieces.groupby("lane", sort=False):
-        starts, ends = _union(part["start_s"].to_numpy(float), part["end_s"].to_numpy(float))
+        starts, ends = union(part["start_s"].to_numpy(float), part["end_s"].to_numpy(float))
         rows.append(pd.DataFrame({"lane": lane, "start_s": starts, "end_s": ends}))
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["lane", "start_s", "end_s"])
 

@@ -75,4 +75,4 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted({*__all__, *(k for k in globals() if k.startswith("__") or k in ("errors", "lazy"))})
+    return list(__all__)

@@ -70,9 +70,10 @@ KNOBS: Mapping[str, tuple[str, str]] = _Tunable()
 class TuneResult:
     """``frame``: one row per value (knob, value, iteration_time_s,
     throughput_samples_per_s, gain_pct over the default); ``best``: the
-    fastest row with the default's value and time, and ``same_for_every_value``: True when some value
-    other than the default was tried and every value gives the default's iteration time (the knob does not change this configuration's timing,
-    e.g. ``credit`` for ``bytescheduler`` on all-reduce, whose partitions the model sends one at a time)."""
+    fastest row with the default's value and time, and ``same_for_every_value``: True when some
+    value other than the default was tried and every value gives the default's iteration time
+    (the knob does not change this configuration's timing, e.g. ``credit`` for ``bytescheduler``
+    on all-reduce, whose partitions the model sends one at a time)."""
 
     frame: pd.DataFrame
     best: dict

@@ -35,6 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.core.intervals import covered_before, union
+from sim.core.lower import COMPUTE_LANES
 
 __all__ = ["COMPUTE_KINDS", "PASSES", "TOLERANCE", "GraphOverlap", "Overlap", "fast_overlap", "fast_overlap_fractions", "fixed_point",
            "overlap_fractions", "per_layer", "stretch", "stretched_model", "task_overlap", "timeline_overlap",
@@ -117,7 +118,7 @@ class GraphOverlap:
     def __init__(self, graph, layer_names, iteration: int) -> None:
         graph.finish()
         near = np.abs(graph.iteration - iteration) <= 1
-        shared = np.array([lane not in ("io", "h2d", "compute") for _, lane in graph.resources] or [False])
+        shared = np.array([lane not in COMPUTE_LANES for _, lane in graph.resources] or [False])
         self.comm = np.flatnonzero(near & shared[graph.resource])  # communication on any lane, this iteration or beside
         place = {name: i for i, name in enumerate(layer_names)}
         to_layer = np.array([place.get(str(name), -1) for name in graph.layer_names] + [-1], dtype=np.int64)

@@ -400,12 +400,12 @@ def _lane(tasks: list, release: list, then, ctx: _Times, free):
 
 def _compute_after_backward(it, nxt, release: np.ndarray, ctx: _Times, steps: PipelineSteps, k: int) -> None:
     """`_updates_and_forward`, from a guessed order where one holds (`sim.core.replay`)."""
-    fwd = nxt["fwd"] if nxt is not None else np.zeros(0, np.int64)
-    ids = np.concatenate([it["ups"], fwd])
-    duration = ctx.duration[ids]
     if not replay.ENABLED:
         _updates_and_forward(it, nxt, release.tolist(), ctx)
         return
+    fwd = nxt["fwd"] if nxt is not None else np.zeros(0, np.int64)
+    ids = np.concatenate([it["ups"], fwd])
+    duration = ctx.duration[ids]
     update_of = np.full(len(fwd), -1, dtype=np.int64)
     update_of[it["ups_layer"][it["ups_layer"] < len(fwd)]] = np.flatnonzero(it["ups_layer"] < len(fwd))
     t0 = ctx.E[int(it["bwd"][0])]
