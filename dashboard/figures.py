@@ -67,7 +67,7 @@ KIND_LABELS = {
 }
 #: Resource -> lane name, top to bottom.
 LANES = {"io": "I/O", "h2d": "H2D copy", "compute": "GPU compute", "comm": "all-reduce",
-         "push": "PS push", "pull": "PS pull"}
+         "push": "PS push", "pull": "PS pull", "launch": "launch (host)"}
 SCHEDULER_COLORS = {
     SEQUENTIAL: "#7F7F7F",
     WFBP: "#1F77B4",

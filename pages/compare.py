@@ -119,8 +119,9 @@ frame, best = ui.guarded(cached.tune, cfg, knob, TUNE_VALUES[knob])
 ui.chart(figures.tune_figure(frame, best), "tune_chart", f"tune-{knob}")
 if best.get("same_for_every_value"):
     st.info(f"Every value of {knob} gives the same iteration time: the knob does not change this configuration's "
-            "timing (for credit: the model sends bytescheduler's all-reduce partitions one at a time; credit bounds "
-            "the parameter servers busy at once).")
+            "timing (for credit on all-reduce: 1 launches each partition just before its transfer, 2 or more let "
+            "the launches run ahead of the transfers, alike from 2 on; on parameter servers credit bounds the "
+            "servers busy at once).")
 st.caption(f"Best {knob} = {best['value']:g} ({best['scheduler']}): {ui.fmt_ms(best['iteration_time_s'])} per "
            f"iteration, {best['gain_pct']:+.1f} % against the default {best['default_value']:g}. "
            "PyTorch users ask for exactly this (pytorch/pytorch#118421). CLI: `python -m sim tune --knob ...`.")

@@ -143,9 +143,10 @@ def framework_name(cluster, scheduler: str, architecture: str = "allreduce") -> 
 def with_framework(cost, framework: Framework, *, gpu: str):
     """``cost`` with the framework's per-message costs added.
 
-    An all-reduce cost gets the launch on alpha and the copies on beta; a
-    parameter server's push and pull each get the launch (a partition is
-    pushed and pulled by separate calls). A free cost (one GPU) and a
+    An all-reduce cost gets the launch on alpha (kept as its ``launch_s``, which a
+    plan whose launches run ahead of the transfers times on a lane of its own) and
+    the copies on beta; a parameter server's push and pull each get the launch (a
+    partition is pushed and pulled by separate calls). A free cost (one GPU) and a
     measured one stay as they are.
     """
     if getattr(cost, "is_free", False) or getattr(cost, "is_measured", False):
@@ -155,6 +156,7 @@ def with_framework(cost, framework: Framework, *, gpu: str):
     from sim.compute import MEM_EFFICIENCY
 
     copy_s_per_byte = framework.copy_bytes_per_byte / (get_gpu(gpu).mem_bw_bytes_per_s * MEM_EFFICIENCY)
+    label = f"{cost.label} + {framework.name}"
     if isinstance(cost, PSCost):  # push and pull are calls of their own: the launch only
-        copy_s_per_byte = 0.0
-    return cost.plus(framework.launch_s, copy_s_per_byte, f"{cost.label} + {framework.name}")
+        return cost.plus(framework.launch_s, 0.0, label)
+    return cost.with_launch(framework.launch_s, copy_s_per_byte, label)

@@ -10,6 +10,7 @@ T(4000) = 1.4 ms, T(6000) = 1.6 ms, T(8000) = 1.8 ms, T(12000) = 2.2 ms.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -121,6 +122,33 @@ class TestHandWorked:
         assert t["it1/forward/L0"] == (11.7, 12.7)  # the next forward of L0 waits only for L0's update
         assert t["it0/update/L1"] == (12.7, 13.7)
         assert t["it1/forward/L1"] == (13.7, 14.7)
+
+    def test_bytescheduler_launches_ahead_of_the_transfers(self):
+        """The same partitions with a cost whose 1 ms start-up is 0.5 ms of launch on the host: with
+        credit 2 each launch runs on the launch lane and only the transfer (T(M) - 0.5 ms) on the channel,
+        so a partition's launch hides behind the transfer before it; with credit 1 the launch stays inside
+        the all-reduce on the channel, and the run is the one above to the bit."""
+        launch = CommCost(0.5 * MS, 1e-7).with_launch(0.5 * MS)
+        assert launch.time_s(6000) == COST.time_s(6000) and launch.launch_s == 0.5 * MS
+        plan = Plan("bytescheduler", WFBP_GROUPS, partition_bytes=6000, priority="input_first", credit=2,
+                    per_layer_update=True)
+        t = times_of(three_layers(), plan, launch, iterations=2)
+        assert t["it0/comm/launch:L2#0"] == (5.0, 5.5)
+        assert t["it0/comm/launch:L2#1"] == (5.5, 6.0)
+        assert t["it0/comm/L2#0"] == (5.5, 6.6)  # 1.6 ms less the 0.5 ms launch
+        assert t["it0/comm/L2#1"] == (6.6, 7.7)  # launched at 6.0, behind L2#0's transfer
+        assert t["it0/comm/launch:L1#0"] == (7.0, 7.5)
+        assert t["it0/comm/launch:L1#1"] == (7.5, 8.0)
+        assert t["it0/comm/L1#0"] == (7.7, 8.8)
+        assert t["it0/comm/L1#1"] == (8.8, 9.5)  # L0 is not launched until 9.5: L1#1 goes first
+        assert t["it0/comm/launch:L0"] == (9.0, 9.5)
+        assert t["it0/comm/L0"] == (9.5, 10.4)
+        assert t["it0/update/L2"] == (9.0, 10.5)
+        assert t["it0/update/L1"] == (10.5, 11.5)
+        assert t["it0/update/L0"] == (11.5, 12.0)
+        one = times_of(three_layers(), dataclasses.replace(plan, credit=1), launch, iterations=2)
+        assert one == times_of(three_layers(), dataclasses.replace(plan, credit=1), COST, iterations=2)
+        assert one["it0/comm/L0"] == (9.8, 11.2)  # (test_bytescheduler's run)
 
     def test_parameter_server_push_and_pull_lanes(self):
         """Push on the uplink, pull on the downlink: a push overlaps an earlier pull."""

@@ -78,6 +78,10 @@ def _case(seed: int, grid: bool = False):
     if rng.random() < 0.3:  # one worker with its own scale factors
         times = WorkerTimes((model,), np.zeros(1, dtype=int), rng.uniform(0.5, 2, (iterations, 1)),
                             rng.uniform(0.5, 2, 1), rng.uniform(0.5, 2, (iterations, len(groups))))
+    if type(cost) is CommCost and not decoupled and shard == SHARD_NONE and rng.random() < 0.4:
+        # a host-side launch per part, run ahead of the transfers from a credit of 2 on (`launches_ahead`)
+        cost = cost.with_launch(1e-4 if grid else float(rng.uniform(1e-6, 3e-4)))
+        plan = dataclasses.replace(plan, credit=int(rng.integers(1, 5)))
     return model, plan, cost, iterations, prefetch, times
 
 

@@ -24,8 +24,10 @@ from sim.errors import SimInputError
 
 __all__ = ["MAX_COMPUTE_SLOWDOWN", "NO_COMM", "STEPS", "CommCost", "MeasuredCommCost", "PSCost", "Regime", "check_regimes", "measured_cost"]
 
-#: The communication steps a cost object times.
-STEPS = ("allreduce", "reduce-scatter", "all-gather", "push", "pull")
+#: The communication steps a cost object times. ``"launch"`` and ``"transfer"`` split an
+#: all-reduce into the framework's host-side launch (`CommCost.launch_s`) and the rest, for a
+#: plan whose launches run ahead of the transfers (ByteScheduler's credit, `sim.core.lower`).
+STEPS = ("allreduce", "reduce-scatter", "all-gather", "push", "pull", "launch", "transfer")
 
 
 #: Compute slowed more than this many times over by overlapped communication is absurd.
@@ -108,11 +110,19 @@ class CommCost:
     #: Interference (`sim.core.interference`): compute overlapped by communication runs
     #: ``1 + compute_slowdown x (overlapped fraction)`` times as long; 0 turns it off.
     compute_slowdown: float = 0.0
+    #: The part of every message's start-up cost that is the framework's launch on the host (a
+    #: Python call per partition, say: `sim.frameworks`), added by `with_launch`; the rest of
+    #: ``alpha_s`` is the network's. It is in ``time_s`` either way; a plan whose launches run
+    #: ahead of the transfers times it on a lane of its own (steps ``"launch"`` and ``"transfer"``).
+    launch_s: float = 0.0
 
     def __post_init__(self) -> None:
         _check_nonnegative("", alpha_s=self.alpha_s, beta_s_per_byte=self.beta_s_per_byte,
-                           compute_slowdown=self.compute_slowdown)
+                           compute_slowdown=self.compute_slowdown, launch_s=self.launch_s)
         _check_slowdown(self.compute_slowdown)
+        if self.launch_s > min([self.alpha_s] + [r.alpha_s for r in self.regimes]):
+            raise SimInputError(f"launch_s ({self.launch_s}) is part of every message's start-up cost and cannot "
+                                f"exceed it ({self.alpha_s})")
         if self.regimes:
             regimes = check_regimes(self.regimes)
             object.__setattr__(self, "regimes", regimes)
@@ -183,6 +193,12 @@ class CommCost:
             regimes=tuple(r.plus(alpha_s, beta_s_per_byte) for r in self.regimes),
         )
 
+    def with_launch(self, launch_s: float, beta_s_per_byte: float = 0.0, label: str | None = None) -> CommCost:
+        """`plus` ``launch_s`` per message and ``beta_s_per_byte`` per byte, the ``launch_s`` kept as a
+        host-side launch (`launch_s`) that a plan may time ahead of the transfers."""
+        out = self.plus(launch_s, beta_s_per_byte, label)
+        return dataclasses.replace(out, launch_s=self.launch_s + launch_s) if launch_s else out
+
     @property
     def is_free(self) -> bool:
         return self.alpha_s == 0 and self.beta_s_per_byte == 0
@@ -204,11 +220,15 @@ class CommCost:
         reduce-scatter and all-gather each take half of ``time_s`` (exact for
         ring and halving-doubling).
         """
-        if step == "allreduce":
-            return self.message_time_s(members, nbytes) if whole else float(self.time_s(nbytes))
+        if step in ("allreduce", "transfer"):
+            t = self.message_time_s(members, nbytes) if whole else float(self.time_s(nbytes))
+            return t - self.launch_s if step == "transfer" else t
         if step in ("reduce-scatter", "all-gather"):
             return 0.5 * float(self.time_s(nbytes))
-        raise SimInputError(f"an all-reduce cost has no step {step!r}; valid: allreduce, reduce-scatter, all-gather")
+        if step == "launch":
+            return self.launch_s
+        raise SimInputError(f"an all-reduce cost has no step {step!r}; valid: allreduce, reduce-scatter, all-gather, "
+                            "launch, transfer")
 
 
 @dataclass(frozen=True)

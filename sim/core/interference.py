@@ -35,11 +35,14 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.core.intervals import covered_before, union
-from sim.core.lower import COMPUTE_LANES
+from sim.core.lower import COMPUTE_LANES, LAUNCH_LANE
 
 __all__ = ["COMPUTE_KINDS", "PASSES", "TOLERANCE", "GraphOverlap", "Overlap", "fast_overlap", "fast_overlap_fractions", "fixed_point",
            "overlap_fractions", "per_layer", "stretch", "stretched_model", "task_overlap", "timeline_overlap",
            "with_times"]
+
+#: Lanes whose tasks do not slow compute: the worker's own, and the framework's launches on the host.
+_NOT_INTERFERING = COMPUTE_LANES + (LAUNCH_LANE,)
 
 #: Fixed-point rounds at most (each a full timing of the run).
 PASSES = 3
@@ -87,7 +90,7 @@ def timeline_overlap(timeline, layer_names, iteration: int) -> Overlap:
     kind = timeline["kind"].to_numpy()
     start, end = timeline["start_s"].to_numpy(dtype=float), timeline["end_s"].to_numpy(dtype=float)
     near = np.abs(it - iteration) <= 1
-    is_comm = near & (lane != "io") & (lane != "h2d") & (lane != "compute")
+    is_comm = near & ~np.isin(lane, _NOT_INTERFERING)
     busy = union(start[is_comm], end[is_comm])
     mine = (it == iteration) & (timeline["worker"].to_numpy() == 0)
     index = {name: i for i, name in enumerate(layer_names)}
@@ -118,8 +121,9 @@ class GraphOverlap:
     def __init__(self, graph, layer_names, iteration: int) -> None:
         graph.finish()
         near = np.abs(graph.iteration - iteration) <= 1
-        shared = np.array([lane not in COMPUTE_LANES for _, lane in graph.resources] or [False])
-        self.comm = np.flatnonzero(near & shared[graph.resource])  # communication on any lane, this iteration or beside
+        # communication on any channel, this iteration or beside
+        shared = np.array([lane not in _NOT_INTERFERING for _, lane in graph.resources] or [False])
+        self.comm = np.flatnonzero(near & shared[graph.resource])
         place = {name: i for i, name in enumerate(layer_names)}
         to_layer = np.array([place.get(str(name), -1) for name in graph.layer_names] + [-1], dtype=np.int64)
         worker0 = (graph.iteration == iteration) & (graph.worker == 0)

@@ -16,7 +16,12 @@ worker's ``compute`` lane. Per message of the plan, shared by all workers:
 * with ``shard`` (ZeRO, FSDP), a reduce-scatter as the gradients are ready
   and the all-gathers of sharded parameters (`sim.core.shard`);
 * with a parameter-server cost, a ``push`` then a ``pull`` per part, on the
-  ``push`` and ``pull`` lanes (one ``comm`` lane when they share a link).
+  ``push`` and ``pull`` lanes (one ``comm`` lane when they share a link);
+* with a credit of two or more (ByteScheduler) and a cost with a host-side
+  launch (`sim.core.cost.CommCost.launch_s`), a ``launch`` per part on the
+  framework's ``launch`` lane, then the rest of its all-reduce on ``comm``:
+  the launches run ahead of the transfers instead of before each
+  (`launches_ahead`).
 
 Then either one update per worker after every message (the plain plan), or,
 with ``per_layer_update``, an update of each layer once its message is back,
@@ -47,21 +52,39 @@ from sim.core.plan import SHARD_GRADIENTS, SHARD_NONE, SHARD_OPTIMIZER, SHARD_PA
 from sim.core.shard import REDUCE_SCATTER, ShardedSteps
 from sim.core.taskgraph import KINDS, TAGS, Carry, TaskGraph
 
-__all__ = ["COMPUTE_LANES", "LANES", "TaskGraph", "WorkerTimes", "lower", "needs_general_engine", "parts_of", "retimed",
-           "task_count"]
+__all__ = ["COMPUTE_LANES", "LANES", "LAUNCH_LANE", "TaskGraph", "WorkerTimes", "launches_ahead", "lower",
+           "needs_general_engine", "parts_of", "retimed", "task_count"]
 
 #: Every lane a task can run on: a worker's loader, copy engine and compute
-#: stream, and the shared communication lanes.
-LANES = ("io", "h2d", "compute", "comm", "push", "pull")
+#: stream, the shared communication lanes, and the framework's thread that launches
+#: collectives ahead of the transfers (`launches_ahead`).
+LANES = ("io", "h2d", "compute", "comm", "push", "pull", "launch")
 COMPUTE_LANES = ("io", "h2d", "compute")
+LAUNCH_LANE = "launch"
 #: The worker of a shared (communication) task.
 SHARED = -1
 _UPDATE, _COMM = KINDS.index("update"), KINDS.index("comm")
+_STEP_TAG = {"transfer": "message"}  # a step's task tag, where it is not the step's name
 
 
 def needs_general_engine(plan: Plan, cost) -> bool:
     """True when ``plan`` or ``cost`` is beyond the fast path's plain structure."""
     return isinstance(cost, PSCost) or not plan.is_plain
+
+
+def launches_ahead(plan: Plan, cost) -> bool:
+    """Whether each part's launch runs on the framework's own lane, ahead of the transfers.
+
+    With a credit of two or more partitions in flight (ByteScheduler), the
+    framework launches the next partition while the one before is on the wire,
+    so a launch hides behind the transfers before it; with credit 1 (or none
+    set) it comes before its transfer on the channel, inside the all-reduce's
+    start-up cost. Only an all-reduce cost with a host-side launch
+    (`sim.core.cost.CommCost.launch_s`) has one to move; the launches then run
+    ahead as far as their gradients allow (the model does not bound them by
+    the credit beyond that)."""
+    return (plan.credit >= 2 and not isinstance(cost, PSCost) and getattr(cost, "launch_s", 0.0) > 0
+            and not plan.decoupled and plan.shard == SHARD_NONE)
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,8 +147,10 @@ class _Lowering(ShardedSteps):
         self.group_of = np.full(self.n, -1, dtype=np.int64)
         self.group_of[self.msgs.members] = np.repeat(np.arange(len(self.msgs)), self.msgs.sizes)
         self.is_ps = isinstance(cost, PSCost)
-        shared = not self.is_ps or cost.shared_lane
-        self.push_lane, self.pull_lane = ("comm", "comm") if shared else ("push", "pull")
+        if launches_ahead(plan, cost):  # a part's launch, then its transfer
+            self.step_lanes = (LAUNCH_LANE, "comm")
+        else:  # a part's push then pull, on lanes of their own unless they share a link
+            self.step_lanes = ("push", "pull") if self.is_ps and not cost.shared_lane else ("comm", "comm")
         self.grad_layer, self.grad_part, self.grad_lag = self.msgs.gradient_sources()
         self.steps = self.step_names()
         self.base_s = {step: self.msgs.step_times_s(cost, step) for step in self.steps}
@@ -141,13 +166,15 @@ class _Lowering(ShardedSteps):
         if (self.times.workers != 1 or not self.n or not m.parts or plan.shard != SHARD_NONE
                 or len(np.unique(m.members)) != len(m.members)):
             return None
-        return PipelineSteps(m, two_lanes=self.push_lane != self.pull_lane, after_backward=plan.after_backward,
+        return PipelineSteps(m, two_lanes=self.step_lanes[0] != self.step_lanes[1], after_backward=plan.after_backward,
                              prefetch=prefetch, per_layer=plan.per_layer_update,
                              layer_msg=self.group_of if plan.decoupled else None)
 
     def step_names(self) -> tuple[str, ...]:
         if self.is_ps:
             return ("push", "pull")
+        if self.step_lanes[0] == LAUNCH_LANE:
+            return ("launch", "transfer")
         if self.plan.decoupled:
             return ("reduce-scatter", "all-gather")
         return ("reduce-scatter",) if self.plan.shard != SHARD_NONE else ("allreduce",)
@@ -242,16 +269,17 @@ class _Lowering(ShardedSteps):
         parts = m.parts
         if not parts:
             return np.zeros(0, dtype=np.int64)
-        common = dict(layer=-1, message=np.repeat(m.part_msg, 2) if self.is_ps else m.part_msg)
-        if self.is_ps:
-            lanes = np.tile([g.resource_id(SHARED, self.push_lane), g.resource_id(SHARED, self.pull_lane)], parts)
+        two = len(self.steps) == 2 and not self.plan.decoupled
+        common = dict(layer=-1, message=np.repeat(m.part_msg, 2) if two else m.part_msg)
+        if two:  # a part's push then its pull, or its launch then its transfer
+            lanes = np.tile([g.resource_id(SHARED, lane) for lane in self.step_lanes], parts)
             key = [np.empty(2 * parts, dtype=np.int64) for _ in range(4)]
             dur = np.empty(2 * parts)
-            for phase, step in ((0, "push"), (1, "pull")):  # a part's push, then its pull
+            for phase, step in enumerate(self.steps):
                 dur[phase::2] = self.part_times_s(k, step)
                 for column, values in zip(key, self.part_keys(k, phase), strict=True):
                     column[phase::2] = values
-            tags = np.tile([TAGS.index("push"), TAGS.index("pull")], parts)
+            tags = np.tile([TAGS.index(_STEP_TAG.get(step, step)) for step in self.steps], parts)
             tasks = g.add_block(2 * parts, k, SHARED, lanes, "comm", dur, key=tuple(key), tag=tags,
                                 nbytes=np.repeat(m.part_bytes, 2), part=np.repeat(m.part_suffix, 2), **common)
             first, last = tasks[0::2], tasks[1::2]
@@ -388,7 +416,7 @@ def task_count(model, plan: Plan, cost, *, precision: str = "fp32", iterations: 
     sizes alone (exact; ``cost`` None counts two steps per part, as for a parameter server)."""
     W, n, m = int(workers), int(model.num_layers), len(plan.groups)
     parts = part_count(plan.groups, model.gradient_bytes(precision), plan.partition_bytes)
-    steps = 2 if cost is None or isinstance(cost, PSCost) or plan.decoupled else 1
+    steps = 2 if cost is None or isinstance(cost, PSCost) or plan.decoupled or launches_ahead(plan, cost) else 1
     per_iteration = W * (2 + 2 * n) + steps * parts
     per_iteration += W * sum(len(g) for g in plan.groups) if plan.per_layer_update else W
     first = per_iteration

@@ -118,8 +118,11 @@ class Messages:
             return np.asarray(cost.push_time_s(b) if step == "push" else cost.pull_time_s(b), dtype=float)
         if type(cost) is CommCost and step in ("reduce-scatter", "all-gather"):
             return 0.5 * np.asarray(cost.time_s(b), dtype=float)
-        if type(cost) is CommCost and step == "allreduce":
-            return np.asarray(cost.time_s(b), dtype=float)
+        if type(cost) is CommCost and step in ("allreduce", "transfer"):
+            t = np.asarray(cost.time_s(b), dtype=float)
+            return t - cost.launch_s if step == "transfer" else t
+        if type(cost) is CommCost and step == "launch":
+            return np.full(len(b), cost.launch_s)
         out = np.empty(len(b))
         seen: dict = {}
         for p, (g, nbytes, whole) in enumerate(zip(self.part_msg.tolist(), b.tolist(), self.part_whole.tolist(),

@@ -25,7 +25,8 @@ __all__ = ["KINDS", "TAGS", "Carry", "TaskGraph"]
 KINDS = ("io", "h2d", "forward", "backward", "update", "comm")
 #: What a task's label says before its message's name: none (the label is
 #: empty), ``"0"`` (io, h2d), the message alone (an all-reduce), or a step.
-TAGS = ("", "0", "message", "push", "pull", "reduce-scatter", "all-gather", "all-gather-fwd", "all-gather-bwd")
+TAGS = ("", "0", "message", "push", "pull", "reduce-scatter", "all-gather", "all-gather-fwd", "all-gather-bwd",
+        "launch")
 _INT_COLUMNS = ("resource", "iteration", "worker", "kind_id", "layer_id", "message", "tag", "part")
 _SMALL_COLUMNS = ("kind_id", "tag")  # a few values each (`KINDS` and what callers add, `TAGS`): int8
 _COLUMNS = (("duration_s", np.float64), ("nbytes", np.int64), ("key0", np.int64), ("key1", np.int32),

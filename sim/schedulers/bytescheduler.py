@@ -24,12 +24,14 @@ def bytescheduler(grads: GradientLayers, cost: CommCost, options: SchedulerOptio
 
     ``credit`` (partitions in flight at once) bounds the parameter servers
     busy at once on the parameter-server architecture (`sim.comm.ps_cost`).
-    On all-reduce the model sends one partition at a time, its launch cost
-    (`sim.frameworks`) before its transfer, so no partition is in flight
-    beside another and ``credit`` changes nothing there (the plan keeps it;
-    `sim.tune` says when a knob leaves the timing unchanged). Pipelining a
-    partition's launch behind the transfers before it, as a credit above one
-    allows, is not modelled.
+    On all-reduce it decides where each partition's launch runs (ByteScheduler's
+    Python core schedules every partition as a task of its own, a per-partition
+    cost fitted in `sim.frameworks`): with credit 1 the launch comes just before
+    the partition's transfer, on the channel; with 2 or more the framework
+    launches the next partitions while one is on the wire, so the launches run
+    on a ``launch`` lane of their own, ahead of the transfers
+    (`sim.core.lower.launches_ahead`). How far ahead is not bounded by the
+    credit beyond that, so credits of 2 and more time alike (`sim.tune` says so).
     """
     opt = SchedulerOptions.of(options)
     return Plan(BYTESCHEDULER, wfbp(grads, cost).groups, partition_bytes=int(opt.partition_bytes),
