@@ -15,7 +15,7 @@ from pathlib import Path
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from dashboard import links, sidebar, state, ui, warmup
+from dashboard import links, sidebar, state, ui, warmup, zoom
 
 HERE = Path(__file__).resolve().parent
 
@@ -66,6 +66,7 @@ def frame() -> None:
     ui.follow_timeline_request(pages["timeline"])  # a button asked for the Timeline (Compare, Scaling)
     ui.check_link(st.session_state, st.query_params)
     ui.phone_layout()
+    zoom.relay(st.session_state)  # before the page's charts: they draw with the zoom it reports
     sidebar.render()
     ui.show_link_notes(st.session_state)
     ui.start_here(st.session_state)

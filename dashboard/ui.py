@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 import sim
-from dashboard import cached, links, snapshots, tables
+from dashboard import cached, links, snapshots, tables, zoom
 from dashboard.state import (
     DEFAULTS,
     UPLOAD,
@@ -118,8 +118,9 @@ Every view is a link: copy the address bar to share exactly what you see.
 
 
 #: Narrow screens (a 390 px phone): tighter margins, smaller headings, wide formulas and
-#: tables scroll inside their own box instead of being cut off.
+#: tables scroll inside their own box instead of being cut off. (And the zoom relay takes no room.)
 PHONE_CSS = """<style>
+.st-key-zoom_relay { display: none; }
 @media (max-width: 640px) {
   [data-testid="stMainBlockContainer"] { padding-left: 0.75rem; padding-right: 0.75rem; }
   [data-testid="stMain"] h1 { font-size: 1.75rem; }
@@ -461,6 +462,7 @@ def chart(fig, key: str, name: str, *, cache_key: tuple | None = None, svg: Call
     without the theme. Streamlit draws a chart whose figure changed twice (once before
     its width is known, once with the theme applied again); with a template the second
     draw redraws every bar, without one it costs the browser a few ms.
+    A chart keeps the zoom its user left (`dashboard.zoom`), also when its figure changes.
     Returns what ``st.plotly_chart`` returns (the selection when ``on_select`` is set).
     """
     if cache_key is not None:
@@ -469,7 +471,9 @@ def chart(fig, key: str, name: str, *, cache_key: tuple | None = None, svg: Call
         _keep_zoom(fig, key, own_style)
     if own_style:
         kwargs["theme"] = None
-    event = st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, **kwargs)
+    shown = zoom.view(st.session_state, key, fig, None if cache_key is None else hash(cache_key))
+    config = PLOTLY_CONFIG if shown is fig else {**PLOTLY_CONFIG, "doubleClick": "autosize"}
+    event = st.plotly_chart(shown, key=key, config=config, **kwargs)
     if note := fig.layout.meta.get("aggregated") if isinstance(fig.layout.meta, dict) else None:
         st.caption(note)
     exports = lazy_popover("SVG / PDF", f"export_{key}", type="tertiary", icon=":material/download:",
