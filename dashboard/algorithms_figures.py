@@ -45,6 +45,7 @@ WORKER_KIND_COLORS = {
     "wait": "#BDBDBD",
     "comm_wait": "#F4B6B6",
     "queue": "#E0E0E0",
+    "launch": "#FF9DA6",
     "push": "#E45756",
     "pull": "#72B7B2",
     "gossip": "#8C564B",
@@ -55,6 +56,7 @@ WORKER_KIND_LABELS = {
     "comm_wait": "waiting for the all-reduce",
     "queue": "waiting for a busy link",
     "comm": "all-reduce",
+    "launch": "launch (host)",
 }
 #: Legends below the plot, where they cannot cover a title.
 _LEGEND = {"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0}
@@ -158,19 +160,24 @@ def worker_timeline_figure(timeline: pd.DataFrame, workers: Sequence[int] | None
     """
     rows = timeline if workers is None else timeline.loc[timeline["worker"].isin([*workers, -1])]
     slow = set(int(w) for w in stragglers)
+    # ByteScheduler's launches run on the host's launch lane, a row of their own beside the network's
+    launch = (rows["lane"] == "launch").to_numpy() if "lane" in rows else np.zeros(len(rows), dtype=bool)
+    kinds = rows["kind"].where(~launch, "launch")
 
-    def lane(w: int) -> str:
+    def lane(w: int, host: bool = False) -> str:
         if w < 0:
-            return "network / server"
+            return "host launches" if host else "network / server"
         return f"worker {w}{' (slow)' if w in slow else ''}"
 
-    lanes = [lane(int(w)) for w in sorted(rows["worker"].unique(), key=lambda w: (w < 0, w))]
+    lanes = [lane(int(w), bool(h)) for w, h in
+             sorted(set(zip(rows["worker"].tolist(), launch.tolist(), strict=True)), key=lambda wh: (wh[0] < 0, wh[0], wh[1]))]
     fig = go.Figure()
-    for kind in dict.fromkeys(rows["kind"]):
-        part = rows.loc[rows["kind"] == kind]
+    for kind in dict.fromkeys(kinds):
+        part = rows.loc[(kinds == kind).to_numpy()]
         label = WORKER_KIND_LABELS.get(kind, kind)
         fig.add_trace(go.Bar(
-            y=[lane(int(w)) for w in part["worker"]], x=part["duration_s"] * 1e3, base=part["start_s"] * 1e3,
+            y=[lane(int(w), kind == "launch") for w in part["worker"]], x=part["duration_s"] * 1e3,
+            base=part["start_s"] * 1e3,
             orientation="h", name=label, marker_color=WORKER_KIND_COLORS.get(kind, "#999999"),
             customdata=np.stack([part["iteration"], part["duration_s"] * 1e3], axis=1),
             hovertemplate=f"<b>{label}</b><br>%{{y}}, step %{{customdata[0]}}<br>%{{base:.4g}} ms, "

@@ -119,9 +119,10 @@ frame, best = ui.guarded(cached.tune, cfg, knob, TUNE_VALUES[knob])
 ui.chart(figures.tune_figure(frame, best), "tune_chart", f"tune-{knob}")
 if best.get("same_for_every_value"):
     st.info(f"Every value of {knob} gives the same iteration time: the knob does not change this configuration's "
-            "timing (for credit on all-reduce: 1 launches each partition just before its transfer, 2 or more let "
-            "the launches run ahead of the transfers, alike from 2 on; on parameter servers credit bounds the "
-            "servers busy at once).")
+            "timing. On all-reduce, credit only decides whether each partition's host launch (the framework's "
+            "launch cost) comes just before its transfer (1) or runs ahead of the transfers (2 or more, alike): "
+            "without a launch cost (framework none, or a cost given as alpha and beta) every credit times the "
+            "same. On parameter servers credit bounds the servers busy at once.")
 st.caption(f"Best {knob} = {best['value']:g} ({best['scheduler']}): {ui.fmt_ms(best['iteration_time_s'])} per "
            f"iteration, {best['gain_pct']:+.1f} % against the default {best['default_value']:g}. "
            "PyTorch users ask for exactly this (pytorch/pytorch#118421). CLI: `python -m sim tune --knob ...`.")

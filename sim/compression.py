@@ -173,13 +173,18 @@ class CompressedCost(CommCost):
         return float(self.base.time_s(reduced)) + kernel
 
     def step_time_s(self, step: str, members, nbytes, *, whole: bool = True) -> float:
-        """A compressed all-reduce; a partition of a message takes its share of the whole."""
-        if step != "allreduce":
+        """A compressed all-reduce; a partition of a message takes its share of the whole. Its
+        ``launch`` is the framework's launches of its collectives (`launch_s`), its ``transfer`` the rest."""
+        if step == "launch":
+            return self.launch_s
+        if step not in ("allreduce", "transfer"):
             raise SimInputError(f"compression applies to all-reduces, not to a {step}")
         if whole:
-            return self.message_time_s(members, nbytes)
-        full = float(sum(float(self.layer_elems[int(i)]) for i in members)) * self.elem_bytes
-        return self.message_time_s(members, nbytes, float(nbytes) / full if full else 1.0)
+            t = self.message_time_s(members, nbytes)
+        else:
+            full = float(sum(float(self.layer_elems[int(i)]) for i in members)) * self.elem_bytes
+            t = self.message_time_s(members, nbytes, float(nbytes) / full if full else 1.0)
+        return t - self.launch_s if step == "transfer" else t
 
 
 def compressed_cost(cost: CommCost, compression: Compression, layer_elems, *, elem_bytes: int, gpus: int,
@@ -196,7 +201,10 @@ def compressed_cost(cost: CommCost, compression: Compression, layer_elems, *, el
     # start-up (the message of no bytes), as T(M) = alpha + beta M over the uncompressed bytes
     total = sum(elems) * elem_bytes
     everything = tuple(i for i, e in enumerate(elems) if e > 0)
-    alpha = {"topk": 0.5, "powersgd": 2.0}.get(compression.kind, 1.0) * cost.alpha_s
+    starts = {"topk": 0.5, "powersgd": 2.0}.get(compression.kind, 1.0)  # start-ups per message, as timed
+    alpha = starts * cost.alpha_s
     beta = max(draft.message_time_s(everything, total) - alpha, 0.0) / total if total else 0.0
     label = f"{cost.label}, compressed {compression}".lstrip(", ")
-    return CompressedCost(alpha, beta, label, compute_slowdown=getattr(cost, "compute_slowdown", 0.0), **parts)
+    # the framework's launches stay host work a plan may run ahead of the transfers (ByteScheduler's credit)
+    return CompressedCost(alpha, beta, label, compute_slowdown=getattr(cost, "compute_slowdown", 0.0),
+                          launch_s=starts * cost.launch_s, **parts)

@@ -299,6 +299,16 @@ class TestDashboard:
         fig = af.worker_timeline_figure(res.timeline, [0, 1], res.straggler_workers)
         lanes = {y for trace in fig.data for y in trace.y}
         assert "network / server" in lanes and any("worker" in lane for lane in lanes)
+        # ByteScheduler's launches have a row of their own: no launch bar on the network's row, none overlapping
+        res = simulate_workers(make_model([3_000_000, 5_000_000], [1, 2], [2, 4]), sim.Cluster(gpus=4, network="10gbe"),
+                               "bytescheduler", batch_size=8, iterations=3,
+                               straggler=StragglerSpec(stragglers=1, factor=2.0))
+        net = res.timeline.loc[res.timeline["worker"] == -1]
+        assert set(net["lane"]) == {"launch", "comm"}
+        fig = af.worker_timeline_figure(res.timeline, [0, 1], res.straggler_workers)
+        rows = {trace.name: set(trace.y) for trace in fig.data}
+        assert rows["launch (host)"] == {"host launches"} and rows["all-reduce"] == {"network / server"}
+        assert sum(list(trace.y).count("host launches") for trace in fig.data) == (net["lane"] == "launch").sum()
         mc = monte_carlo(model, sim.Cluster(), "synceasgd", batch_size=8, straggler=StragglerSpec("normal", cv=0.1),
                          workers=[1, 2, 4], iterations=20)
         assert len(af.straggler_scaling_figure(mc).data) == 3

@@ -70,6 +70,33 @@ class TestHandWorked:
         assert c.alpha_s == BASE.alpha_s
 
 
+    def test_the_framework_launch_stays_a_launch_after_compression(self):
+        # BASE with 0.4 ms of its 1 ms start-up a host launch: fp16 keeps one launch per message (3.12 ms in
+        # all, 0.4 ms of it launch); PowerSGD's two all-reduces launch twice (0.8 ms of its 2.352 ms)
+        launch = compressed_cost(CommCost(0.6 * MS, 1e-9).with_launch(0.4 * MS), parse_compression("fp16"),
+                                 (MILLION,), elem_bytes=4, gpus=4, mem_bw_bytes_per_s=1e11, peak_flops=1e13)
+        assert launch.launch_s == pytest.approx(0.4 * MS, rel=1e-12)
+        assert launch.step_time_s("launch", (0,), 4 * MILLION) == pytest.approx(0.4 * MS, rel=1e-12)
+        assert launch.step_time_s("transfer", (0,), 4 * MILLION) == pytest.approx(2.72 * MS, rel=1e-12)
+        assert launch.step_time_s("allreduce", (0,), 4 * MILLION) == pytest.approx(3.12 * MS, rel=1e-12)
+        two = compressed_cost(CommCost(0.6 * MS, 1e-9).with_launch(0.4 * MS), parse_compression("powersgd:4"),
+                              (MILLION,), elem_bytes=4, gpus=4, mem_bw_bytes_per_s=1e11, peak_flops=1e13)
+        assert two.launch_s == pytest.approx(0.8 * MS, rel=1e-12)
+        assert two.step_time_s("transfer", (0,), 4 * MILLION) == pytest.approx((2.352 - 0.8) * MS, rel=1e-12)
+
+
+def test_compression_keeps_bytescheduler_launches_ahead():
+    """With the framework's launch cost, fp16 compression halves the bytes and keeps the launch lane:
+    never slower than no compression, and its launches are on their own lane."""
+    model = make_model([4_000_000, 2_000_000, 6_000_000], [1, 2, 3], [2, 4, 6])
+    cluster = sim.Cluster(gpus=16, gpus_per_node=4, network="10gbe")
+    plain = sim.simulate(model, cluster, BYTESCHEDULER, batch_size=8)
+    half = sim.simulate(model, cluster, BYTESCHEDULER, batch_size=8, compression="fp16")
+    assert half.iteration_time_s < plain.iteration_time_s
+    lanes = set(half.timeline["lane"])
+    assert "launch" in lanes and "launch" in set(plain.timeline["lane"])
+
+
 def one_layer(params=MILLION):
     return make_model([params], [1.0], [2.0])
 

@@ -6,7 +6,7 @@ import pytest
 
 import sim
 from sim.calib.fit_validation import FITTED, fit_validation, stored_values
-from sim.core.cost import CommCost, measured_cost
+from sim.core.cost import CommCost, Regime, measured_cost
 from sim.errors import SimInputError
 from sim.frameworks import (
     FRAMEWORKS_PATH,
@@ -106,3 +106,16 @@ def test_the_stored_fitted_values_are_what_the_fit_gives():
     tolerance = {"link": 0.2, "launch": 10.0, "ps": 0.011, "slowdown": 0.011}
     for p in FITTED:
         assert fit["values"][(p.kind, p.name)] == pytest.approx(stored[(p.kind, p.name)], abs=tolerance[p.kind]), p
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda: CommCost(1e-5, 1e-10, regimes=(Regime(0.0, 1e-5, 1e-9), Regime(65536.0, 5e-6, 1e-10)), launch_s=7e-6),
+     r"cannot exceed the smallest alpha_s of the cost \(5e-06\)"),
+    (lambda: CommCost(1e-5, 1e-9).with_launch(-1e-6), r"^with_launch: launch_s must be a finite number >= 0"),
+    (lambda: CommCost(1e-5, 1e-9, launch_s="1"), r"^launch_s must be a finite number >= 0, got '1'$"),
+    (lambda: CommCost(1e-5, 1e-9, launch_s=None), r"^launch_s must be a finite number >= 0, got None$"),
+])
+def test_a_bad_launch_is_refused_in_one_line_naming_it(build, message):
+    with pytest.raises(SimInputError, match=message) as err:
+        build()
+    assert "\n" not in str(err.value)

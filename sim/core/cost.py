@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -41,6 +42,8 @@ def _check_slowdown(value: float) -> None:
 
 def _check_nonnegative(owner, **values) -> None:
     for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise SimInputError(f"{owner}{name} must be a finite number >= 0, got {value!r}")
         if not (math.isfinite(value) and value >= 0):
             raise SimInputError(f"{owner}{name} must be a finite number >= 0, got {value}")
 
@@ -120,9 +123,10 @@ class CommCost:
         _check_nonnegative("", alpha_s=self.alpha_s, beta_s_per_byte=self.beta_s_per_byte,
                            compute_slowdown=self.compute_slowdown, launch_s=self.launch_s)
         _check_slowdown(self.compute_slowdown)
-        if self.launch_s > min([self.alpha_s] + [r.alpha_s for r in self.regimes]):
+        smallest = min([self.alpha_s] + [r.alpha_s for r in self.regimes])
+        if self.launch_s > smallest:
             raise SimInputError(f"launch_s ({self.launch_s}) is part of every message's start-up cost and cannot "
-                                f"exceed it ({self.alpha_s})")
+                                f"exceed the smallest alpha_s of the cost ({smallest})")
         if self.regimes:
             regimes = check_regimes(self.regimes)
             object.__setattr__(self, "regimes", regimes)
@@ -196,6 +200,7 @@ class CommCost:
     def with_launch(self, launch_s: float, beta_s_per_byte: float = 0.0, label: str | None = None) -> CommCost:
         """`plus` ``launch_s`` per message and ``beta_s_per_byte`` per byte, the ``launch_s`` kept as a
         host-side launch (`launch_s`) that a plan may time ahead of the transfers."""
+        _check_nonnegative("with_launch: ", launch_s=launch_s, beta_s_per_byte=beta_s_per_byte)
         out = self.plus(launch_s, beta_s_per_byte, label)
         return dataclasses.replace(out, launch_s=self.launch_s + launch_s) if launch_s else out
 

@@ -64,10 +64,10 @@ class Plan:
     * ``priority``: ``"fifo"`` serves the channel in plan order;
       ``"input_first"`` sends the ready partition of the layer nearest the
       input first (ByteScheduler, P3).
-    * ``credit``: partitions in flight at once (ByteScheduler's credit; 0: not
-      set). From 2 on, each part's host-side launch runs ahead of the transfers
-      (`sim.core.lower.launches_ahead`); on a parameter server it bounds the
-      servers busy at once.
+    * ``credit``: ByteScheduler's credit (0: not set). On a parameter server it
+      bounds the servers busy at once; on all-reduce, from 2 on each part's
+      host-side launch runs ahead of the transfers, how far ahead not bounded
+      further (`sim.core.lower.launches_ahead`).
     * ``per_layer_update``: each layer is updated as soon as its gradient has
       been communicated, and the next iteration's forward of layer l waits
       only for layer l's update (ByteScheduler, DeAR), instead of one update

@@ -22,7 +22,7 @@ def bytescheduler(grads: GradientLayers, cost: CommCost, options: SchedulerOptio
     layer l is updated, so communication overlaps the next forward as well as
     backward.
 
-    ``credit`` (partitions in flight at once) bounds the parameter servers
+    ``credit`` (ByteScheduler's partitions in flight at once) bounds the parameter servers
     busy at once on the parameter-server architecture (`sim.comm.ps_cost`).
     On all-reduce it decides where each partition's launch runs (ByteScheduler's
     Python core schedules every partition as a task of its own, a per-partition
