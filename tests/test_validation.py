@@ -17,11 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from sim.schedulers.names import DDP, HOROVOD
 from sim.validation import load_cases, run_validation, summarize
 
 REF = Path(__file__).resolve().parent.parent / "data" / "reference"  # copied into the repo, see its README
 MEDIAN_TOLERANCE_PCT = 10.0
 ORDER_MARGIN = 0.10
+#: NVIDIA DeepLearningExamples' DGX-1 tables (one node, NVLink), all held out.
+DGX1_SOURCE = "nvidia-dle-dgx1"
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +36,10 @@ def test_every_case_is_cited_and_configured():
     cases = load_cases()
     assert len(cases) >= 150
     assert cases.citation.str.len().min() > 40
-    assert set(cases.scheduler) <= {"wfbp", "mgwfbp", "synceasgd"}
+    vendor = cases.source == DGX1_SOURCE
+    assert set(cases.scheduler[~vendor]) <= {"wfbp", "mgwfbp", "synceasgd"}
+    # NVIDIA's DGX-1 rows ran PyTorch (apex) DistributedDataParallel or TensorFlow with Horovod.
+    assert set(cases.scheduler[vendor]) == {DDP, HOROVOD}
     assert (cases.measured_samples_per_s > 0).all() and (cases.calib_samples_per_s > 0).all()
 
 
@@ -53,7 +59,7 @@ MISSES_TARGET = pytest.mark.xfail(
 @pytest.mark.parametrize(
     "source",
     ["all", "ddl-benchmarks", "b-caffe", pytest.param("b-caffe-trace", marks=MISSES_TARGET),
-     "ddl-benchmarks-100gib", "ddl-benchmarks-100gbe"],
+     "ddl-benchmarks-100gib", "ddl-benchmarks-100gbe", DGX1_SOURCE],
 )
 def test_median_error_per_source_within_target(results, source):
     """On the held-out cases (summarize reports those): nothing fitted has seen them."""
@@ -78,11 +84,20 @@ def test_held_out_worst_meets_the_target(results):
 
 @pytest.mark.parametrize("by", ["source", "method"])
 def test_no_group_errs_all_one_way(results, by):
-    """No source or method whose held-out errors all have one sign (a bias the model should explain)."""
+    """No source or method whose held-out errors all have one sign (a bias the model should explain).
+
+    Known: NVIDIA's DGX-1 rows (one node, 4 or 8 V100-SXM2 over NVLink) are all predicted too fast, by
+    2.3 to 4.0 % on ResNet-50 and 5.7 to 21.0 % on BERT-Large SQuAD (measured weak-scaling efficiency
+    79.4 to 97.3 %, predicted 94.6 to 99.6 %): inside one NVLink node the simulator's only costs beyond
+    compute are the all-reduce, the framework's launch and copies, and the interference coefficient
+    (nvlink2's derived from pcie3's), and they are small there. See data/README.md, Validation cases."""
     summary = summarize(results, by).set_index("source").drop(index="all")
     one_way = summary.loc[(summary.too_fast == 0) | (summary.too_slow == 0)]
-    known = {"b-caffe-trace"} if by == "source" else set()
+    known = {"b-caffe-trace", DGX1_SOURCE} if by == "source" else {""}
     assert set(one_way.index) == known, one_way[["cases", "too_fast", "too_slow"]]
+    # The method-less group is NVIDIA's DGX-1 rows and nothing else (their scheduler column names DDP or Horovod).
+    held = results.loc[(results.split == "held-out") & (results.status == "ok")]
+    assert set(held.loc[held.method == "", "source"]) == {DGX1_SOURCE}
 
 
 #: Pairs the simulator orders against the measurements, each with the reason.
