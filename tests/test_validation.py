@@ -93,9 +93,9 @@ def test_no_group_errs_all_one_way(results, by):
     (nvlink2's derived from pcie3's), and they are small there. See data/README.md, Validation cases."""
     summary = summarize(results, by).set_index("source").drop(index="all")
     one_way = summary.loc[(summary.too_fast == 0) | (summary.too_slow == 0)]
-    known = {"b-caffe-trace", DGX1_SOURCE} if by == "source" else {""}
+    known = {"b-caffe-trace", DGX1_SOURCE} if by == "source" else {DDP, HOROVOD}
     assert set(one_way.index) == known, one_way[["cases", "too_fast", "too_slow"]]
-    # The method-less group is NVIDIA's DGX-1 rows and nothing else (their scheduler column names DDP or Horovod).
+    # The cases without a survey method (grouped by their scheduler) are NVIDIA's DGX-1 rows and nothing else.
     held = results.loc[(results.split == "held-out") & (results.status == "ok")]
     assert set(held.loc[held.method == "", "source"]) == {DGX1_SOURCE}
 

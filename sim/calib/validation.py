@@ -237,12 +237,14 @@ def _errors(name: str, grp: pd.DataFrame) -> dict:
 def summarize(results: pd.DataFrame, by: str = "source") -> pd.DataFrame:
     """Median and worst absolute error and the bias (median signed error; a
     positive error predicts too fast), overall and per ``by`` (``source``,
-    ``method``, ``network`` or ``split``; the first column keeps the name
+    ``method`` (or the scheduler of a case without one), ``network`` or ``split``; the first column keeps the name
     ``source``). Only held-out cases when ``split`` is not the grouping and
     some cases are held out; see `summarize_split` for both parts."""
     done = results.loc[results["status"] == "ok"]
     if by != "split" and "split" in done.columns and (done["split"] == "held-out").any():
         done = done.loc[done["split"] == "held-out"]
+    if by == "method" and "scheduler" in done.columns:  # a case that names no survey method goes by its scheduler
+        done = done.assign(method=done["method"].where(done["method"].fillna("") != "", done["scheduler"]))
     parts = [("all", done)] + [(str(key), grp) for key, grp in done.groupby(by, sort=True)]
     return pd.DataFrame([_errors(name, grp) for name, grp in parts])
 
