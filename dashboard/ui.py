@@ -472,7 +472,10 @@ def chart(fig, key: str, name: str, *, cache_key: tuple | None = None, svg: Call
     if own_style:
         kwargs["theme"] = None
     shown = zoom.view(st.session_state, key, fig, None if cache_key is None else hash(cache_key))
-    config = PLOTLY_CONFIG if shown is fig else {**PLOTLY_CONFIG, "doubleClick": "autosize"}
+    # drawn zoomed: a double-click goes to the full extent, and Plotly's "reset axes", which would go
+    # back to the kept window it was drawn with, gives way to its "autoscale" (the full extent)
+    config = PLOTLY_CONFIG if shown is fig else {**PLOTLY_CONFIG, "doubleClick": "autosize",
+                                                 "modeBarButtonsToRemove": ["resetScale2d"]}
     event = st.plotly_chart(shown, key=key, config=config, **kwargs)
     if note := fig.layout.meta.get("aggregated") if isinstance(fig.layout.meta, dict) else None:
         st.caption(note)

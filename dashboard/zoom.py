@@ -48,7 +48,11 @@ DRAWN = "chart_zoom_drawn"
 RUN = "chart_zoom_run"
 
 RELAY_KEY = "zoom_relay"
-_AXIS = re.compile(r"[xy]axis\d*")
+_AXIS = re.compile(r"[xy]axis(?:[2-9]|[1-9]\d)?")  # xaxis .. xaxis99: more subplots than any page draws
+#: At most this many charts keep a zoom per session (the least recently zoomed go first), and a
+#: chart key is at most this long: a crafted report cannot grow the session without bound.
+MAX_CHARTS = 64
+MAX_KEY_CHARS = 200
 _JS = Path(__file__).with_name("zoom_relay.js")
 _component = None
 
@@ -88,8 +92,8 @@ def record(session: MutableMapping, changes) -> None:
     if not isinstance(changes, dict):
         return
     store = dict(session.get(STORE) or {})
-    for key, axes in changes.items():
-        if not isinstance(key, str) or not isinstance(axes, dict):
+    for key, axes in list(changes.items())[:MAX_CHARTS]:
+        if not isinstance(key, str) or len(key) > MAX_KEY_CHARS or not isinstance(axes, dict):
             continue
         kept = dict(store.get(key) or {})
         for axis, value in axes.items():
@@ -99,10 +103,11 @@ def record(session: MutableMapping, changes) -> None:
                 kept.pop(axis, None)
             elif (rng := _clean_range(value)) is not None:
                 kept[axis] = rng
+        store.pop(key, None)  # (re-inserted last: the most recently zoomed)
         if kept:
             store[key] = kept
-        else:
-            store.pop(key, None)
+    while len(store) > MAX_CHARTS:
+        store.pop(next(iter(store)))
     session[STORE] = store
 
 
@@ -141,13 +146,17 @@ def _values(trace, name: str):
     return values[np.isfinite(values)]
 
 
+def _along(trace, letter: str) -> bool:
+    """Whether ``trace`` is a bar chart whose bars extend along the ``letter`` axis."""
+    orientation = getattr(trace, "orientation", None) if "orientation" in trace._valid_props else None
+    return trace.type == "bar" and (orientation or "v") == ("h" if letter == "x" else "v")
+
+
 def _trace_extent(trace, letter: str) -> tuple[float, float] | None:
     values = _values(trace, letter)
     if values is None:
         return None
-    orientation = getattr(trace, "orientation", None) if "orientation" in trace._valid_props else None
-    along = "h" if letter == "x" else "v"
-    if trace.type == "bar" and (orientation or "v") == along:  # a bar spans base .. base + value
+    if _along(trace, letter):  # a bar spans base .. base + value
         base = _values(trace, "base")
         base = np.zeros(1) if base is None or not len(base) else base
         ends = np.concatenate([base, (values + base) if len(base) in (1, len(values)) else values])
@@ -157,23 +166,78 @@ def _trace_extent(trace, letter: str) -> tuple[float, float] | None:
     return float(values.min()), float(values.max())
 
 
+def _stacked_extent(traces, letter: str) -> tuple[float, float] | None:
+    """The extent of bars stacked along ``letter`` (``barmode`` stack or relative): per position on
+    the other axis, positive values add up above zero and negative ones below."""
+    other = "y" if letter == "x" else "x"
+    up: dict = {}
+    down: dict = {}
+    for trace in traces:
+        values = np.asarray(getattr(trace, letter), dtype=float).ravel()
+        at = getattr(trace, other, None)
+        at = range(len(values)) if at is None else list(np.asarray(at).ravel())
+        for where, v in zip(at, values.tolist(), strict=False):
+            if math.isfinite(v):
+                side = up if v >= 0 else down
+                side[where] = side.get(where, 0.0) + v
+    if not up and not down:
+        return None
+    return min([0.0, *down.values()]), max([0.0, *up.values()])
+
+
+def _categories(fig: go.Figure, traces, axis: str, letter: str) -> tuple[float, float] | None:
+    """A category axis's extent: its categories sit at 0, 1, ... (None: dates, or nothing to tell)."""
+    layout = _axis_layout(fig, axis)
+    if getattr(layout, "type", None) == "date":
+        return None
+    names: dict = {}
+    for trace in traces:
+        raw = getattr(trace, letter, None)
+        for name in [] if raw is None else np.asarray(raw, dtype=object).ravel().tolist():
+            if isinstance(name, str) and getattr(layout, "type", None) != "category":
+                try:
+                    np.datetime64(name)
+                    return None  # dates: kept as they are
+                except ValueError:
+                    pass
+            names.setdefault(name, None)
+    shown = getattr(layout, "categoryarray", None)
+    count = len(shown) if shown is not None and getattr(layout, "categoryorder", None) == "array" else len(names)
+    return (0.0, float(count - 1)) if count else None
+
+
+def _axis_layout(fig: go.Figure, axis: str):
+    """``fig.layout[axis]``, or None for an axis the layout does not define."""
+    try:
+        return fig.layout[axis]
+    except KeyError:
+        return None
+
+
+def _traces_on(fig: go.Figure, axis: str) -> list:
+    ref, letter = _axis_ref(axis), axis[0]
+    return [t for t in fig.data if letter in t._valid_props and (getattr(t, f"{letter}axis", None) or letter) == ref]
+
+
 def data_extent(fig: go.Figure, axis: str) -> tuple[float, float] | None:
     """The smallest and largest data value of ``fig`` on ``axis`` (in the axis's own units:
-    log10 on a log axis), or None when some trace there has no numbers to tell."""
-    ref, letter = _axis_ref(axis), axis[0]
-    lows, highs = [], []
-    for trace in fig.data:
-        if letter not in trace._valid_props or (getattr(trace, f"{letter}axis", None) or letter) != ref:
-            continue
-        extent = _trace_extent(trace, letter)
-        if extent is None:
-            return None
-        lows.append(extent[0])
-        highs.append(extent[1])
-    if not lows:
+    log10 on a log axis; category positions 0, 1, ... on a category axis; stacked bars
+    summed), or None when the traces there give nothing to tell (dates, say)."""
+    letter = axis[0]
+    traces = _traces_on(fig, axis)
+    if not traces:
         return None
-    lo, hi = min(lows), max(highs)
-    if getattr(fig.layout[axis], "type", None) == "log":
+    if any(_values(t, letter) is None and getattr(t, letter, None) is not None for t in traces):
+        return _categories(fig, traces, axis, letter)
+    stacked = [t for t in traces if _along(t, letter)] if fig.layout.barmode in ("stack", "relative") else []
+    apart = {id(t) for t in stacked}
+    extents = [_trace_extent(t, letter) for t in traces if id(t) not in apart]
+    if stacked:
+        extents.append(_stacked_extent(stacked, letter))
+    if any(e is None for e in extents):
+        return None
+    lo, hi = min(e[0] for e in extents), max(e[1] for e in extents)
+    if getattr(_axis_layout(fig, axis), "type", None) == "log":
         if hi <= 0:
             return None
         lo, hi = math.log10(lo) if lo > 0 else -math.inf, math.log10(hi)
@@ -213,7 +277,8 @@ def view(session: MutableMapping, key: str, fig: go.Figure, signature: Hashable 
     if signature is not None and last is not None and last[0] == signature and last[1] == run - 1:
         ranges = last[2]
     else:
-        ranges = {axis: rng for axis, rng in kept.items() if _overlaps(fig, axis, rng)}
+        # an axis no trace is drawn on (a subplot that is gone) forgets its range: it would come back stale
+        ranges = {axis: rng for axis, rng in kept.items() if _traces_on(fig, axis) and _overlaps(fig, axis, rng)}
         if len(ranges) != len(kept):
             record(session, {key: {axis: None for axis in kept if axis not in ranges}})
     drawn[key] = (signature, run, ranges)

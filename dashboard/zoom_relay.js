@@ -60,6 +60,20 @@ function relay() {
   for (const type of ["pointerdown", "mousedown", "touchstart", "wheel", "dblclick"]) {
     document.addEventListener(type, bind, { capture: true, passive: true });
   }
+  // A zoom still waiting out the quiet time goes at once when the user turns to a control, so the
+  // server has it before the control's own rerun draws the next chart (else that chart would be
+  // drawn at full extent and the zoom would come back one change later).
+  const flushOnControl = (event) => {
+    if (state.timer === null) return;
+    const target = event.target;
+    if (target && target.closest && target.closest(".js-plotly-plot")) return;
+    if (event.type === "keydown" && event.key !== "Enter" && event.key !== "Tab") return;
+    clearTimeout(state.timer);
+    flush();
+  };
+  for (const type of ["pointerdown", "keydown", "change"]) {
+    document.addEventListener(type, flushOnControl, { capture: true, passive: true });
+  }
   state.flush = flush;
   window.__ssgdZoomRelay = state;
   return state;

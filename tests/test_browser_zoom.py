@@ -146,3 +146,34 @@ def test_the_gantt_keeps_its_zoom_when_the_gpu_count_changes(page, server_and_lo
     settled(page, log, loaded + 4)
     assert runs(log) == loaded + 4
     assert x_range(page) == pytest.approx(full, rel=1e-9)  # the first view again, at full extent
+
+
+def test_a_zoom_made_just_before_a_control_change_is_kept(page, server_and_log):
+    """The relay sends a waiting zoom as soon as the user turns to a control (here within the
+    350 ms it otherwise waits), so the chart the change draws is already zoomed; drawn zoomed,
+    the modebar offers autoscale but not Plotly's "reset axes" (which would go back to the
+    kept window, not to the full extent)."""
+    url, log = server_and_log
+    page.goto(f"{url}/timeline")
+    wait_idle(page)
+    time.sleep(SETTLE_S)
+    reset = f"{GANTT} .modebar-btn[data-title='Reset axes']"
+    assert page.locator(reset).count() == 1  # not zoomed: the usual modebar
+    full = x_range(page)
+    box = plot_area(page)
+    x0, y = box["x"] + box["width"] * 0.30, box["y"] + box["height"] * 0.5
+    page.mouse.move(x0, y)
+    page.mouse.down()
+    page.mouse.move(x0 + box["width"] * 0.25, y + 2, steps=8)
+    page.mouse.up()
+    zoomed = x_range(page)
+    assert zoomed[1] - zoomed[0] < 0.5 * (full[1] - full[0])
+    set_number(page, "gpus", 32)  # at once: the relay's quiet time has not run out
+    wait_chart_title(page, "timeline_chart", "· 32 GPUs")
+    wait_idle(page)
+    time.sleep(SETTLE_S)
+    wait_idle(page)
+    assert_no_exception(page)
+    assert x_range(page) == pytest.approx(zoomed, rel=1e-9)
+    assert page.locator(reset).count() == 0
+    assert page.locator(f"{GANTT} .modebar-btn[data-title='Autoscale']").count() == 1

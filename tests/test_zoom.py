@@ -115,7 +115,7 @@ def test_a_range_off_the_new_data_is_dropped_and_one_overlapping_kept():
 
 def test_data_extent_of_bars_lines_and_log_axes():
     assert zoom.data_extent(gantt(100.0), "xaxis") == (0.0, 100.0)
-    assert zoom.data_extent(gantt(100.0), "yaxis") is None  # lanes are categories
+    assert zoom.data_extent(gantt(100.0), "yaxis") == (0.0, 1.0)  # two lanes: categories at 0 and 1
     bars = go.Figure([go.Bar(x=["a", "b"], y=[3.0, -1.0])])
     assert zoom.data_extent(bars, "yaxis") == (-1.0, 3.0)
     lines = go.Figure([go.Scatter(x=[1, 10, 1000], y=[5, 6, 7]), go.Scatter(x=[2, 3], y=[8, 9], xaxis="x2")])
@@ -146,3 +146,44 @@ def test_two_sessions_share_the_cached_timeline_but_not_its_zoom():
     assert not other.exception
     assert "range" not in _timeline_xaxis(other)
     assert zoom.STORE not in other.session_state or not other.session_state[zoom.STORE]
+
+
+def test_stacked_bars_extend_to_their_sum():
+    """Forward and backward stacked on one row reach their sum (the Model page's compute row)."""
+    fig = go.Figure([go.Bar(x=["conv1", "fc"], y=[0.97, 0.3]), go.Bar(x=["conv1", "fc"], y=[1.94, 0.6])])
+    fig.update_layout(barmode="stack")
+    assert zoom.data_extent(fig, "yaxis") == pytest.approx((0.0, 2.91), rel=1e-12)
+    session = session_at(2, chart={"yaxis": [2.16, 3.01]})  # a window above the taller single bar
+    assert isinstance(zoom.view(session, "chart", fig, "fig"), zoom.ZoomedFigure)
+    assert session[zoom.STORE] == {"chart": {"yaxis": [2.16, 3.01]}}
+
+
+def test_a_window_past_the_last_category_is_dropped():
+    """Three rows, then one: a window over rows 2 to 3 would show no bar at all."""
+    rows = go.Figure([go.Bar(y=["a"], x=[5.0], orientation="h")])
+    session = session_at(2, breakdown={"yaxis": [1.97, 3.42], "xaxis": [0.0, 4.0]})
+    shown = zoom.view(session, "breakdown", rows, "one row")
+    assert shown.to_dict()["layout"]["xaxis"]["range"] == [0.0, 4.0] and "range" not in shown.to_dict()["layout"].get(
+        "yaxis", {})
+    assert session[zoom.STORE] == {"breakdown": {"xaxis": [0.0, 4.0]}}
+
+
+def test_an_axis_whose_subplot_is_gone_forgets_its_range():
+    """Four linked timelines zoomed, two removed: their axes' ranges are forgotten, not kept for later."""
+    four = go.Figure([go.Bar(x=[100.0], y=["a"], orientation="h", xaxis=f"x{i}" if i > 1 else "x") for i in (1, 2)])
+    session = session_at(2, timelines={f"xaxis{i}" if i > 1 else "xaxis": [81.6, 163.2] for i in (1, 2, 3, 4)})
+    zoom.view(session, "timelines", four, "two plots")
+    assert session[zoom.STORE] == {"timelines": {"xaxis": [81.6, 163.2], "xaxis2": [81.6, 163.2]}}
+
+
+def test_the_store_is_bounded():
+    """A crafted report of many charts and axes keeps at most MAX_CHARTS charts and real axis names."""
+    session: dict = {}
+    for round_ in range(3):
+        zoom.record(session, {f"c{round_}-{i}": {"xaxis": [0, 1], "xaxis123": [0, 1], "zaxis": [0, 1]}
+                              for i in range(10_000)})
+    store = session[zoom.STORE]
+    assert len(store) == zoom.MAX_CHARTS
+    assert all(axes == {"xaxis": [0.0, 1.0]} for axes in store.values())
+    zoom.record(session, {"k" * (zoom.MAX_KEY_CHARS + 1): {"xaxis": [0, 1]}})
+    assert len(session[zoom.STORE]) == zoom.MAX_CHARTS and "k" * (zoom.MAX_KEY_CHARS + 1) not in session[zoom.STORE]
