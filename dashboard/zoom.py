@@ -193,14 +193,14 @@ def _categories(fig: go.Figure, traces, axis: str, letter: str) -> tuple[float, 
     names: dict = {}
     for trace in traces:
         raw = getattr(trace, letter, None)
-        for name in [] if raw is None else np.asarray(raw, dtype=object).ravel().tolist():
-            if isinstance(name, str) and getattr(layout, "type", None) != "category":
-                try:
-                    np.datetime64(name)
-                    return None  # dates: kept as they are
-                except ValueError:
-                    pass
-            names.setdefault(name, None)
+        names.update(dict.fromkeys([] if raw is None else np.asarray(raw, dtype=object).ravel().tolist()))
+    first = next((name for name in names if isinstance(name, str)), None)
+    if first is not None and getattr(layout, "type", None) != "category":
+        try:
+            np.datetime64(first)
+            return None  # dates: kept as they are
+        except ValueError:
+            pass
     shown = getattr(layout, "categoryarray", None)
     count = len(shown) if shown is not None and getattr(layout, "categoryorder", None) == "array" else len(names)
     return (0.0, float(count - 1)) if count else None
