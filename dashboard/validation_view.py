@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 
 import sim
 from dashboard.state import UPLOAD
+from sim.calib.validation import method_or_scheduler
 from sim.methods import METHODS
 
 __all__ = ["case_settings", "error_figure", "parity_figure"]
@@ -21,6 +22,8 @@ def parity_figure(results: pd.DataFrame, band_pct: float = 10.0, by: str = "sour
     """Measured against simulated throughput, log-log, with y = x and a ±band; one
     colour per ``by`` (source or method); calibration cases drawn hollow."""
     done = results.loc[results["status"] == "ok"]
+    if by == "method":  # the scheduler of a case that names no survey method
+        done = done.assign(method=method_or_scheduler(done))
     lo = float(min(done["measured"].min(), done["simulated"].min())) * 0.8
     hi = float(max(done["measured"].max(), done["simulated"].max())) * 1.25
     line = np.geomspace(lo, hi, 50)

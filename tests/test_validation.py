@@ -227,3 +227,16 @@ def test_the_traces_own_merged_all_reduces_cannot_reach_the_synceasgd_rows(log, 
     one_node_s = row.batch_size * row.calib_gpus / row.calib_samples_per_s
     assert round((row.batch_size * row.gpus / row.measured_samples_per_s - one_node_s) * 1e3) == excess_ms
     assert excess_ms > 1.5 * whole_ms  # the miss is outside any all-reduce cost that agrees with the trace
+
+
+def test_a_case_without_a_survey_method_goes_by_its_scheduler(results):
+    """The summary and the parity plot by method name NVIDIA's rows by their scheduler, never by a blank."""
+    from dashboard.validation_view import parity_figure
+    from sim.calib.validation import method_or_scheduler
+
+    named = method_or_scheduler(results)
+    assert (named != "").all()
+    assert set(named[results.method == ""]) == {DDP, HOROVOD}
+    assert (named[results.method != ""] == results.method[results.method != ""]).all()
+    names = {trace.name for trace in parity_figure(results, by="method").data}
+    assert {DDP, HOROVOD} <= names and "" not in names

@@ -49,6 +49,7 @@ __all__ = [
     "coarse_versus_fine",
     "fit_ps_link_efficiency",
     "load_cases",
+    "method_or_scheduler",
     "run_validation",
     "summarize",
 ]
@@ -234,6 +235,12 @@ def _errors(name: str, grp: pd.DataFrame) -> dict:
             "bias_pct": float(err.median()), "too_fast": int((err > 0).sum()), "too_slow": int((err < 0).sum())}
 
 
+def method_or_scheduler(results: pd.DataFrame) -> pd.Series:
+    """Each case's survey method, or its scheduler when it names none (NVIDIA's DDP and Horovod rows)."""
+    method = results["method"].fillna("")
+    return method.where(method != "", results["scheduler"]) if "scheduler" in results.columns else method
+
+
 def summarize(results: pd.DataFrame, by: str = "source") -> pd.DataFrame:
     """Median and worst absolute error and the bias (median signed error; a
     positive error predicts too fast), overall and per ``by`` (``source``,
@@ -243,8 +250,8 @@ def summarize(results: pd.DataFrame, by: str = "source") -> pd.DataFrame:
     done = results.loc[results["status"] == "ok"]
     if by != "split" and "split" in done.columns and (done["split"] == "held-out").any():
         done = done.loc[done["split"] == "held-out"]
-    if by == "method" and "scheduler" in done.columns:  # a case that names no survey method goes by its scheduler
-        done = done.assign(method=done["method"].where(done["method"].fillna("") != "", done["scheduler"]))
+    if by == "method":
+        done = done.assign(method=method_or_scheduler(done))
     parts = [("all", done)] + [(str(key), grp) for key, grp in done.groupby(by, sort=True)]
     return pd.DataFrame([_errors(name, grp) for name, grp in parts])
 
