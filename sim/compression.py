@@ -175,16 +175,14 @@ class CompressedCost(CommCost):
     def step_time_s(self, step: str, members, nbytes, *, whole: bool = True) -> float:
         """A compressed all-reduce; a partition of a message takes its share of the whole. Its
         ``launch`` is the framework's launches of its collectives (`launch_s`), its ``transfer`` the rest."""
-        if step == "launch":
-            return self.launch_s
-        if step not in ("allreduce", "transfer"):
+        if step in ("launch", "transfer"):
+            return super().step_time_s(step, members, nbytes, whole=whole)
+        if step != "allreduce":
             raise SimInputError(f"compression applies to all-reduces, not to a {step}")
         if whole:
-            t = self.message_time_s(members, nbytes)
-        else:
-            full = float(sum(float(self.layer_elems[int(i)]) for i in members)) * self.elem_bytes
-            t = self.message_time_s(members, nbytes, float(nbytes) / full if full else 1.0)
-        return t - self.launch_s if step == "transfer" else t
+            return self.message_time_s(members, nbytes)
+        full = float(sum(float(self.layer_elems[int(i)]) for i in members)) * self.elem_bytes
+        return self.message_time_s(members, nbytes, float(nbytes) / full if full else 1.0)
 
 
 def compressed_cost(cost: CommCost, compression: Compression, layer_elems, *, elem_bytes: int, gpus: int,

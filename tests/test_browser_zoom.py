@@ -87,6 +87,18 @@ def plot_area(page) -> dict:
     return page.locator(f"{GANTT} .nsewdrag").first.bounding_box()
 
 
+def drag_zoom(page) -> tuple[list[float], dict, float]:
+    """Drag across a quarter of the Gantt (Plotly zooms the x axis only): the zoomed x range, the
+    plot area and the height the drag ran at."""
+    box = plot_area(page)
+    x0, y = box["x"] + box["width"] * 0.30, box["y"] + box["height"] * 0.5
+    page.mouse.move(x0, y)
+    page.mouse.down()
+    page.mouse.move(x0 + box["width"] * 0.25, y + 2, steps=8)
+    page.mouse.up()
+    return x_range(page), box, y
+
+
 def settled(page, log, count: int) -> None:
     """Wait for script run ``count`` to finish drawing, then for any run nobody asked for."""
     wait_runs(log, count)
@@ -105,13 +117,7 @@ def test_the_gantt_keeps_its_zoom_when_the_gpu_count_changes(page, server_and_lo
     full = x_range(page)
     mark_chart(page, 1)
 
-    box = plot_area(page)  # drag across a quarter of the plot: Plotly zooms the x axis only
-    x0, y = box["x"] + box["width"] * 0.30, box["y"] + box["height"] * 0.5
-    page.mouse.move(x0, y)
-    page.mouse.down()
-    page.mouse.move(x0 + box["width"] * 0.25, y + 2, steps=8)
-    page.mouse.up()
-    zoomed = x_range(page)
+    zoomed, box, y = drag_zoom(page)
     assert zoomed[1] - zoomed[0] < 0.5 * (full[1] - full[0])
 
     settled(page, log, loaded + 1)  # the relay reported the zoom: one rerun...
@@ -160,13 +166,7 @@ def test_a_zoom_made_just_before_a_control_change_is_kept(page, server_and_log):
     reset = f"{GANTT} .modebar-btn[data-title='Reset axes']"
     assert page.locator(reset).count() == 1  # not zoomed: the usual modebar
     full = x_range(page)
-    box = plot_area(page)
-    x0, y = box["x"] + box["width"] * 0.30, box["y"] + box["height"] * 0.5
-    page.mouse.move(x0, y)
-    page.mouse.down()
-    page.mouse.move(x0 + box["width"] * 0.25, y + 2, steps=8)
-    page.mouse.up()
-    zoomed = x_range(page)
+    zoomed, _, _ = drag_zoom(page)
     assert zoomed[1] - zoomed[0] < 0.5 * (full[1] - full[0])
     set_number(page, "gpus", 32)  # at once: the relay's quiet time has not run out
     wait_chart_title(page, "timeline_chart", "· 32 GPUs")

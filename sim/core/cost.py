@@ -225,13 +225,14 @@ class CommCost:
         reduce-scatter and all-gather each take half of ``time_s`` (exact for
         ring and halving-doubling).
         """
-        if step in ("allreduce", "transfer"):
-            t = self.message_time_s(members, nbytes) if whole else float(self.time_s(nbytes))
-            return t - self.launch_s if step == "transfer" else t
+        if step == "launch":  # (a subclass times its own all-reduce; the split is the same)
+            return self.launch_s
+        if step == "transfer":
+            return self.step_time_s("allreduce", members, nbytes, whole=whole) - self.launch_s
+        if step == "allreduce":
+            return self.message_time_s(members, nbytes) if whole else float(self.time_s(nbytes))
         if step in ("reduce-scatter", "all-gather"):
             return 0.5 * float(self.time_s(nbytes))
-        if step == "launch":
-            return self.launch_s
         raise SimInputError(f"an all-reduce cost has no step {step!r}; valid: allreduce, reduce-scatter, all-gather, "
                             "launch, transfer")
 

@@ -114,15 +114,16 @@ class Messages:
     def step_times_s(self, cost, step: str) -> np.ndarray:
         """The time of ``step`` for every part (`sim.core.cost` ``step_time_s``, to the bit)."""
         b = self.part_bytes
+        if step == "launch":
+            return np.full(len(b), float(cost.launch_s))
+        if step == "transfer":  # the all-reduce less its launch, whatever times the all-reduce
+            return self.step_times_s(cost, "allreduce") - cost.launch_s
         if type(cost) is PSCost and step in ("push", "pull"):
             return np.asarray(cost.push_time_s(b) if step == "push" else cost.pull_time_s(b), dtype=float)
         if type(cost) is CommCost and step in ("reduce-scatter", "all-gather"):
             return 0.5 * np.asarray(cost.time_s(b), dtype=float)
-        if type(cost) is CommCost and step in ("allreduce", "transfer"):
-            t = np.asarray(cost.time_s(b), dtype=float)
-            return t - cost.launch_s if step == "transfer" else t
-        if type(cost) is CommCost and step == "launch":
-            return np.full(len(b), cost.launch_s)
+        if type(cost) is CommCost and step == "allreduce":
+            return np.asarray(cost.time_s(b), dtype=float)
         out = np.empty(len(b))
         seen: dict = {}
         for p, (g, nbytes, whole) in enumerate(zip(self.part_msg.tolist(), b.tolist(), self.part_whole.tolist(),

@@ -89,9 +89,9 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("partition_bytes", int, "bytes", 4_096_000, 1, MAX_BYTES,
          "partition size in bytes (ByteScheduler; BytePS's 4,096,000)", ps=True, tune_scheduler=BYTESCHEDULER,
          grid=(1_000_000, 2_000_000, 4_096_000, 8_000_000, 16_000_000, 64_000_000)),
-    Knob("credit", int, "", 4, 1, MAX_COUNT, ("ByteScheduler's credit: on parameter servers, the servers busy at once; on all-reduce, 1 launches "
-          "each partition just before its transfer, 2 or more run the launches ahead of the transfers (not "
-          "bounded further)"),
+    Knob("credit", int, "", 4, 1, MAX_COUNT,
+         "ByteScheduler's credit: on parameter servers, the servers busy at once; on all-reduce, 1 launches each "
+         "partition just before its transfer, 2 or more run the launches ahead of the transfers (not bounded further)",
          tune_scheduler=BYTESCHEDULER, grid=(1, 2, 4, 8, 16)),
     Knob("servers", int, "", None, 1, MAX_COUNT, "parameter servers S (default: as many as worker machines)", ps=True),
     Knob("colocated", bool, "", False, None, None,
