@@ -18,7 +18,7 @@ engine and numpy. Submodules are reached as attributes too (``sim.parallel``).
 import importlib
 from typing import TYPE_CHECKING
 
-from sim.errors import SimInputError
+from sim.errors import SimInputError, SimInputWarning
 from sim.lazy import submodule
 
 if TYPE_CHECKING:  # (what editors and type checkers read: the names below, loaded lazily at run time)
@@ -55,6 +55,7 @@ __all__ = [
     "Model",
     "Plan",
     "SimInputError",
+    "SimInputWarning",
     "SimResult",
     "load_model",
     "model_from_frame",

@@ -30,7 +30,14 @@ import sim.workers
 from dashboard import state
 from dashboard.upload import model_from_csv_text, read_layer_csv
 from sim.cli import main
-from tests.bad_input_cases import API_CASES, CLI_CASES, DASHBOARD_CASES, FILES, UPLOAD_CASES
+from tests.bad_input_cases import (
+    API_CASES,
+    CLI_CASES,
+    DASHBOARD_CASES,
+    FILES,
+    UPLOAD_CASES,
+    WARNING_CASES,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "data" / "tiny.csv"
@@ -78,6 +85,25 @@ def test_cli_refuses(files, line, expected):
     assert "Traceback" not in err
     assert expected in err, err
     assert elapsed_s < REFUSAL_S, f"refused only after {elapsed_s:.1f} s"
+
+
+@pytest.mark.parametrize(("line", "expected", "flag"), WARNING_CASES, ids=[c[0][:70] for c in WARNING_CASES])
+def test_cli_warns_of_a_link_the_run_does_not_use(line, expected, flag):
+    """The run goes on (exit 0) with one ``warning:`` line, and its numbers are those of the run without
+    the flag: the link really is unused."""
+    argv = shlex.split(line)
+    code, out, err = cli(argv)
+    assert code == 0, err
+    assert err.startswith("warning: ") and err.count("\n") == 1 and expected in err, err
+    assert out.strip()
+    if argv[0] == "run":
+        at = argv.index(f"--{flag}")
+        code, with_flag, _ = cli(argv + ["--format", "json"])
+        code_bare, bare, err_bare = cli(argv[:at] + argv[at + 2:] + ["--format", "json"])
+        assert code == code_bare == 0 and err_bare == ""
+        with_flag, bare = json.loads(with_flag), json.loads(bare)
+        assert with_flag.pop(flag) != bare.pop(flag)  # the flag was taken...
+        assert with_flag == bare  # ...and changed nothing else
 
 
 @pytest.mark.parametrize(("case", "source", "expected"), API_CASES, ids=[c[0] for c in API_CASES])

@@ -5,7 +5,9 @@ Each subcommand is one module of this package exposing ``NAME``, ``HELP``,
 The subcommands only parse, call the library and print.
 
 Bad input (an unknown name, a malformed CSV, an absurd value, a flag that
-makes no sense) prints one line ``error: ...`` to stderr and exits with 2.
+makes no sense) prints one line ``error: ...`` to stderr and exits with 2. A
+flag that is valid but does nothing for the run (`sim.errors.SimInputWarning`)
+prints one line ``warning: ...`` to stderr, and the run goes on.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import contextlib
 import os
 import sys
+import warnings
 
 from sim.cli import (
     algorithms,
@@ -29,7 +32,7 @@ from sim.cli import (
     tune,
     validate,
 )
-from sim.errors import SimInputError
+from sim.errors import SimInputError, SimInputWarning
 
 __all__ = ["COMMANDS", "EXIT_BAD_INPUT", "build_parser", "main"]
 
@@ -58,8 +61,11 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     try:
-        args = build_parser().parse_args(argv)
-        next(c for c in COMMANDS if args.command == c.NAME).run(args, out)
+        with warnings.catch_warnings():  # (restores the filters and `warnings.showwarning` on leaving)
+            warnings.simplefilter("always", SimInputWarning)
+            warnings.showwarning = warning_writer(err, warnings.showwarning)
+            args = build_parser().parse_args(argv)
+            next(c for c in COMMANDS if args.command == c.NAME).run(args, out)
     except SimInputError as exc:
         err.write(f"error: {exc}\n")
         return EXIT_BAD_INPUT
@@ -71,6 +77,21 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
     except BrokenPipeError:
         quiet_stdout(out)
     return 0
+
+
+def warning_writer(err, other):
+    """A `warnings.showwarning` that writes each `SimInputWarning` once as a ``warning:`` line on
+    ``err`` (as soon as the check that raised it ran, before the run's output); ``other`` shows the rest."""
+    seen: set = set()
+
+    def show(message, category, *rest, **kwargs):
+        if not issubclass(category, SimInputWarning):
+            other(message, category, *rest, **kwargs)
+        elif str(message) not in seen:
+            seen.add(str(message))
+            err.write(f"warning: {message}\n")
+
+    return show
 
 
 def quiet_stdout(out) -> None:

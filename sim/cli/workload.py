@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import warnings
 from dataclasses import fields
 
 from sim.api import ARCHITECTURES, simulate
@@ -24,7 +25,7 @@ from sim.cli.args import (
 from sim.cluster import Cluster
 from sim.comm import COLLECTIVES
 from sim.compression import parse_compression
-from sim.errors import SimInputError
+from sim.errors import SimInputError, SimInputWarning
 from sim.frameworks import framework_names
 from sim.model import BYTES_PER_PARAM, HF_PREFIX, load_model, zoo_names
 from sim.runs import (
@@ -198,14 +199,24 @@ def check_cluster_flags(args, architectures) -> None:
                                 "links, the collective and the framework): give one or the other")
     if args.collective is not None and architectures and all(a == PS_ARCHITECTURE for a in architectures):
         raise SimInputError("--collective does nothing with a parameter server (push and pull, no all-reduce)")
+    warn_unused_links(args)
+
+
+def warn_unused_links(args) -> None:
+    """A link or collective that describes the cluster but that this run does not use (every GPU in one
+    node, one GPU per node, one GPU) is valid: a script describes its cluster once and varies the GPU
+    count. It does nothing here, so the run says so (`SimInputWarning`, a ``warning:`` line) and goes on."""
     gpus = args.gpus if isinstance(args.gpus, list) else [args.gpus]
+    unused = []
     if args.intra is not None and args.gpus_per_node == 1:
-        raise SimInputError("--intra does nothing with one GPU per node (no intra-node link): give --gpus-per-node")
+        unused.append("--intra does nothing with one GPU per node (no intra-node link): give --gpus-per-node")
     if args.network is not None and max(gpus) <= args.gpus_per_node:
-        raise SimInputError(f"--network does nothing when every GPU is in one node (--gpus {max(gpus)}, "
-                            f"--gpus-per-node {args.gpus_per_node}): no inter-node link is used")
+        unused.append(f"--network does nothing when every GPU is in one node (--gpus {max(gpus)}, "
+                      f"--gpus-per-node {args.gpus_per_node}): no inter-node link is used")
     if args.collective is not None and max(gpus) == 1:
-        raise SimInputError("--collective does nothing with one GPU (nothing is all-reduced): give --gpus")
+        unused.append("--collective does nothing with one GPU (nothing is all-reduced): give --gpus")
+    for message in unused:
+        warnings.warn(message, SimInputWarning, stacklevel=2)
 
 
 #: The cluster flags' defaults (None on the command line, so that a flag given for nothing is seen).
