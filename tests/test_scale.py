@@ -157,7 +157,7 @@ def test_import_sim_is_lazy_and_every_public_name_resolves():
         "else:\n    raise AssertionError('no AttributeError')\n"
         "try:\n    sim.no_such_name\nexcept AttributeError as exc:\n    assert 'no_such_name' in str(exc)\n"
         "else:\n    raise AssertionError('no AttributeError')\n"
-        "assert set(sim.__all__) <= set(dir(sim)) and set(sim.__all__) == {*sim._WHERE, 'SimInputError'}\n"
+        "assert set(sim.__all__) <= set(dir(sim)) and set(sim.__all__) == {*sim._WHERE, 'SimInputError', 'SimInputWarning'}\n"
         "print('ok')\n")
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parent.parent)
