@@ -135,3 +135,25 @@ def test_deARs_pipeline_gives_the_event_loops_times_with_updates_of_no_duration(
     graph = lower(model, plan, cost, iterations=max(iterations, 2), prefetch=prefetch)
     assert graph.pipeline is not None and graph.pipeline.decoupled
     assert all(np.array_equal(a, b) for a, b in zip(engine.run(graph), engine.run(graph, general=True), strict=True))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["bytescheduler", "dear", "ByteScheduler-PS"]),
+       st.sampled_from(["10gbe", "100gbe", "ib-edr-100"]), st.sampled_from([2, 8, 32]))
+def test_the_pipelined_period_of_the_iterations_timed_is_that_of_a_long_run(seed, who, network, gpus):
+    """With per-layer updates `sim.core.metrics.PIPELINED_ITERATIONS` iterations are timed: their period
+    is the steady state's, the one that sixteen iterations give (random layers, comm- or compute-bound)."""
+    from sim.core.metrics import PIPELINED_ITERATIONS
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40))
+    fwd = rng.uniform(1e-5, 2e-3, n)
+    model = sim.Model("random", tuple(f"l{i}" for i in range(n)), rng.integers(0, 20_000_000, n), fwd,
+                      fwd * rng.uniform(1, 3, n))
+    cluster = sim.Cluster(gpus=gpus, gpus_per_node=4 if gpus > 4 else gpus, network=network)
+    kwargs = {"method": who} if who[0].isupper() else {}
+    scheduler = "wfbp" if kwargs else who
+    short = sim.simulate(model, cluster, scheduler, batch_size=32, **kwargs)
+    long = sim.simulate(model, cluster, scheduler, batch_size=32, iterations=16, **kwargs)
+    assert PIPELINED_ITERATIONS < 16 and long.timeline.iteration.nunique() == 16  # the long run timed 16
+    assert short.iteration_time_s == pytest.approx(long.iteration_time_s, rel=1e-9)
