@@ -327,6 +327,10 @@ CLI_CASES: list[tuple[str, str]] = [
     ("run " + CSV + " --power-w nan", "--power-w"),
     ("sweep " + CSV + " --gpus 1,2 --power-w inf", "--power-w"),
     ("sweep " + CSV + " --gpus 1,2 --optimizer", "--optimizer"),
+    # --- second hostile pass: tracebacks, unbounded work and absurd values ---------------------------------
+    ("run " + M + " --gpus 1048576 --stragglers 1", "task times (1,048,576 workers x 100 iterations"),
+    ("run " + M + " --gpus 65536 --straggler-dist normal --straggler-cv 0.1 --iterations 1000", "the limit is"),
+    ("sweep " + M + " --gpus 2,1048576 --straggler-dist normal --straggler-cv 0.1", "task times"),
 ]
 
 #: (id, a call of the Python API as source text, text the `SimInputError` must contain).
@@ -462,6 +466,9 @@ API_CASES: list[tuple[str, str, str]] = [
      "unknown optimizer 'Adam'"),
     ("memory_shard", "sim.memory.memory_per_gpu(tiny, batch_size=8, shard='zero4')", "unknown shard 'zero4'"),
     ("memory_gpus", "sim.memory.memory_per_gpu(tiny, batch_size=8, gpus=0)", "gpus"),
+    # --- second hostile pass ------------------------------------------------------------------------------
+    ("workers_cells", "sim.workers.simulate_workers(tiny, Cluster(gpus=2**20), batch_size=8, iterations=100)",
+     "task times"),
 ]
 
 #: (id, session keys as the URL or the sidebar sets them, text of the `SimInputError`);
