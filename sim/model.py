@@ -372,7 +372,7 @@ def _read_csv(text_or_path: str | Path, where: str) -> pd.DataFrame:
     try:
         text = text_or_path.read_text(encoding="utf-8") if isinstance(text_or_path, Path) else text_or_path
         check_csv_shape(text, where)
-    except (UnicodeDecodeError, csv.Error) as exc:
+    except (UnicodeDecodeError, csv.Error, OSError) as exc:
         raise SimInputError(f"{where}: not a readable CSV ({str(exc).splitlines()[0] if str(exc) else exc!r})") from None
     try:
         if isinstance(text_or_path, Path):

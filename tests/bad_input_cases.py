@@ -58,6 +58,10 @@ FILES: dict[str, str] = {
     "bcaffe_ok.log": "I0101 blob [0, 100, 10.0, 5.0, 5.0]\nI0101 blob [1, 10, 10.0, 0.0, 5.0]\n",
     "trace_bad.json": "{not json",
     "trace_empty.json": "{}",
+    "trace_bigint.json": '{"traceEvents": [{"name": "k", "ph": "X", "ts": 1' + "0" * 5000 + ', "dur": 1}]}',
+    "trace_deep.json": '{"traceEvents": [' + "[" * 50_000 + "]" * 50_000 + "]}",
+    "hf_bigint.json": '{"model_type": "bert", "hidden_size": 1' + "0" * 5000 + "}",
+    "hf_deep.json": "[" * 50_000 + "]" * 50_000,
 }
 
 M = "--model resnet50"
@@ -331,6 +335,13 @@ CLI_CASES: list[tuple[str, str]] = [
     ("run " + M + " --gpus 1048576 --stragglers 1", "task times (1,048,576 workers x 100 iterations"),
     ("run " + M + " --gpus 65536 --straggler-dist normal --straggler-cv 0.1 --iterations 1000", "the limit is"),
     ("sweep " + M + " --gpus 2,1048576 --straggler-dist normal --straggler-cv 0.1", "task times"),
+    ("fit-network /dev/zero", "over 100 MB, the limit of a log file"),
+    ("import-bcaffe /dev/zero -o {d}/out.csv", "over 100 MB"),
+    ("run --model /proc/self/mem", "not a readable CSV"),
+    ("import-trace {d}/trace_bigint.json", "trace_bigint.json: not a usable JSON value"),
+    ("import-trace {d}/trace_deep.json", "trace_deep.json: not a usable JSON value"),
+    ("run --model hf:{d}/hf_bigint.json", "not a usable JSON config"),
+    ("run --model hf:{d}/hf_deep.json", "not a usable JSON config"),
 ]
 
 #: (id, a call of the Python API as source text, text the `SimInputError` must contain).
