@@ -342,6 +342,8 @@ CLI_CASES: list[tuple[str, str]] = [
     ("import-trace {d}/trace_deep.json", "trace_deep.json: not a usable JSON value"),
     ("run --model hf:{d}/hf_bigint.json", "not a usable JSON config"),
     ("run --model hf:{d}/hf_deep.json", "not a usable JSON config"),
+    ("run " + M + " --image-size 100000000", "image_size must be a whole number <= 65536"),
+    ("run --model inception_v3 --image-size 100000000", "image_size must be a whole number <= 65536"),
 ]
 
 #: (id, a call of the Python API as source text, text the `SimInputError` must contain).
@@ -480,6 +482,7 @@ API_CASES: list[tuple[str, str, str]] = [
     # --- second hostile pass ------------------------------------------------------------------------------
     ("workers_cells", "sim.workers.simulate_workers(tiny, Cluster(gpus=2**20), batch_size=8, iterations=100)",
      "task times"),
+    ("load_model_image_huge", "load_model('vgg16', image_size=2**40)", "image_size must be a whole number <= 65536"),
 ]
 
 #: (id, session keys as the URL or the sidebar sets them, text of the `SimInputError`);
