@@ -58,6 +58,7 @@ FILES: dict[str, str] = {
     "bcaffe_ok.log": "I0101 blob [0, 100, 10.0, 5.0, 5.0]\nI0101 blob [1, 10, 10.0, 0.0, 5.0]\n",
     "trace_bad.json": "{not json",
     "trace_empty.json": "{}",
+    "bool_params.csv": "name,params,fwd_ms,bwd_ms\na,True,1,1\nb,False,1,1\n",
     "trace_bigint.json": '{"traceEvents": [{"name": "k", "ph": "X", "ts": 1' + "0" * 5000 + ', "dur": 1}]}',
     "trace_deep.json": '{"traceEvents": [' + "[" * 50_000 + "]" * 50_000 + "]}",
     "hf_bigint.json": '{"model_type": "bert", "hidden_size": 1' + "0" * 5000 + "}",
@@ -344,6 +345,7 @@ CLI_CASES: list[tuple[str, str]] = [
     ("run --model hf:{d}/hf_deep.json", "not a usable JSON config"),
     ("run " + M + " --image-size 100000000", "image_size must be a whole number <= 65536"),
     ("run --model inception_v3 --image-size 100000000", "image_size must be a whole number <= 65536"),
+    ("run --model {d}/bool_params.csv", "row 2, column 'params': True is not a finite number"),
 ]
 
 #: (id, a call of the Python API as source text, text the `SimInputError` must contain).
@@ -482,6 +484,23 @@ API_CASES: list[tuple[str, str, str]] = [
     # --- second hostile pass ------------------------------------------------------------------------------
     ("workers_cells", "sim.workers.simulate_workers(tiny, Cluster(gpus=2**20), batch_size=8, iterations=100)",
      "task times"),
+    ("model_params_fraction", "sim.Model('m', ('a',), np.array([1.5]), np.array([1e-3]), np.array([1e-3]))",
+     "model 'm': params must be whole numbers"),
+    ("model_params_bool", "sim.Model('m', ('a',), np.array([True]), np.array([1e-3]), np.array([1e-3]))",
+     "params must be a flat array of numbers"),
+    ("model_params_2d", "sim.Model('m', ('a',), np.array([[1]]), np.array([1e-3]), np.array([1e-3]))",
+     "params must be a flat array of numbers"),
+    ("model_times_text", "sim.Model('m', ('a',), np.array([1]), np.array(['x']), np.array([1e-3]))",
+     "fwd_s must be a flat array of numbers"),
+    ("model_comm_nan", "sim.Model('m', ('a',), np.array([1]), np.array([1e-3]), np.array([1e-3]), "
+     "comm_s=np.array([float('nan')]))", "comm_s must be finite and >= 0"),
+    ("model_comm_length", "sim.Model('m', ('a',), np.array([1]), np.array([1e-3]), np.array([1e-3]), "
+     "comm_s=np.array([1e-3, 1e-3]))", "comm_s has 2 entries for 1 layers"),
+    ("model_names_text", "sim.Model('m', 'ab', np.array([1, 1]), np.array([1e-3] * 2), np.array([1e-3] * 2))",
+     "layer_names must be a sequence of names"),
+    ("model_names_none", "sim.Model('m', (None,), np.array([1]), np.array([1e-3]), np.array([1e-3]))",
+     "layer_names must be a sequence of names"),
+    ("model_from_frame_none", "sim.model_from_frame(None, 'm')", "a layer table must be a pandas DataFrame"),
     ("load_model_image_huge", "load_model('vgg16', image_size=2**40)", "image_size must be a whole number <= 65536"),
 ]
 
