@@ -346,6 +346,9 @@ CLI_CASES: list[tuple[str, str]] = [
     ("run " + M + " --image-size 100000000", "image_size must be a whole number <= 65536"),
     ("run --model inception_v3 --image-size 100000000", "image_size must be a whole number <= 65536"),
     ("run --model {d}/bool_params.csv", "row 2, column 'params': True is not a finite number"),
+    ("run " + M + " --gpus 4 --alpha 1e-5 --beta 1e300", "beta_s_per_byte must be <= 0.0008"),
+    ("run " + M + " --gpus 8 --network-gbps 1e-300", "network_gbps must be >= 1e-05"),
+    ("run " + M + " --gpus 8 --gpus-per-node 4 --intra-gbps 1e-300", "intra_gbps must be >= 1e-05"),
 ]
 
 #: (id, a call of the Python API as source text, text the `SimInputError` must contain).
@@ -484,6 +487,8 @@ API_CASES: list[tuple[str, str, str]] = [
     # --- second hostile pass ------------------------------------------------------------------------------
     ("workers_cells", "sim.workers.simulate_workers(tiny, Cluster(gpus=2**20), batch_size=8, iterations=100)",
      "task times"),
+    ("cluster_alpha_text", "Cluster(gpus=4, alpha_s='1e-5', beta_s_per_byte=1e-9)", "alpha_s must be a number"),
+    ("cluster_beta_absurd", "Cluster(gpus=4, alpha_s=1e-5, beta_s_per_byte=1e300)", "beta_s_per_byte must be <="),
     ("model_params_fraction", "sim.Model('m', ('a',), np.array([1.5]), np.array([1e-3]), np.array([1e-3]))",
      "model 'm': params must be whole numbers"),
     ("model_params_bool", "sim.Model('m', ('a',), np.array([True]), np.array([1e-3]), np.array([1e-3]))",
