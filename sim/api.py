@@ -354,6 +354,9 @@ def sweep(
     """
     from sim.parallel import check_grid_size, run_grid
 
+    for name, values in (("gpus", gpus), ("schedulers", schedulers), ("networks", networks), ("bucket_mbs", bucket_mbs)):
+        if values is not None and (isinstance(values, (str, bytes)) or not hasattr(values, "__len__")):
+            raise SimInputError(f"sweep: {name} must be a list, got {type(values).__name__} {values!r}")
     if not gpus or not schedulers:
         raise SimInputError("sweep needs at least one GPU count and one scheduler")
     if networks is not None and not networks:
