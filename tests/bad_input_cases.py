@@ -348,6 +348,8 @@ CLI_CASES: list[tuple[str, str]] = [
     ("run --model inception_v3 --image-size 100000000", "image_size must be a whole number <= 65536"),
     ("run --model {d}/bool_params.csv", "row 2, column 'params': True is not a finite number"),
     ("run " + M + " --gpus 4 --alpha 1e-5 --beta 1e300", "beta_s_per_byte must be <= 0.0008"),
+    ("algorithms " + M + " --gpus 1024 --steps 2000 --algorithms BSP", "at most 200,000 (sim.workers.algorithms"),
+    ("algorithms " + M + " --gpus 256 --steps 100 --algorithms AR-SGD", "tasks"),
     ("run " + M + " --gpus 8 --network-gbps 1e-300", "network_gbps must be >= 1e-05"),
     ("run " + M + " --gpus 8 --gpus-per-node 4 --intra-gbps 1e-300", "intra_gbps must be >= 1e-05"),
 ]
