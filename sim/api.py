@@ -38,6 +38,7 @@ from sim.errors import SimInputError
 from sim.frameworks import framework_name
 from sim.memory import DEFAULT_OPTIMIZER, OPTIMIZERS
 from sim.model import Model, bytes_per_param
+from sim.pricing import check_overrides
 from sim.resources import RESOURCE_KEYS, resource_columns, resource_metrics
 from sim.schedulers import DEFAULT_BUCKET_MB, SchedulerOptions, make_plan
 from sim.schedulers.names import WFBP
@@ -179,9 +180,7 @@ def simulate(
 def check_resource_args(optimizer=DEFAULT_OPTIMIZER, price_usd_per_hour=None, power_w=None) -> dict:
     """The memory and cost arguments of `simulate` and `sweep`, checked, as a dict."""
     check_choice("optimizer", optimizer, OPTIMIZERS)
-    for name, value in (("price_usd_per_hour", price_usd_per_hour), ("power_w", power_w)):
-        if value is not None:
-            check_float(name, value, 0, low_open=True)
+    check_overrides(price_usd_per_hour, power_w)
     return {"optimizer": optimizer, "price_usd_per_hour": price_usd_per_hour, "power_w": power_w}
 
 
