@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sim.catalog import get_gpu
-from sim.checks import check_choice, check_float, check_int
+from sim.checks import MAX_TIME_S, check_choice, check_float, check_int
 from sim.cluster import Cluster
 from sim.compression import Compression, compressed_cost, parse_compression, refusal
 from sim.core import run as core_run
@@ -295,7 +295,7 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
     scheduler, architecture, opts = resolve_method(method, scheduler, architecture, options)
     check_run_args(batch_size, iterations, precision)
     if single_gpu_iteration_s is not None:
-        check_float("single_gpu_iteration_s", single_gpu_iteration_s, 0, low_open=True)
+        check_float("single_gpu_iteration_s", single_gpu_iteration_s, 0, MAX_TIME_S, low_open=True)
     model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s, gradients,
                           optimizer=resources["optimizer"])
     plan, plan_cost, cost = plan_run(model, cluster, scheduler, architecture, opts, precision, bucket_mb, compression)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim.checks import check_array, check_int
+from sim.checks import MAX_TIME_S, check_array, check_float, check_int
 from sim.errors import SimInputError
 from sim.tensors import (
     DEFAULT_GRADIENTS,
@@ -65,6 +65,8 @@ MAX_LAYERS = 100_000
 MAX_PARAMS = 10**15
 #: Characters of a model name or path (a path on Linux is at most 4,096 bytes).
 MAX_SOURCE_CHARS = 4096
+#: Upper bounds of a model's per-layer arrays: a layer's time, as any time given, at most `MAX_TIME_S`.
+_HIGH = {"fwd_s": MAX_TIME_S, "bwd_s": MAX_TIME_S, "comm_s": MAX_TIME_S}
 #: A model source ``hf:PATH`` is a Hugging Face config.json (`hf_model`).
 HF_PREFIX = "hf:"
 
@@ -82,10 +84,8 @@ def check_batch_size(batch_size) -> None:
 
 
 def _check_scalar(name: str, value: float) -> float:
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise SimInputError(f"{name} must be a finite number >= 0, got {value}")
-    return value
+    """A time from 0 to `MAX_TIME_S` (in ms for a name ending _ms)."""
+    return check_float(name, value, 0, MAX_TIME_S * (1e3 if name.endswith("_ms") else 1.0))
 
 
 @dataclass(frozen=True, eq=False)
@@ -152,7 +152,7 @@ class Model:
         for attr in ("params", "fwd_s", "bwd_s", "comm_s", "fwd_flops", "out_elems"):
             if getattr(self, attr) is not None:
                 object.__setattr__(self, attr, check_array(f"model {self.name!r}: {attr}", getattr(self, attr), n,
-                                                           integer=attr == "params"))
+                                                           integer=attr == "params", high=_HIGH.get(attr)))
         if self.params is not None and float(np.sum(self.params, dtype=float)) > MAX_PARAMS:
             raise SimInputError(f"model {self.name!r} has {float(np.sum(self.params, dtype=float)):.3g} parameters; "
                                 f"at most {MAX_PARAMS:.0e} are allowed (sim.model.MAX_PARAMS)")
