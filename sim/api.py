@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sim.catalog import get_gpu
-from sim.checks import check_choice, check_float, check_int
+from sim.checks import MAX_TIME_S, check_choice, check_float, check_int
 from sim.cluster import Cluster
 from sim.compression import Compression, compressed_cost, parse_compression, refusal
 from sim.core import run as core_run
@@ -38,6 +38,7 @@ from sim.errors import SimInputError
 from sim.frameworks import framework_name
 from sim.memory import DEFAULT_OPTIMIZER, OPTIMIZERS
 from sim.model import Model, bytes_per_param
+from sim.pricing import check_overrides
 from sim.resources import RESOURCE_KEYS, resource_columns, resource_metrics
 from sim.schedulers import DEFAULT_BUCKET_MB, SchedulerOptions, make_plan
 from sim.schedulers.names import WFBP
@@ -179,9 +180,7 @@ def simulate(
 def check_resource_args(optimizer=DEFAULT_OPTIMIZER, price_usd_per_hour=None, power_w=None) -> dict:
     """The memory and cost arguments of `simulate` and `sweep`, checked, as a dict."""
     check_choice("optimizer", optimizer, OPTIMIZERS)
-    for name, value in (("price_usd_per_hour", price_usd_per_hour), ("power_w", power_w)):
-        if value is not None:
-            check_float(name, value, 0, low_open=True)
+    check_overrides(price_usd_per_hour, power_w)
     return {"optimizer": optimizer, "price_usd_per_hour": price_usd_per_hour, "power_w": power_w}
 
 
@@ -296,7 +295,7 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
     scheduler, architecture, opts = resolve_method(method, scheduler, architecture, options)
     check_run_args(batch_size, iterations, precision)
     if single_gpu_iteration_s is not None:
-        check_float("single_gpu_iteration_s", single_gpu_iteration_s, 0, low_open=True)
+        check_float("single_gpu_iteration_s", single_gpu_iteration_s, 0, MAX_TIME_S, low_open=True)
     model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s, gradients,
                           optimizer=resources["optimizer"])
     plan, plan_cost, cost = plan_run(model, cluster, scheduler, architecture, opts, precision, bucket_mb, compression)
@@ -354,6 +353,9 @@ def sweep(
     """
     from sim.parallel import check_grid_size, run_grid
 
+    for name, values in (("gpus", gpus), ("schedulers", schedulers), ("networks", networks), ("bucket_mbs", bucket_mbs)):
+        if values is not None and (isinstance(values, (str, bytes)) or not hasattr(values, "__len__")):
+            raise SimInputError(f"sweep: {name} must be a list, got {type(values).__name__} {values!r}")
     if not gpus or not schedulers:
         raise SimInputError("sweep needs at least one GPU count and one scheduler")
     if networks is not None and not networks:

@@ -13,10 +13,13 @@ import numpy as np
 
 from sim.errors import SimInputError
 
-__all__ = ["check_choice", "check_float", "check_int", "check_seed"]
+__all__ = ["MAX_TIME_S", "check_array", "check_choice", "check_float", "check_int", "check_seed"]
 
 #: The largest seed numpy's Generator is given here (a 64-bit unsigned integer).
 MAX_SEED = 2**63 - 1
+#: The longest time a user gives for one thing (a layer's pass, a read, an update, a measured iteration):
+#: a day. Beyond it a value is absurd, and at 1e300 every figure of the run became 1e300 or blank.
+MAX_TIME_S = 86_400.0
 
 
 def check_int(name: str, value, low: int | None = None, high: int | None = None) -> int:
@@ -62,3 +65,20 @@ def check_choice(name: str, value, choices) -> str:
     if not isinstance(value, str) or value not in choices:
         raise SimInputError(f"unknown {name} {value!r}; valid: {', '.join(choices)}")
     return value
+
+
+def check_array(name: str, values, length: int, *, integer: bool = False, high: float | None = None) -> np.ndarray:
+    """``values`` as a 1-D array of ``length`` finite numbers from 0 to ``high`` (whole with ``integer``),
+    or a `SimInputError` naming ``name``. Booleans, text and nested lists are refused."""
+    arr = np.asarray(values)
+    if arr.ndim != 1 or arr.dtype.kind not in "iuf":
+        raise SimInputError(f"{name} must be a flat array of numbers, got {arr.ndim}-D {arr.dtype} values")
+    if arr.shape[0] != length:
+        raise SimInputError(f"{name} has {arr.shape[0]} entries for {length} layers")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise SimInputError(f"{name} must be finite and >= 0")
+    if high is not None and np.any(arr > high):
+        raise SimInputError(f"{name} must be <= {high:g}, got {float(arr.max()):g}")
+    if integer and arr.dtype.kind == "f" and np.any(arr != np.floor(arr)):
+        raise SimInputError(f"{name} must be whole numbers")
+    return arr

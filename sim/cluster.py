@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 from sim.catalog import get_gpu, get_network
@@ -30,6 +29,9 @@ __all__ = ["MAX_GPUS", "Cluster"]
 MAX_GPUS = 1 << 20
 #: A link rate beyond this is absurd (1 Pb/s).
 MAX_LINK_GBPS = 1e6
+#: A link rate below this is absurd (10 kb/s), and so a time per byte above `MAX_S_PER_BYTE` (0.8 ms).
+MIN_LINK_GBPS = 1e-5
+MAX_S_PER_BYTE = 8 / (MIN_LINK_GBPS * 1e9)
 
 
 @dataclass(frozen=True)
@@ -131,9 +133,8 @@ class Cluster:
         if (self.alpha_s is None) != (self.beta_s_per_byte is None):
             raise SimInputError("give both alpha and beta, or neither")
         for name in ("alpha_s", "beta_s_per_byte", "gamma_s_per_byte"):
-            value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value >= 0):
-                raise SimInputError(f"{name} must be a finite number >= 0, got {value}")
+            if getattr(self, name) is not None:
+                check_float(name, getattr(self, name), 0, None if name == "alpha_s" else MAX_S_PER_BYTE)
         if self.alpha_s is not None and self.alpha_s > 10:
             raise SimInputError(f"alpha = {self.alpha_s} s is absurd for one message (give seconds)")
         get_network(self.network)
@@ -149,7 +150,7 @@ class Cluster:
             check_float("compute_slowdown", self.compute_slowdown, 0, MAX_COMPUTE_SLOWDOWN)
         for name in ("network_gbps", "intra_gbps"):
             if getattr(self, name) is not None:
-                check_float(name, getattr(self, name), 0, MAX_LINK_GBPS, low_open=True)
+                check_float(name, getattr(self, name), MIN_LINK_GBPS, MAX_LINK_GBPS)
         self._check_topology()
 
     def _check_topology(self) -> None:

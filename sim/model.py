@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim.checks import check_int
+from sim.checks import MAX_TIME_S, check_array, check_float, check_int
 from sim.errors import SimInputError
 from sim.tensors import (
     DEFAULT_GRADIENTS,
@@ -65,6 +65,8 @@ MAX_LAYERS = 100_000
 MAX_PARAMS = 10**15
 #: Characters of a model name or path (a path on Linux is at most 4,096 bytes).
 MAX_SOURCE_CHARS = 4096
+#: Upper bounds of a model's per-layer arrays: a layer's time, as any time given, at most `MAX_TIME_S`.
+_HIGH = {"fwd_s": MAX_TIME_S, "bwd_s": MAX_TIME_S, "comm_s": MAX_TIME_S}
 #: A model source ``hf:PATH`` is a Hugging Face config.json (`hf_model`).
 HF_PREFIX = "hf:"
 
@@ -82,10 +84,8 @@ def check_batch_size(batch_size) -> None:
 
 
 def _check_scalar(name: str, value: float) -> float:
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise SimInputError(f"{name} must be a finite number >= 0, got {value}")
-    return value
+    """A time from 0 to `MAX_TIME_S` (in ms for a name ending _ms)."""
+    return check_float(name, value, 0, MAX_TIME_S * (1e3 if name.endswith("_ms") else 1.0))
 
 
 @dataclass(frozen=True, eq=False)
@@ -147,14 +147,12 @@ class Model:
             raise SimInputError(f"model {self.name!r}: give both forward and backward times, or neither")
         if self.fwd_s is None and (self.fwd_flops is None or self.out_elems is None or self.layer_types is None):
             raise SimInputError(f"model {self.name!r}: without times, a model needs fwd_flops, out_elems and types")
-        for attr in ("params", "fwd_s", "bwd_s", "fwd_flops", "out_elems"):
-            arr = getattr(self, attr)
-            if arr is None:
-                continue
-            if len(arr) != n:
-                raise SimInputError(f"model {self.name!r}: {attr} has {len(arr)} entries for {n} layers")
-            if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-                raise SimInputError(f"model {self.name!r}: {attr} must be finite and >= 0")
+        if isinstance(self.layer_names, str) or not all(isinstance(layer, str) for layer in self.layer_names):
+            raise SimInputError(f"model {self.name!r}: layer_names must be a sequence of names (str)")
+        for attr in ("params", "fwd_s", "bwd_s", "comm_s", "fwd_flops", "out_elems"):
+            if getattr(self, attr) is not None:
+                object.__setattr__(self, attr, check_array(f"model {self.name!r}: {attr}", getattr(self, attr), n,
+                                                           integer=attr == "params", high=_HIGH.get(attr)))
         if self.params is not None and float(np.sum(self.params, dtype=float)) > MAX_PARAMS:
             raise SimInputError(f"model {self.name!r} has {float(np.sum(self.params, dtype=float)):.3g} parameters; "
                                 f"at most {MAX_PARAMS:.0e} are allowed (sim.model.MAX_PARAMS)")
@@ -277,7 +275,7 @@ def _numeric_column(frame: pd.DataFrame, column: str, where: str, *, integer: bo
     values = pd.to_numeric(frame[column], errors="coerce")
     for i, (raw, val) in enumerate(zip(frame[column], values, strict=True)):
         row = i + 2  # header is line 1
-        if pd.isna(val) or not math.isfinite(float(val)):
+        if pd.isna(val) or isinstance(raw, (bool, np.bool_)) or not math.isfinite(float(val)):
             raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} is not a finite number")
         if val < 0:
             raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} is negative")
@@ -307,6 +305,8 @@ def model_from_frame(
     row and column.
     """
     where = where or name
+    if not hasattr(frame, "rename"):
+        raise SimInputError(f"{where}: a layer table must be a pandas DataFrame, got {type(frame).__name__}")
     frame = frame.rename(columns=lambda c: str(c).strip())
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
@@ -372,7 +372,7 @@ def _read_csv(text_or_path: str | Path, where: str) -> pd.DataFrame:
     try:
         text = text_or_path.read_text(encoding="utf-8") if isinstance(text_or_path, Path) else text_or_path
         check_csv_shape(text, where)
-    except (UnicodeDecodeError, csv.Error) as exc:
+    except (UnicodeDecodeError, csv.Error, OSError) as exc:
         raise SimInputError(f"{where}: not a readable CSV ({str(exc).splitlines()[0] if str(exc) else exc!r})") from None
     try:
         if isinstance(text_or_path, Path):

@@ -33,7 +33,13 @@ from sim.catalog import DATA_DIR
 from sim.checks import check_float
 from sim.errors import SimInputError
 
-__all__ = ["COST_KEYS", "PRICES_FILE", "GpuPrice", "cost_metrics", "gpu_price", "prices"]
+__all__ = ["COST_KEYS", "MAX_POWER_W", "MAX_PRICE_USD_PER_HOUR", "PRICES_FILE", "GpuPrice", "check_overrides",
+           "cost_metrics", "gpu_price", "prices"]
+
+#: One GPU's price per hour and board power beyond which a given value is absurd (GPUs list at a few
+#: dollars an hour and under 1 kW; at 1e308 the cost and energy overflowed to blank).
+MAX_PRICE_USD_PER_HOUR = 1e4
+MAX_POWER_W = 1e5
 
 PRICES_FILE = DATA_DIR / "prices.csv"
 _COLUMNS = ("name", "price_usd_per_hour", "price_source", "power_w", "power_source")
@@ -109,8 +115,14 @@ def gpu_price(gpu: str) -> GpuPrice | None:
     return prices().get(gpu)
 
 
-def _override(name: str, value) -> float | None:
-    return None if value is None else check_float(name, value, 0, low_open=True)
+def _override(name: str, value, high: float) -> float | None:
+    return None if value is None else check_float(name, value, 0, high, low_open=True)
+
+
+def check_overrides(price_usd_per_hour, power_w) -> None:
+    """Refuse a given price or power that is not a number > 0 and within its `MAX_...` bound."""
+    _override("price_usd_per_hour", price_usd_per_hour, MAX_PRICE_USD_PER_HOUR)
+    _override("power_w", power_w, MAX_POWER_W)
 
 
 def cost_metrics(*, gpu: str, gpus: int, batch_size: int, iteration_time_s: float,
@@ -120,8 +132,8 @@ def cost_metrics(*, gpu: str, gpus: int, batch_size: int, iteration_time_s: floa
     A figure without its input (no price for the GPU, none given) is NaN.
     """
     row = gpu_price(gpu)
-    price = _override("price_usd_per_hour", price_usd_per_hour)
-    power = _override("power_w", power_w)
+    price = _override("price_usd_per_hour", price_usd_per_hour, MAX_PRICE_USD_PER_HOUR)
+    power = _override("power_w", power_w, MAX_POWER_W)
     if price is None and row is not None:
         price = row.price_usd_per_hour
     if power is None and row is not None:

@@ -29,7 +29,10 @@ from sim.schedulers.knobs import DEFAULT_BUCKET_MB
 from sim.schedulers.knobs import KNOBS as REGISTRY_KNOBS
 from sim.schedulers.registry import PS_ARCHITECTURE, check_knobs_apply, knob_users
 
-__all__ = ["KNOBS", "TuneResult", "knob_label", "tune", "tune_setup"]
+__all__ = ["KNOBS", "MAX_VALUES", "TuneResult", "knob_label", "tune", "tune_setup"]
+
+#: Values of one tune: each is a full simulation (up to about a second), so at most a few minutes.
+MAX_VALUES = 1000
 
 
 def knob_label(name: str) -> str:
@@ -145,8 +148,8 @@ def tune(model, cluster, knob: str, values, *, batch_size: int, scheduler: str |
     sched, arch, opts = tune_setup(knob, scheduler=scheduler, method=method, architecture=architecture,
                                    options=options)
     values = list(values)
-    if not values:
-        raise SimInputError("tune needs at least one value")
+    if not values or len(values) > MAX_VALUES:
+        raise SimInputError(f"tune needs at least one value and at most {MAX_VALUES:,}, got {len(values):,}")
     name = KNOBS[knob][0]
 
     def run(value):

@@ -82,6 +82,8 @@ def _value(decoder: json.JSONDecoder, text: str, pos: int, where: str):
         return decoder.raw_decode(text, _WS.match(text, pos).end())
     except json.JSONDecodeError as exc:
         raise _error(text, exc.pos, where, exc.msg) from None
+    except (ValueError, RecursionError) as exc:  # an integer of over 4,300 digits; arrays nested thousands deep
+        raise SimInputError(f"{where}: not a usable JSON value after character {pos} ({str(exc).split(':')[0]})") from None
 
 
 def _expect(text: str, pos: int, chars: str, where: str) -> tuple[str, int]:

@@ -151,12 +151,20 @@ def memory_line(metrics: dict) -> str:
     return line
 
 
+#: Bytes of a measured log read by `read_text` (a benchmark log is kilobytes; /dev/zero never ends).
+MAX_LOG_BYTES = 100 * 10**6
+
+
 def read_text(path) -> str:
-    """A log file's text; an unreadable file is bad input."""
+    """A log file's text; an unreadable, endless or over-`MAX_LOG_BYTES` file is bad input."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        with open(path, "rb") as stream:
+            data = stream.read(MAX_LOG_BYTES + 1)
     except OSError as exc:
         raise SimInputError(f"cannot read {str(path)!r}: {exc.strerror}") from None
+    if len(data) > MAX_LOG_BYTES:
+        raise SimInputError(f"{str(path)!r} is over {MAX_LOG_BYTES / 1e6:g} MB, the limit of a log file")
+    return data.decode("utf-8", errors="replace")
 
 
 def add_gradients_flag(p) -> None:

@@ -28,7 +28,8 @@ from sim.core.plan import Plan
 from sim.core.timeline import graph_timeline
 from sim.errors import SimInputError
 
-__all__ = ["ENGINES", "MAX_TASKS", "MAX_TASKS_ENV", "Timing", "check_task_budget", "estimated_tasks",
+__all__ = ["CELLS_PER_TASK", "ENGINES", "MAX_TASKS", "MAX_TASKS_ENV", "Timing", "check_cell_budget",
+           "check_task_budget", "estimated_tasks",
            "interference_model", "single_gpu_iteration_s", "time_plan"]
 
 #: Tasks one run's graph may hold (at the limit, about 10 s and 1 GB on one core in the event loop, half that
@@ -36,6 +37,8 @@ __all__ = ["ENGINES", "MAX_TASKS", "MAX_TASKS_ENV", "Timing", "check_task_budget
 #: environment variable `MAX_TASKS_ENV` or here.
 MAX_TASKS_ENV = "SSGD_MAX_TASKS"
 MAX_TASKS = int(os.environ.get(MAX_TASKS_ENV, "8000000"))
+#: Numbers a per-worker run's arrays may hold per task of the budget (16 x 8M: about 1 GB, 10 s).
+CELLS_PER_TASK = 16
 
 #: ``auto``: the fast path where it applies, else the task graph; ``general``: always the task graph.
 ENGINES = ("auto", "general")
@@ -258,6 +261,17 @@ def check_task_budget(model, plan: Plan, cost, precision: str, iterations: int, 
             f"{f', {workers} workers' if workers > 1 else ''}{', partitions of ' + format(plan.partition_bytes, ',') + ' bytes' if plan.partition_bytes else ''}); "
             f"the limit is {MAX_TASKS:,} (${MAX_TASKS_ENV} or sim.core.run.MAX_TASKS): use larger partitions, "
             "fewer layers, workers or iterations, or raise the limit")
+
+
+def check_cell_budget(model, plan: Plan, iterations: int, workers: int) -> None:
+    """Refuse, before any work, a per-worker run whose arrays of task times (`sim.core.fast`: a start and an
+    end per worker, iteration, layer and message) would exceed `CELLS_PER_TASK` x `MAX_TASKS` numbers."""
+    cells = 2 * workers * iterations * (model.num_layers + len(plan.groups))
+    if cells > CELLS_PER_TASK * MAX_TASKS:
+        raise SimInputError(
+            f"this run would hold about {cells:,} task times ({workers:,} workers x {iterations} iterations x "
+            f"{model.num_layers:,} layers); the limit is {CELLS_PER_TASK * MAX_TASKS:,} ({CELLS_PER_TASK} x "
+            f"${MAX_TASKS_ENV} or sim.core.run.MAX_TASKS): use fewer workers, iterations or layers")
 
 
 class _Timelines:

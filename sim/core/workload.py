@@ -9,7 +9,7 @@ import weakref
 
 import numpy as np
 
-from sim.checks import check_float, check_int
+from sim.checks import MAX_TIME_S, check_float, check_int
 from sim.errors import SimInputError
 from sim.model import Model, bytes_per_param, check_batch_size
 
@@ -53,7 +53,7 @@ def calibrate(model, measured_iteration_s: float, *, precision: str = "fp32", pr
     iteration is io + h2d + s * C without prefetch (C the compute time), so
     s = (T - io - h2d) / C; with prefetch it is max(io, h2d, s * C), so s = T / C.
     """
-    t = check_float("calibrate_iteration_s", measured_iteration_s, 0, low_open=True)
+    t = check_float("calibrate_iteration_s", measured_iteration_s, 0, MAX_TIME_S, low_open=True)
     compute = float(model.fwd_s.sum() + model.bwd_s.sum() + model.update_s)
     if compute <= 0:
         raise SimInputError("cannot calibrate a model with no compute time")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sim.core.run import check_task_budget
 from sim.core.timeline import coalesce, to_rows
 from sim.schedulers import DEFAULT_BUCKET_MB
 from sim.schedulers.names import SYNCEASGD
@@ -42,6 +43,7 @@ def ar_sgd_run(model, cluster, setup: RunSetup, precision: str, gpus_by_worker):
         seed=setup.seed, gpus_by_worker=gpus_by_worker, precision=precision, prefetch=False,
         bucket_mb=DEFAULT_BUCKET_MB, calibrate_iteration_s=None, factors=FactorStreams(setup).table(setup.steps),
     )
+    check_task_budget(run.base, run.plan, run.cost, precision, setup.steps, setup.workers)  # the timeline below
     p = setup.workers
     log = []
     ends = run.update_end_s.max(axis=1)

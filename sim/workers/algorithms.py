@@ -82,6 +82,7 @@ __all__ = [
     "ALGORITHMS",
     "CENTRAL",
     "MAX_STEPS",
+    "MAX_WORKER_STEPS",
     "NO_MODEL",
     "SERVER",
     "UPDATE_COLUMNS",
@@ -102,6 +103,8 @@ UPDATE_COLUMNS = (
 )
 MAX_STEPS = 2000
 MAX_ALGORITHM_WORKERS = 1024
+#: Workers x steps of one run: each is an event of about 0.1 ms and 5 kB, so at most about 25 s and 1 GB.
+MAX_WORKER_STEPS = 200_000
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,9 @@ def _setup(model, cluster, *, batch_size, steps, spec, seed, precision, gpus_by_
     steps = check_int("steps", steps, 2, MAX_STEPS)
     seed = check_seed(seed)
     check_int("workers", cluster.gpus, 1, MAX_ALGORITHM_WORKERS)
+    if cluster.gpus * steps > MAX_WORKER_STEPS:
+        raise SimInputError(f"{cluster.gpus} workers x {steps} steps is {cluster.gpus * steps:,} worker steps; at most "
+                            f"{MAX_WORKER_STEPS:,} (sim.workers.algorithms.MAX_WORKER_STEPS): use fewer workers or steps")
     if not isinstance(spec, StragglerSpec):
         raise SimInputError(f"straggler must be a StragglerSpec, got {type(spec).__name__}")
     width = bytes_per_param(precision)

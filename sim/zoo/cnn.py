@@ -9,6 +9,7 @@ import pandas as pd
 from sim.checks import check_int
 from sim.errors import SimInputError
 from sim.zoo.layers import (
+    MAX_IMAGE_SIZE,
     Convs,
     adaptive_avg_pool,
     batchnorm,
@@ -30,7 +31,7 @@ def alexnet(image_size: int = 224, num_classes: int = 1000) -> pd.DataFrame:
     Krizhevsky, "One weird trick for parallelizing convolutional neural
     networks", arXiv:1404.5997 (2014).
     """
-    check_int("image_size", image_size, 1)
+    check_int("image_size", image_size, 1, MAX_IMAGE_SIZE)
     net = Convs()
     hw = (image_size, image_size)
     hw = net.conv("features.0", 3, 64, 11, hw, stride=4, padding=2)
@@ -64,7 +65,7 @@ def vgg16(image_size: int = 224, num_classes: int = 1000) -> pd.DataFrame:
     Simonyan and Zisserman, "Very Deep Convolutional Networks for Large-Scale
     Image Recognition", ICLR 2015, Table 1 (column D).
     """
-    check_int("image_size", image_size, 1)
+    check_int("image_size", image_size, 1, MAX_IMAGE_SIZE)
     config = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M"]
     config += [512, 512, 512, "M"]
     net = Convs()
@@ -92,7 +93,7 @@ def googlenet(image_size: int = 224, num_classes: int = 1000) -> pd.DataFrame:
     ----------
     Szegedy et al., "Going Deeper with Convolutions", CVPR 2015, Table 1.
     """
-    check_int("image_size", image_size, 1)
+    check_int("image_size", image_size, 1, MAX_IMAGE_SIZE)
     net = Convs()
     hw = net.conv_bn("conv1", 3, 64, 7, (image_size, image_size), stride=2, padding=3)
     hw = net.pool("maxpool1", 64, 3, hw, stride=2, ceil_mode=True)
@@ -132,7 +133,7 @@ _RESNET_BLOCKS = {50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
 def _check_depth_and_size(depth, depths: dict, image_size) -> None:
     if depth not in depths:
         raise SimInputError(f"depth must be one of {sorted(depths)}, got {depth!r}")
-    check_int("image_size", image_size, 1)
+    check_int("image_size", image_size, 1, MAX_IMAGE_SIZE)
 
 
 def resnet(depth: int = 50, image_size: int = 224, num_classes: int = 1000) -> pd.DataFrame:

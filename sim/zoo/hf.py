@@ -77,6 +77,8 @@ def parse_hf_config(text: str, where: str) -> dict:
         config = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SimInputError(f"{where}: not JSON ({str(exc).splitlines()[0]})") from None
+    except (ValueError, RecursionError) as exc:  # an integer of over 4,300 digits; arrays nested thousands deep
+        raise SimInputError(f"{where}: not a usable JSON config ({str(exc).split(':')[0]})") from None
     if not isinstance(config, dict):
         raise SimInputError(f"{where}: not a JSON object of config keys")
     return config

@@ -12,7 +12,7 @@ import pandas as pd
 
 from sim.checks import check_int
 from sim.errors import SimInputError
-from sim.zoo.layers import Convs, to_table
+from sim.zoo.layers import MAX_IMAGE_SIZE, Convs, to_table
 
 __all__ = ["inception_v3", "inception_v4"]
 
@@ -119,7 +119,7 @@ def inception_v3(
     Szegedy et al., "Rethinking the Inception Architecture for Computer
     Vision", CVPR 2016, Table 1.
     """
-    check_int("image_size", image_size, 1)
+    check_int("image_size", image_size, 1, MAX_IMAGE_SIZE)
     if not isinstance(aux_logits, bool):
         raise SimInputError(f"aux_logits must be True or False, got {aux_logits!r}")
     net = Convs()
@@ -244,7 +244,7 @@ def inception_v4(image_size: int = 299, num_classes: int = 1000) -> pd.DataFrame
     the Impact of Residual Connections on Learning", AAAI 2017
     (arXiv:1602.07261), Figures 3-9.
     """
-    check_int("image_size", image_size, 1)
+    check_int("image_size", image_size, 1, MAX_IMAGE_SIZE)
     net = Convs()
     hw = _v4_stem(net, image_size)
     index = 6

@@ -19,6 +19,7 @@ __all__ = [
     "COLUMNS",
     "ELEMENTWISE_FLOPS_PER_ELEM",
     "LAYER_TYPES",
+    "MAX_IMAGE_SIZE",
     "NORM_FLOPS_PER_ELEM",
     "SOFTMAX_FLOPS_PER_ELEM",
     "Convs",
@@ -41,6 +42,10 @@ __all__ = [
     "tensors_text",
     "to_table",
 ]
+
+#: Side of a CNN zoo model's input image, pixels: 64 Ki (a 4 Gpixel image; beyond it a VGG classifier's
+#: parameter count overflows int64).
+MAX_IMAGE_SIZE = 65_536
 
 COLUMNS = ("name", "type", "params", "fwd_flops", "out_elems", "tensors")
 
