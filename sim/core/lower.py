@@ -158,6 +158,7 @@ class _Lowering(ShardedSteps):
         self.pipeline = self.pipeline_steps(prefetch)
         self.forwards: dict = {}  # per worker: its h2d task and forward tasks of the iteration being built
         self.updates: _UpdateLayout | None = None  # (`update_layout`)
+        self._two_step: dict | None = None  # (`two_step_block`)
 
     def pipeline_steps(self, prefetch: bool) -> PipelineSteps | None:
         """What `sim.core.pipeline` needs to time the graph without the event loop, when it applies:
@@ -270,18 +271,12 @@ class _Lowering(ShardedSteps):
         if not parts:
             return np.zeros(0, dtype=np.int64)
         two = len(self.steps) == 2 and not self.plan.decoupled
-        common = dict(layer=-1, message=np.repeat(m.part_msg, 2) if two else m.part_msg)
         if two:  # a part's push then its pull, or its launch then its transfer
-            lanes = np.tile([g.resource_id(SHARED, lane) for lane in self.step_lanes], parts)
-            key = [np.empty(2 * parts, dtype=np.int64) for _ in range(4)]
-            dur = np.empty(2 * parts)
-            for phase, step in enumerate(self.steps):
-                dur[phase::2] = self.part_times_s(k, step)
-                for column, values in zip(key, self.part_keys(k, phase), strict=True):
-                    column[phase::2] = values
-            tags = np.tile([TAGS.index(_STEP_TAG.get(step, step)) for step in self.steps], parts)
-            tasks = g.add_block(2 * parts, k, SHARED, lanes, "comm", dur, key=tuple(key), tag=tags,
-                                nbytes=np.repeat(m.part_bytes, 2), part=np.repeat(m.part_suffix, 2), **common)
+            block = self.two_step_block()
+            dur = block["duration"] if self.times.comm_scale is None else self.two_step_durations(k)
+            tasks = g.add_block(2 * parts, k, SHARED, block["lanes"], "comm", dur, key=(k, *block["keys"]),
+                                tag=block["tags"], nbytes=block["nbytes"], part=block["part"],
+                                layer=-1, message=block["message"])
             first, last = tasks[0::2], tasks[1::2]
             g.edges(first, last)
             self.first_steps = first
@@ -290,13 +285,37 @@ class _Lowering(ShardedSteps):
             tag = TAGS.index("reduce-scatter") if step == "reduce-scatter" else TAGS.index("message")
             first = last = g.add_block(parts, k, SHARED, "comm", "comm", self.part_times_s(k, step),
                                        key=self.part_keys(k, 0), tag=tag, nbytes=m.part_bytes, part=m.part_suffix,
-                                       **common)
+                                       layer=-1, message=m.part_msg)
             self.first_steps = first
         for bwd in chains:
             g.edges(bwd[self.grad_layer], first[self.grad_part], self.grad_lag)
             if self.plan.after_backward:
                 g.edges(bwd[-1], first)
         return last
+
+    def two_step_block(self) -> dict:
+        """The columns of an iteration's two-step parts (a part's push then its pull, or its launch then
+        its transfer, interleaved), built once: the same in every iteration but for the iteration's own
+        key (k) and, with per-iteration communication scales, the durations. Every iteration's block
+        shares these arrays (one copy in memory, not one per iteration)."""
+        if self._two_step is None:
+            g, m, parts = self.g, self.msgs, self.msgs.parts
+            keys = [np.empty(2 * parts, dtype=np.int64) for _ in range(3)]
+            for phase in range(2):
+                for column, values in zip(keys, self.part_keys(0, phase)[1:], strict=True):
+                    column[phase::2] = values
+            self._two_step = dict(
+                lanes=np.tile([g.resource_id(SHARED, lane) for lane in self.step_lanes], parts), keys=keys,
+                tags=np.tile([TAGS.index(_STEP_TAG.get(step, step)) for step in self.steps], parts),
+                nbytes=np.repeat(m.part_bytes, 2), part=np.repeat(m.part_suffix, 2),
+                message=np.repeat(m.part_msg, 2), duration=self.two_step_durations(0))
+        return self._two_step
+
+    def two_step_durations(self, k: int) -> np.ndarray:
+        dur = np.empty(2 * self.msgs.parts)
+        for phase, step in enumerate(self.steps):
+            dur[phase::2] = self.part_times_s(k, step)
+        return dur
 
     def layer_updates(self, k: int, ends: np.ndarray, chains) -> list:
         """Per-layer updates (ByteScheduler, DeAR) and DeAR's all-gathers; the carry per worker.
