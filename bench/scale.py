@@ -294,9 +294,12 @@ t_c = c.comm_cost().time_s(m.gradient_bytes("fp32")).tolist()
 ref = cpu(lambda: bare_recurrence(m.fwd_s.tolist(), m.bwd_s.tolist(), t_c), min_s=0.05)
 kwargs = {"method": what} if what[0].isupper() else {}
 sim.simulate  # (sim loads its names on first use: the engine's import is not the run's time)
+run = lambda: sim.simulate(m, c, globals().get(what.upper(), what) if not kwargs else WFBP, batch_size=32, **kwargs)
 t0 = time.process_time()
-res = sim.simulate(m, c, globals().get(what.upper(), what) if not kwargs else WFBP, batch_size=32, **kwargs)
+res = run()
 t = time.process_time() - t0
+if t < 0.05:  # under a few ticks of the CPU clock: the median of repeated calls instead of one
+    t = cpu(run, min_s=0.2)
 done(ref=ref, t=t)
 '''
     import sim
