@@ -309,6 +309,11 @@ CLI_CASES: list[tuple[str, str]] = [
     ("validate --reference {d}/nonexistent", "--reference: "),
     ("validate --reference {d}/ok.csv", "is not a folder"),
     ("validate --source nosuch", "--source: unknown source 'nosuch'"),
+    ("validate --reference ''", "--reference: '' is not a folder"),
+    ("tune " + M + " --knob credit --values 1,,2 --scheduler bytescheduler", "'1,,2' has an empty item"),
+    ("sweep " + M + " --gpus 2,", "'2,' has an empty item"),
+    ("sweep " + M + " --scheduler wfbp,,mgwfbp", "'wfbp,,mgwfbp' has an empty item"),
+    ("algorithms --algorithms BSP,,ASP", "'BSP,,ASP' has an empty item"),
     ("validate --format xml", "--format"),
     ("validate --split half", "--split"),
     ("fit-validation --format xml", "--format"),
@@ -358,8 +363,9 @@ CLI_CASES: list[tuple[str, str]] = [
 ]
 
 #: Valid input that does nothing for the run: a link or collective that describes the cluster but that
-#: the run does not use. A script describes its cluster once and varies the GPU count, so the command
-#: goes on (exit 0, the same numbers as without the flag) and says so in one line ``warning: ...``.
+#: the run does not use (a script describes its cluster once and varies the GPU count), or an item a list
+#: gives twice (run once). The command goes on (exit 0, the same numbers as without it) and says so in
+#: one line ``warning: ...``.
 WARNING_CASES: list[tuple[str, str, str]] = [
     ("run " + M + " --gpus 4 --intra nvlink2", "--intra does nothing with one GPU per node", "intra"),
     ("sweep " + M + " --intra nvlink2", "--intra does nothing with one GPU per node", "intra"),
@@ -367,6 +373,9 @@ WARNING_CASES: list[tuple[str, str, str]] = [
     ("run " + M + " --network 25gbe", "--network does nothing when every GPU is in one node (--gpus 1", "network"),
     ("run " + M + " --collective binary_tree", "--collective does nothing with one GPU", "collective"),
     ("tune " + M + " --knob credit --values 1 --collective ring", "--collective does nothing with one GPU", "collective"),
+    ("sweep " + M + " --gpus 2,2,4", "'2,2,4' lists 2 more than once: each is run once", "gpus"),
+    ("sweep " + M + " --gpus 2 --scheduler wfbp,mgwfbp,wfbp", "lists wfbp more than once", "scheduler"),
+    ("tune " + M + " --knob credit --values 1,1.0 --scheduler bytescheduler", "'1,1.0' lists 1.0 more than once", "values"),
 ]
 
 

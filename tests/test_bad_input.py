@@ -88,9 +88,9 @@ def test_cli_refuses(files, line, expected):
 
 
 @pytest.mark.parametrize(("line", "expected", "flag"), WARNING_CASES, ids=[c[0][:70] for c in WARNING_CASES])
-def test_cli_warns_of_a_link_the_run_does_not_use(line, expected, flag):
-    """The run goes on (exit 0) with one ``warning:`` line, and its numbers are those of the run without
-    the flag: the link really is unused."""
+def test_cli_warns_of_input_that_does_nothing(line, expected, flag):
+    """The run goes on (exit 0) with one ``warning:`` line; a run's numbers are those of the run without
+    the flag (the link really is unused)."""
     argv = shlex.split(line)
     code, out, err = cli(argv)
     assert code == 0, err

@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import warnings
 
 import numpy as np
 
 from sim.checks import MAX_SEED
-from sim.errors import SimInputError
+from sim.errors import SimInputError, SimInputWarning
 from sim.schedulers.knobs import Knob
 
-__all__ = ["add_resource_flags", "float_list", "int_list", "knob_type", "name_list", "nonneg_float", "nonneg_int", "positive_float", "read_text",
+__all__ = ["add_resource_flags", "float_list", "int_list", "items", "knob_type", "name_list", "nonneg_float", "nonneg_int", "positive_float", "read_text",
            "positive_int", "seed", "strict_json", "table", "write_json"]
 
 
@@ -46,12 +47,29 @@ def empty(text: str):
     raise argparse.ArgumentTypeError(f"{text!r} is an empty list")
 
 
+def items(text: str, parse) -> list:
+    """The comma-separated items of ``text``, each parsed: an empty item (``1,,2``, a trailing comma) is
+    bad input; an item given twice is kept once, with a warning (`SimInputWarning`)."""
+    parts = [part.strip() for part in text.split(",")]
+    if not any(parts):
+        empty(text)
+    if not all(parts):
+        raise argparse.ArgumentTypeError(f"{text!r} has an empty item (two commas in a row, or one at an end)")
+    values = [parse(part) for part in parts]
+    kept = list(dict.fromkeys(values))
+    if len(kept) < len(values):
+        twice = [v for i, v in enumerate(values) if v in values[:i]]
+        warnings.warn(f"{text!r} lists {', '.join(map(str, dict.fromkeys(twice)))} more than once: "
+                      "each is run once", SimInputWarning, stacklevel=2)
+    return kept
+
+
 def int_list(text: str) -> list[int]:
-    return [positive_int(part.strip()) for part in text.split(",") if part.strip()] or empty(text)
+    return items(text, positive_int)
 
 
 def name_list(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()] or empty(text)
+    return items(text, str)
 
 
 def nonneg_float(text: str) -> float:
@@ -72,8 +90,7 @@ def positive_float(text: str) -> float:
 
 
 def float_list(text: str) -> list[float]:
-    values = [nonneg_float(part.strip()) for part in text.split(",") if part.strip()] or empty(text)
-    return [int(v) if float(v).is_integer() else v for v in values]
+    return [int(v) if float(v).is_integer() else v for v in items(text, nonneg_float)]
 
 
 def knob_type(knob: Knob):

@@ -25,7 +25,7 @@ def add_arguments(parser) -> None:
 def run(args, out) -> None:
     from sim.validation import coarse_versus_fine, load_cases, run_validation, summarize
 
-    if args.reference is not None and not Path(args.reference).is_dir():
+    if args.reference is not None and (not args.reference.strip() or not Path(args.reference).is_dir()):
         raise SimInputError(f"--reference: {args.reference!r} is not a folder")
     cases = load_cases()
     if args.source is not None:
