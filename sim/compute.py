@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from sim.catalog import get_gpu
+from sim.checks import MAX_TIME_S
 from sim.errors import SimInputError
 
 __all__ = [
@@ -90,7 +91,12 @@ def layer_times_s(
     flops = np.asarray(fwd_flops, dtype=float) * batch_size
     nbytes = (in_elems + out_elems) * batch_size * width + np.asarray(params, dtype=float) * width
     fwd = np.maximum(flops / (peak * eff), nbytes / (spec.mem_bw_bytes_per_s * MEM_EFFICIENCY))
-    return fwd, fwd * back
+    bwd = fwd * back
+    slowest = float(np.max(bwd, initial=0.0))
+    if slowest > MAX_TIME_S:
+        raise SimInputError(f"batch_size {batch_size:,} is too large for {gpu}: a layer's backward would take "
+                            f"{slowest:.3g} s, over a day (sim.checks.MAX_TIME_S)")
+    return fwd, bwd
 
 
 #: Bytes an optimizer step reads and writes per parameter, all in fp32 (the

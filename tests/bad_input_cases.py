@@ -349,6 +349,7 @@ CLI_CASES: list[tuple[str, str]] = [
     ("run --model {d}/bool_params.csv", "row 2, column 'params': True is not a finite number"),
     ("run " + M + " --gpus 4 --alpha 1e-5 --beta 1e300", "beta_s_per_byte must be <= 0.0008"),
     ("run --model {d}/huge_fwd.csv", "model 'huge_fwd': fwd_s must be <= 86400"),
+    ("run " + M + " --batch-size 100000000000", "batch_size 100,000,000,000 is too large for v100-sxm2"),
     ("run " + M + " --calibrate-iteration-s 1e300", "calibrate_iteration_s must be <= 86400"),
     ("run " + M + " --gpus 4 --io-ms 1e300", "io_ms must be <= 8.64e+07"),
     ("run " + M + " --gpus 4 --update-ms 1e300", "update_ms must be <="),
