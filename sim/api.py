@@ -33,6 +33,7 @@ from sim.core.workload import (
     check_run_options,
     check_workload,
     resolve_model,
+    with_sync_wait,
 )
 from sim.errors import SimInputError
 from sim.frameworks import framework_name
@@ -296,8 +297,9 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
     check_run_args(batch_size, iterations, precision)
     if single_gpu_iteration_s is not None:
         check_float("single_gpu_iteration_s", single_gpu_iteration_s, 0, MAX_TIME_S, low_open=True)
-    model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s, gradients,
-                          optimizer=resources["optimizer"])
+    one_gpu = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s, gradients,
+                            optimizer=resources["optimizer"])
+    model = with_sync_wait(one_gpu, cluster)  # the slowest worker's compute (sim.jitter)
     plan, plan_cost, cost = plan_run(model, cluster, scheduler, architecture, opts, precision, bucket_mb, compression)
     timing = time_plan(model, plan, [cost], precision=precision, iterations=iterations, prefetch=prefetch,
                        engine=engine)
@@ -306,7 +308,7 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
     if single_gpu_iteration_s is None:
         # (the argument shadows the function of the same name: reach it through its module)
         single_gpu_iteration_s = t_iter if cluster.gpus == 1 else core_run.single_gpu_iteration_s(
-            model, precision, prefetch, engine)
+            one_gpu, precision, prefetch, engine)
     name_of = model.layer_names.__getitem__
     groups = [list(map(name_of, members)) for members in plan.groups]
     metrics = run_metrics(model, cluster, scheduler, batch_size, precision, plan_cost, t_iter, phases,

@@ -22,6 +22,7 @@ from sim.core.cost import MAX_COMPUTE_SLOWDOWN
 from sim.errors import SimInputError
 from sim.frameworks import AUTO, MAX_LAUNCH_US, get_framework, resolve_framework, with_framework
 from sim.interference import compute_slowdown
+from sim.jitter import MAX_SYNC_JITTER_CV, default_sync_jitter_cv, sync_wait_factor
 from sim.topology import Topology, get_topology, network_regimes
 
 __all__ = ["MAX_GPUS", "Cluster"]
@@ -91,6 +92,12 @@ class Cluster:
     nics_per_node, nic_near_gpus, nic_path : optional
         Override the topology's NICs per node, GPUs near a NIC and the link
         preset the other GPUs cross to reach it.
+    sync_jitter_cv : float, optional
+        Each worker's compute varies from one iteration to the next by this
+        coefficient of variation, and a synchronous step waits for the slowest
+        worker (`sim.jitter`): compute is timed at ``1 + cv E[max of P
+        normals]`` times the one-GPU figure. Default: the fitted value
+        (``data/sync_jitter.csv``); 0 turns it off.
     """
 
     gpus: int = 1
@@ -113,6 +120,7 @@ class Cluster:
     nics_per_node: int | None = None
     nic_near_gpus: int | None = None
     nic_path: str | None = None
+    sync_jitter_cv: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("network", "intra", "gpu", "collective", "framework", "topology", "nic_path"):
@@ -148,6 +156,8 @@ class Cluster:
             raise SimInputError(f"interference must be True or False, got {self.interference!r}")
         if self.compute_slowdown is not None:
             check_float("compute_slowdown", self.compute_slowdown, 0, MAX_COMPUTE_SLOWDOWN)
+        if self.sync_jitter_cv is not None:
+            check_float("sync_jitter_cv", self.sync_jitter_cv, 0, MAX_SYNC_JITTER_CV)
         for name in ("network_gbps", "intra_gbps"):
             if getattr(self, name) is not None:
                 check_float(name, getattr(self, name), MIN_LINK_GBPS, MAX_LINK_GBPS)
@@ -223,6 +233,12 @@ class Cluster:
         if kappa > 0 and not getattr(cost, "is_free", False) and not measured:
             cost = dataclasses.replace(cost, compute_slowdown=kappa)
         return cost
+
+    def sync_wait_factor(self) -> float:
+        """The slowest worker's compute over the mean, on average (`sim.jitter.sync_wait_factor`):
+        1 on one GPU."""
+        cv = default_sync_jitter_cv() if self.sync_jitter_cv is None else float(self.sync_jitter_cv)
+        return sync_wait_factor(self.gpus, cv)
 
     def compute_slowdown_of_link(self) -> float:
         """Interference coefficient of the link the messages cross (0 when switched off)."""

@@ -25,7 +25,7 @@ from sim.cluster import Cluster
 from sim.core.cost import NO_COMM, CommCost
 from sim.core.plan import NO_GRADIENTS
 from sim.core.run import single_gpu_iteration_s
-from sim.core.workload import check_run_args, check_run_options, resolve_model
+from sim.core.workload import check_run_args, check_run_options, resolve_model, with_sync_wait
 from sim.errors import SimInputError
 from sim.model import Model, load_model
 from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
@@ -182,7 +182,7 @@ class Grid:
         if cid is None:
             cid = self._add_cluster(cluster_key, values[N_RUN:])
         cluster = self.clusters[cid][0]
-        wkey = (model, cluster.gpu, batch_size, precision, prefetch, calibrate, types)
+        wkey = (model, cluster.gpu, batch_size, precision, prefetch, calibrate, types, cluster.sync_wait_factor())
         wid = self._workload_ids.get(wkey)
         if wid is None:
             wid = self._add_workload(wkey, cluster)
@@ -220,7 +220,7 @@ class Grid:
         return cid
 
     def _add_workload(self, wkey: tuple, cluster: Cluster) -> int:
-        model, _, batch_size, precision, prefetch, calibrate, _ = wkey
+        model, _, batch_size, precision, prefetch, calibrate, _, _ = wkey
         for key, value in (("model", model), ("batch_size", batch_size)):
             if value is MISSING:
                 raise SimInputError(f"{key!r} is required")
@@ -234,7 +234,7 @@ class Grid:
         timed = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate)
         single = single_gpu_iteration_s(timed, precision, prefetch)
         wid = self._workload_ids[wkey] = len(self.workloads)
-        self.workloads.append(Workload(timed, precision, prefetch, int(batch_size), single))
+        self.workloads.append(Workload(with_sync_wait(timed, cluster), precision, prefetch, int(batch_size), single))
         return wid
 
     def work(self, unit_ids) -> float:

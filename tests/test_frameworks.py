@@ -1,6 +1,8 @@
 """Framework costs per message (sim.frameworks, data/frameworks.csv) and the fitted parameters."""
 
 import csv
+import dataclasses
+import math
 
 import pytest
 
@@ -103,7 +105,7 @@ def test_the_stored_fitted_values_are_what_the_fit_gives():
     resolution), on the calibration cases only."""
     fit = fit_validation()
     stored = stored_values()
-    tolerance = {"link": 0.2, "launch": 10.0, "ps": 0.011, "slowdown": 0.011}
+    tolerance = {"link": 0.2, "launch": 10.0, "ps": 0.011, "slowdown": 0.011, "jitter": 0.0011}
     for p in FITTED:
         assert fit["values"][(p.kind, p.name)] == pytest.approx(stored[(p.kind, p.name)], abs=tolerance[p.kind]), p
 
@@ -119,3 +121,36 @@ def test_a_bad_launch_is_refused_in_one_line_naming_it(build, message):
     with pytest.raises(SimInputError, match=message) as err:
         build()
     assert "\n" not in str(err.value)
+
+
+def test_the_expected_maximum_of_normals_and_the_sync_wait_factor_by_hand():
+    """E[max of 2 standard normals] = 1/sqrt(pi); of 3, 3/(2 sqrt(pi)); one GPU waits for no one."""
+    from sim.jitter import expected_max_normal, sync_wait_factor
+
+    assert expected_max_normal(1) == 0.0
+    assert expected_max_normal(2) == pytest.approx(1 / math.sqrt(math.pi), rel=1e-9)
+    assert expected_max_normal(3) == pytest.approx(1.5 / math.sqrt(math.pi), rel=1e-9)
+    assert expected_max_normal(8) == pytest.approx(1.4236003, rel=1e-6)  # (tables of normal order statistics)
+    assert sync_wait_factor(1, 0.5) == 1.0 and sync_wait_factor(8, 0.0) == 1.0
+    assert sync_wait_factor(2, 0.02) == pytest.approx(1 + 0.02 / math.sqrt(math.pi), rel=1e-12)
+
+
+def test_sync_jitter_scales_the_compute_of_multi_gpu_runs_only():
+    """With jitter cv the run is timed on compute times 1 + cv E[max of P normals] as long (the slowest GPU's):
+    the same as the run without jitter of the scaled model; the one-GPU baseline is not scaled; sweep agrees."""
+    from sim.jitter import expected_max_normal
+
+    model, cv = sim.load_model("resnet50"), 0.03
+    jittered = sim.Cluster(gpus=8, gpus_per_node=4, sync_jitter_cv=cv)
+    plain = dataclasses.replace(jittered, sync_jitter_cv=0.0)
+    got = sim.simulate(model, jittered, "mgwfbp", batch_size=32)
+    factor = 1 + cv * expected_max_normal(8)
+    want = sim.simulate(got.model, plain, "mgwfbp", batch_size=32)  # got.model: the scaled (slowest GPU's) model
+    assert got.model.bwd_s == pytest.approx(sim.simulate(model, plain, "mgwfbp", batch_size=32).model.bwd_s * factor)
+    assert got.iteration_time_s == want.iteration_time_s
+    one = sim.simulate(model, dataclasses.replace(jittered, gpus=1, gpus_per_node=1), "mgwfbp", batch_size=32)
+    assert got.metrics["single_gpu_iteration_time_s"] == pytest.approx(one.iteration_time_s, rel=1e-12)
+    row = sim.sweep(model, jittered, gpus=[8], schedulers=["mgwfbp"], batch_size=32).iloc[0]
+    assert row["iteration_time_s"] == got.iteration_time_s
+    with pytest.raises(SimInputError, match="sync_jitter_cv"):
+        sim.Cluster(gpus=2, sync_jitter_cv=-0.1)

@@ -36,6 +36,7 @@ from sim.calib.validation import load_cases, run_validation, summarize
 from sim.catalog import get_network
 from sim.frameworks import get_framework
 from sim.interference import compute_slowdown
+from sim.jitter import default_sync_jitter_cv
 from sim.methods import METHODS
 from sim.schedulers.names import BYTESCHEDULER, HOROVOD
 
@@ -59,6 +60,8 @@ class FittedParameter:
         if self.kind == "slowdown":
             crossed = cases["network"].where(~one_node, cases["intra"])
             return calib & (cases["method"] == "MG-WFBP") & (crossed == self.name)
+        if self.kind == "jitter":  # every case that has more GPUs than its calibration point
+            return calib & (cases["gpus"].astype(int) > cases["calib_gpus"].astype(int))
         if self.kind == "ps":
             return calib & cases["method"].map(lambda m: m in METHODS and METHODS[m].architecture == "ps")
         if self.kind == "link" and self.name == "pcie3":
@@ -77,6 +80,7 @@ FITTED = (
     FittedParameter("ps", "ps_link_efficiency", 0.05, 1.0, "parameter-server calibration rows (8 and 32 GPUs)"),
     *(FittedParameter("slowdown", link, 0.0, 1.0, f"MG-WFBP calibration rows over {link} ({gpus} GPUs)")
       for link, gpus in (("pcie3", 4), ("10gbe", 8), ("100gbe", 8), ("ib-edr-100", 8))),
+    FittedParameter("jitter", "sync_jitter_cv", 0.0, 0.1, "every calibration row (more GPUs than its calibration)"),
 )
 
 
@@ -89,6 +93,8 @@ def stored_values() -> dict[tuple[str, str], float]:
             return BYTEPS_TCP_LINK_EFFICIENCY
         if p.kind == "slowdown":
             return compute_slowdown(p.name)
+        if p.kind == "jitter":
+            return default_sync_jitter_cv()
         return get_network(p.name).effective_gbps if p.kind == "link" else get_framework(p.name).launch_us
 
     return {(p.kind, p.name): value(p) for p in FITTED}
@@ -104,7 +110,8 @@ def _kwargs(values: dict) -> dict:
     ps = {n: v for (k, n), v in values.items() if k == "ps"}
     return {"links": {n: v for (k, n), v in values.items() if k == "link"},
             "launch_us": {n: v for (k, n), v in values.items() if k == "launch"}, "method_options": ps or None,
-            "slowdowns": {n: v for (k, n), v in values.items() if k == "slowdown"}}
+            "slowdowns": {n: v for (k, n), v in values.items() if k == "slowdown"},
+            "sync_jitter_cv": next((v for (k, _), v in values.items() if k == "jitter"), None)}
 
 
 def _golden(f, low: float, high: float, tol: float) -> float:
@@ -141,7 +148,8 @@ def fit_validation(cases: pd.DataFrame | None = None, rounds: int = 2) -> dict:
             subset = _fitted_cases(cases, p)
             if subset.empty:
                 continue
-            tol, digits = {"link": (0.05, 1), "launch": (5.0, 0), "ps": (0.005, 2), "slowdown": (0.005, 2)}[p.kind]
+            tol, digits = {"link": (0.05, 1), "launch": (5.0, 0), "ps": (0.005, 2), "slowdown": (0.005, 2),
+                           "jitter": (0.0005, 3)}[p.kind]
 
             def loss(x, p=p, subset=subset):
                 return _loss(subset, {**values, (p.kind, p.name): x})
@@ -152,7 +160,8 @@ def fit_validation(cases: pd.DataFrame | None = None, rounds: int = 2) -> dict:
     for p in FITTED:
         subset = _fitted_cases(cases, p)
         out = run_validation(subset, **_kwargs(values)) if len(subset) else pd.DataFrame({"error_pct": []})
-        unit = {"link": "effective_gbps", "launch": "launch_us", "ps": "", "slowdown": "compute_slowdown"}[p.kind]
+        unit = {"link": "effective_gbps", "launch": "launch_us", "ps": "", "slowdown": "compute_slowdown",
+                "jitter": ""}[p.kind]
         rows.append({"parameter": f"{p.name} {unit}".strip(),
                      "fitted": values[(p.kind, p.name)], "stored": stored[(p.kind, p.name)],
                      "cases": len(subset), "rule": p.rule,

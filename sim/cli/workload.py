@@ -79,6 +79,9 @@ def add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
     p.add_argument("--compute-slowdown", type=nonneg_float, default=None,
                    help="override the link's interference coefficient: overlapped compute runs 1 + this x the "
                         "overlapped fraction times as long")
+    p.add_argument("--sync-jitter-cv", type=nonneg_float, default=None,
+                   help="per-iteration jitter of each GPU's compute (coefficient of variation): a step waits for "
+                        "the slowest GPU (default: the fitted value, data/sync_jitter.csv; 0 turns it off)")
     p.add_argument("--network-gbps", type=positive_float, default=None,
                    help="override the network preset's effective rate, Gb/s")
     p.add_argument("--intra-gbps", type=positive_float, default=None,
@@ -222,7 +225,7 @@ def warn_unused_links(args) -> None:
 #: The cluster flags' defaults (None on the command line, so that a flag given for nothing is seen).
 DEFAULTS = {f.name: f.default for f in fields(Cluster)
             if f.name in ("network", "intra", "collective", "gpu", "framework", "launch_us", "network_gbps",
-                          "intra_gbps", "interference", "compute_slowdown")}
+                          "intra_gbps", "interference", "compute_slowdown", "sync_jitter_cv")}
 
 
 def cluster(args, gpus: int) -> Cluster:

@@ -13,7 +13,7 @@ from sim.checks import MAX_TIME_S, check_float, check_int
 from sim.errors import SimInputError
 from sim.model import Model, bytes_per_param, check_batch_size
 
-__all__ = ["MAX_ITERATIONS", "calibrate", "check_run_args", "resolve_model"]
+__all__ = ["MAX_ITERATIONS", "calibrate", "check_run_args", "resolve_model", "with_sync_wait"]
 
 MAX_ITERATIONS = 1000
 
@@ -127,3 +127,11 @@ def _read_only(resolved, given) -> None:
         if isinstance(arr, np.ndarray) and arr.base is None and not (
                 isinstance(mine, np.ndarray) and np.may_share_memory(arr, mine)):
             arr.flags.writeable = False
+
+
+def with_sync_wait(model, cluster):
+    """``model`` as the slowest of the cluster's workers computes it on average: every compute time
+    times `sim.cluster.Cluster.sync_wait_factor` (`sim.jitter`); ``model`` itself on one GPU or
+    without jitter. The one-GPU baseline is timed on ``model`` as given."""
+    factor = cluster.sync_wait_factor()
+    return model if factor == 1.0 else model.scaled(factor)
