@@ -191,6 +191,8 @@ def ablation(cases: pd.DataFrame | None = None) -> pd.DataFrame:
         "no interference": (cases, {"slowdowns": dict.fromkeys(links, 0.0)}),
         "without ByteScheduler's per-partition launch (a bare NCCL call per partition)":
             (cases.assign(framework=cases["framework"].where(~bytescheduler, "nccl")), {}),
+        **{f"waiting for the slowest GPU, sync_jitter_cv {cv} (a what-if: the fit gives 0)":
+           (cases, {"sync_jitter_cv": cv}) for cv in (0.01, 0.02)},
     }
     rows = []
     for name, (subset, kw) in variants.items():
