@@ -198,6 +198,7 @@ MECHANISM_VARIANTS = (
     ("no framework costs (framework none)", {"framework": "none"}, None),
     ("no interference", {"interference": False}, None),
     ("none of the three (the papers' α-β DAG model)", {"framework": "none", "interference": False}, "layer"),
+    ("per-iteration jitter of cv 0.02 between the GPUs (off by default)", {"sync_jitter_cv": 0.02}, None),
 )
 
 

@@ -159,7 +159,11 @@ st.markdown(
     "bandwidth, so the overlapped compute runs longer: 1 + κ × (overlapped fraction) times "
     "(`--no-interference`, `data/interference.csv`). The Timeline shows the stretched bars.\n"
     "Each was fitted on part of the published measurements and kept on by default only where it lowers the "
-    "error on the rest (README, *Validation*).")
+    "error on the rest (README, *Validation*). A fourth, **waiting for the slowest GPU**, is a what-if: when each "
+    "GPU's compute varies from one iteration to the next (coefficient of variation cv), a synchronous step goes "
+    "at the pace of the slowest of P GPUs, on average 1 + cv × E[max of P normals] times the mean (1.42 for 8 "
+    "GPUs, 2.07 for 32; `--sync-jitter-cv`, Chen et al. 2016). Fitted on the same cases it comes out 0, so it is "
+    "off unless you give it (last row).")
 net = st.radio("Network", ["10gbe", "ib-edr-100"], horizontal=True, key="learn_mech_net")
 case = learn_view.MECHANISM_CASE
 st.caption(f"{case['model']}, {case['gpus']} × {case['gpu']} ({case['gpus_per_node']} a node), batch "
