@@ -6,8 +6,11 @@ The pure parts (capture, the link form, the table of differences) are in
 
 from __future__ import annotations
 
+import html
+
 import streamlit as st
 
+import sim
 from dashboard import cached, figures, snapshots, state, ui
 from dashboard.state import Config
 
@@ -65,14 +68,31 @@ def panel(cfg: Config) -> None:
                              key="snap_scheduler", bind="query-params")
     if len(picked) < 2:
         return
-    upload = {"csv_text": st.session_state.get("csv_text"), "csv_name": st.session_state.get("csv_name")}
-    configs = {n: state.config_from_state({**pinned[n], **upload}) for n in picked}
-    results = {n: ui.guarded(cached.simulate, c, scheduler) for n, c in configs.items()}
-    titles = {n: f"<b>{n}</b>: {ui.fmt_ms(r.iteration_time_s)}, overlap "
+    configs, results = _runs({n: pinned[n] for n in picked}, scheduler)
+    picked = list(results)
+    if len(picked) < 2:
+        return
+    titles = {n: f"<b>{html.escape(n)}</b>: {ui.fmt_ms(r.iteration_time_s)}, overlap "
                  f"{ui.fmt_overlap(r.metrics['comm_hidden_s'], r.metrics['comm_s'])}" for n, r in results.items()}
     ui.chart(lambda: figures.gantt_stack_figure({n: r.timeline for n, r in results.items()}, titles), "snap_chart",
              "snapshots", cache_key=("snapshots", scheduler, tuple(configs.items()), tuple(titles.items())))
     table = snapshots.diff_table({n: pinned[n] for n in picked}, {n: r.metrics for n, r in results.items()})
     st.dataframe(table, hide_index=True, key="snap_table")
     st.caption(f"Settings that differ, then key figures under {scheduler}; each Δ column is against "
-               f"**{picked[0]}**.")
+               f"**{ui.plain(picked[0])}**.")
+
+
+def _runs(pinned: dict, scheduler: str) -> tuple[dict, dict]:
+    """The configuration and the result of every snapshot that can run; a warning for each that cannot
+    (e.g. an uploaded CSV no longer there, a GPU count that does not fill whole nodes), which is left out."""
+    upload = {"csv_text": st.session_state.get("csv_text"), "csv_name": st.session_state.get("csv_name")}
+    configs, results = {}, {}
+    for name, settings in pinned.items():
+        try:
+            configs[name] = state.config_from_state({**settings, **upload})
+            results[name] = cached.simulate(configs[name], scheduler)
+        except sim.SimInputError as exc:
+            configs.pop(name, None)
+            st.warning(f"Snapshot {ui.literal(name)} cannot run: {ui.plain(str(exc))}. It is left out.",
+                       icon=":material/warning:")
+    return configs, results

@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULTS",
     "PAGE_DEFAULTS",
     "SESSION_DEFAULTS",
+    "TOY_ALPHAS_US",
     "UPLOAD",
     "UPLOAD_LABEL",
     "Config",
@@ -95,9 +96,12 @@ PAGE_DEFAULTS: dict[str, object] = {
     "scale_nets": [],  # Scaling: networks besides the sidebar's
     "scale_timeline_scheduler": MGWFBP,  # Scaling: whose timeline is shown
     # Scaling's "pick_gpus" slider has no default of its own: the page keeps it equal to "gpus".
-    "toy_alpha_us": 2000,  # Learn
+    "toy_alpha_us": 2000,  # Learn: one of TOY_ALPHAS_US
     "snap_scheduler": MGWFBP,  # Compare: the scheduler every snapshot runs
 }
+
+#: The Learn page's α slider's stops (µs).
+TOY_ALPHAS_US = [10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000]
 
 #: Session keys that no widget owns: the uploaded CSV, kept across pages; whether the
 #: link the session opened with was checked, and what was wrong with it (`dashboard.links`).

@@ -82,6 +82,10 @@ if not picked:
     st.info("Pick at least one algorithm.")
     st.stop()
 algorithms = tuple(a for a in ALGORITHMS if a in picked)
+counts = tuple(p for p in tables.scaling_gpu_counts(cfg.gpus_per_node, cfg.gpus, MAX_SWEEP_WORKERS)
+               if p <= max(cfg.gpus, 8))
+ui.guarded(cached.check_algorithm_work, cached.model_of(cfg).num_layers, cfg.gpus, int(steps),
+           sum(counts) * SWEEP_STEPS, len(algorithms))
 knobs = ui.guarded(AlgorithmConfig, staleness=int(staleness), tau=int(tau), gossip_p=float(gossip))
 no_noise = StragglerSpec()
 
@@ -100,8 +104,6 @@ else:
 c[2].metric("Bayes accuracy of the task", f"{bayes:.1%}", help="The ceiling: the target is 2 points below it.")
 
 st.subheader("Throughput as workers are added")
-counts = tuple(p for p in tables.scaling_gpu_counts(cfg.gpus_per_node, cfg.gpus, MAX_SWEEP_WORKERS)
-               if p <= max(cfg.gpus, 8))
 sweep = ui.guarded(_sweep, cfg, algorithms, counts, int(seed), knobs, no_noise)
 ui.chart(af.throughput_figure(sweep, picked_workers=cfg.gpus), "alg_throughput", f"algorithms-throughput-{cfg.model_label}")
 st.caption(f"{SWEEP_STEPS} steps per worker at each count. The parameter server's link carries one message at a "

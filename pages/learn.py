@@ -6,7 +6,7 @@ import sim
 from dashboard import cached, figures, learn_view, state, ui
 from sim.schedulers.names import MGWFBP, OPTIMAL, SYNCEASGD, WFBP
 
-ALPHAS_US = [10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000]
+ALPHAS_US = state.TOY_ALPHAS_US
 BETA_S_PER_BYTE = 1e-9  # 1 ns per byte: a 1 GB/s all-reduce
 SCHEDULERS = (WFBP, MGWFBP, OPTIMAL)
 COUNTER_ALPHA_US = learn_view.COUNTER_ALPHA_US

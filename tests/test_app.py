@@ -455,6 +455,69 @@ class TestLinks:
         assert "cannot travel in a link" in at.warning[0].value
         assert "Upload a layer CSV" in at.info[0].value
 
+    @pytest.mark.parametrize("key, raw", [("gpus", "1e400"), ("batch", "-1e999"), ("iters", "1e309"),
+                                          ("strag_seed_sb", "inf")])
+    def test_an_overflowing_number_is_a_notice_not_an_exception(self, key, raw):
+        """Streamlit's own number parser failed on these (OverflowError) before the page could say a word."""
+        at = new_app()
+        at.query_params.update({key: raw, "strag": "true"})
+        at.run()
+        no_exception(at)
+        assert f"Link: `{key}={raw}` is not usable (not a finite number); using {key} = {state.default(key)} instead." \
+            in [w.value for w in at.warning]
+        assert key not in dict(at.query_params)  # the address is the link of what is shown
+
+    def test_a_repeated_key_says_which_value_counts(self):
+        at = new_app()
+        at.query_params["gpus"] = ["64", "8"]
+        at.query_params["batch"] = ["64", "lots"]
+        at.run()
+        no_exception(at)
+        warnings = [w.value for w in at.warning]
+        assert "Link: `gpus=64,8` is not usable (given 2 times; the last counts); using gpus = 8 instead." in warnings
+        assert ("Link: `batch=64,lots` is not usable (given 2 times, and the last is not a number); "
+                "using batch = 32 instead.") in warnings
+        assert at.sidebar.number_input(key="gpus").value == 8 and at.sidebar.number_input(key="batch").value == 32
+        assert dict(at.query_params)["gpus"] == "8"
+
+    def test_a_crafted_value_is_quoted_short_and_inert(self):
+        at = new_app()
+        at.query_params.update({"net": "x" * 5000, "model": "**b** `x` [a](javascript:alert(1)) <script>",
+                                "compare": ["wfbp", ""]})
+        at.run()
+        no_exception(at)
+        warnings = [w.value for w in at.warning]
+        net = next(w for w in warnings if "net=" in w)
+        assert len(net) < 300 and "… (5,004 characters)`" in net
+        # a fence longer than any run of backticks inside: the value is code, not Markdown
+        assert "Link: `` model=**b** `x` [a](javascript:alert(1)) <script> `` is not usable" in \
+            next(w for w in warnings if "model=" in w)
+        assert any("(unknown (an empty value))" in w for w in warnings)
+
+    def test_the_learn_slider_from_a_link(self):
+        at = new_app()
+        at.query_params.update({"toy_alpha_us": "-1"})
+        open_page(at, "learn")
+        no_exception(at)
+        assert "Link: `toy_alpha_us=-1` is not usable (not one of the options); using toy_alpha_us = 2000 instead." \
+            in [w.value for w in at.warning]  # was dropped without a word
+        at = new_app()
+        at.query_params.update({"toy_alpha_us": "50"})
+        open_page(at, "learn")
+        assert at.select_slider(key="toy_alpha_us").value == 50 and not at.warning
+
+    def test_the_scaling_timeline_scheduler_travels_in_the_link(self):
+        at = csv_app()
+        at.query_params.update({"scale_timeline_scheduler": "wfbp"})  # was ignored: the widget was not bound
+        open_page(at, "scaling")
+        no_exception(at)
+        assert at.selectbox(key="scale_timeline_scheduler").value == "wfbp" and not at.warning
+        at = csv_app()
+        at.query_params.update({"scale_timeline_scheduler": "dear"})  # a scheduler, but not one of the curves
+        open_page(at, "scaling")
+        assert at.selectbox(key="scale_timeline_scheduler").value == "mgwfbp"
+        assert at.warning[0].value == "The timeline's scheduler `dear` is not among the schedulers picked; showing mgwfbp."
+
     def test_query_for_leaves_out_defaults(self):
         from dashboard import links
 
@@ -644,13 +707,46 @@ class TestStop:
         assert not any(i.value.startswith("Stopped.") for i in at.info)
         assert chart(at, "scaling_chart")["data"]
 
+    def test_a_sweep_too_heavy_for_the_page_is_refused_before_any_work(self):
+        """/scaling with every scheduler and network at 65,536 GPUs took 19 s (1,248 points)."""
+        from dashboard import cached
+
+        at = new_app(model="resnet50")
+        at.query_params.update({"scale_schedulers": list(sim.SCHEDULERS), "gpus": "65536", "per_node": "1",
+                                "scale_nets": [n for n in state.network_options("inter") if n != "10gbe"]})
+        open_page(at, "scaling")
+        no_exception(at)
+        assert "the page runs sweeps of up to about 3 s: pick fewer schedulers or networks" in at.error[0].value
+        assert not at.get("plotly_chart")
+        # the default sweep, and that of every scheduler on two networks, stay within the budget
+        assert cached.sweep_seconds(56, 12, state.default("scale_schedulers")) < cached.MAX_SWEEP_S
+        cached.check_sweep_work(56, 12, 2, list(sim.SCHEDULERS))
+        with pytest.raises(sim.SimInputError, match="10,000-layer model"):
+            cached.check_sweep_work(10_000, 12, 1, list(sim.SCHEDULERS))
+
+    def test_the_algorithms_page_refuses_work_over_its_budget_and_says_what_fits(self):
+        """64 workers x 100 steps took 20 s for the comparison alone; a 1,000-layer CSV 1.6 GB."""
+        from dashboard import cached
+
+        at = open_page(new_app(model="resnet50", gpus=32), "algorithms")
+        no_exception(at)
+        assert "set Steps per worker to 51 or less" in at.error[0].value
+        at.number_input(key="alg_steps").set_value(50).run()
+        no_exception(at)
+        assert not at.error and metric(at, "Bayes accuracy of the task") > 50
+        with pytest.raises(sim.SimInputError, match="use fewer GPUs"):
+            cached.check_algorithm_work(56, 64, 100, 127 * 20)
+        with pytest.raises(sim.SimInputError, match="Steps per worker"):
+            cached.check_algorithm_work(1000, 16, 100, 31 * 20)  # the memory bound
+        cached.check_algorithm_work(56, 16, 100, 31 * 20)  # the default page
+
     def test_the_heavy_straggler_view_is_capped_and_says_so(self):
-        at = new_app(gpus=4096, per_node=1, strag=True)
+        at = new_app(gpus=3500, per_node=1, strag=True)  # 3,500 x 56 layers x 40 iterations: just under the cap
         open_page(at, "timeline")
         no_exception(at)
         assert not at.error
         assert any("**Capped** at 40 of 200 iterations" in c.value for c in at.caption)
-        assert any("per-worker timeline is not drawn for 4,096 GPUs" in c.value for c in at.caption)
+        assert any("per-worker timeline is not drawn for 3,500 GPUs" in c.value for c in at.caption)
 
 
 @pytest.mark.skipif(ui.image_export_problem() is not None, reason=str(ui.image_export_problem()))
