@@ -31,6 +31,7 @@ __all__ = [
     "TOY_LAYERS",
     "cached_figure",
     "check_algorithm_work",
+    "check_compare_work",
     "check_sweep_work",
     "figure",
     "iteration_dag",
@@ -225,6 +226,27 @@ def sweep_seconds(layers: int, points_per_scheduler: int, schedulers: Sequence[s
     """The estimated time of a sweep of ``points_per_scheduler`` (GPU count, network) points per scheduler."""
     per_point_ms = sum(SWEEP_MS_PER_LAYER.get(s, SWEEP_MS_PER_LAYER_DEFAULT) for s in schedulers) * (layers + 300)
     return points_per_scheduler * per_point_ms / 1e3
+
+
+#: The longest the Compare page's runs may be estimated to take (a 100,000-layer CSV under every
+#: scheduler and method took 34 s and 3.4 GB; under the four default schedulers 4.3 s and 560 MB).
+MAX_COMPARE_S = 3.0
+
+
+def check_compare_work(layers: int, schedulers: Sequence[str], methods: Sequence[str] = ()) -> None:
+    """Refuse, before any work, a Compare page whose runs (``schedulers``, each as often as it runs, and
+    the survey ``methods``) are estimated to take over `MAX_COMPARE_S`."""
+    from sim.methods import METHODS
+
+    # a method costs what its scheduler costs, a parameter server at least what a sequential run does
+    method_ms = sum(max(SWEEP_MS_PER_LAYER.get(METHODS[m].scheduler, SWEEP_MS_PER_LAYER_DEFAULT),
+                        SWEEP_MS_PER_LAYER[SEQUENTIAL]) for m in methods) * (layers + 300)
+    seconds = sweep_seconds(layers, 1, schedulers) + method_ms / 1e3
+    if seconds > MAX_COMPARE_S:
+        raise sim.SimInputError(
+            f"{len(schedulers)} scheduler run(s) and {len(methods)} method(s) of a {layers:,}-layer model would take "
+            f"about {seconds:.0f} s; the page runs up to about {MAX_COMPARE_S:g} s: pick fewer schedulers or methods "
+            "(bytescheduler, dear and zero cost the most), or no compression (python -m sim run runs any of them)")
 
 
 def check_sweep_work(layers: int, counts: int, networks: int, schedulers: Sequence[str]) -> None:

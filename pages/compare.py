@@ -43,14 +43,16 @@ def compressed(cfg, scheduler: str, kind: str) -> sim.SimResult:
                         single_gpu_iteration_s=cached.single_gpu_s(cfg), compression=kind)
 
 
+compressed_runs = [s for s in chosen if refusal(s) is None] if compression != "none" else []
+ui.guarded(cached.check_compare_work, cached.model_of(cfg).num_layers,
+           [*chosen, *(s for s in (MGWFBP, OPTIMAL) if s not in chosen), *compressed_runs], methods)
 results = {s: ui.guarded(cached.simulate, cfg, s) for s in chosen}
 with_compression = {}
 if compression != "none":
-    for s in chosen:
-        if refusal(s) is None:
-            res = ui.guarded(compressed, cfg, s, compression)
-            res.metrics["scheduler"] = f"{s} + {compression}"
-            with_compression[f"{s} + {compression}"] = res
+    for s in compressed_runs:
+        res = ui.guarded(compressed, cfg, s, compression)
+        res.metrics["scheduler"] = f"{s} + {compression}"
+        with_compression[f"{s} + {compression}"] = res
     if not with_compression:
         st.info("None of the chosen schedulers all-reduces its gradients: nothing to compress.")
 for name in methods:

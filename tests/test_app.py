@@ -724,6 +724,20 @@ class TestStop:
         with pytest.raises(sim.SimInputError, match="10,000-layer model"):
             cached.check_sweep_work(10_000, 12, 1, list(sim.SCHEDULERS))
 
+    def test_a_compare_too_heavy_for_the_page_is_refused_before_any_work(self):
+        """Every scheduler and method of a 100,000-layer CSV took 34 s and 3.4 GB."""
+        from dashboard import cached
+        from sim.methods import METHODS
+
+        at = csv_app(layer_csv(10_000))
+        at.query_params.update({"compare": list(sim.SCHEDULERS), "compare_methods": list(METHODS)})
+        open_page(at, "compare")
+        no_exception(at)
+        assert "13 scheduler run(s) and 7 method(s) of a 10,000-layer model would take about 5 s" in at.error[0].value
+        assert not at.get("plotly_chart")
+        cached.check_compare_work(10_000, list(sim.SCHEDULERS))  # every scheduler alone fits (3.8 s, 370 MB)
+        cached.check_compare_work(2_000, list(sim.SCHEDULERS), list(METHODS))  # and everything, for the zoo's models
+
     def test_the_algorithms_page_refuses_work_over_its_budget_and_says_what_fits(self):
         """64 workers x 100 steps took 20 s for the comparison alone; a 1,000-layer CSV 1.6 GB."""
         from dashboard import cached
