@@ -51,6 +51,9 @@ def _choices() -> dict[str, Callable[[], list]]:
         "compare": schedulers, "compare_methods": state.method_options, "scale_schedulers": schedulers,
         "scale_nets": lambda: state.network_options("inter"),
         "toy_alpha_us": lambda: [str(a) for a in state.TOY_ALPHAS_US],
+        "compare_compression": lambda: state.COMPRESSIONS, "tune_knob": state.tune_knob_options,
+        "parity_by": lambda: state.PARITY_BY, "summary_by": lambda: state.SUMMARY_BY,
+        "learn_mech_net": lambda: state.LEARN_MECHANISM_NETS,
     }
 
 

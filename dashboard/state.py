@@ -33,6 +33,10 @@ from sim.schedulers.names import MGWFBP, OPTIMAL, SYNCEASGD, WFBP
 
 __all__ = [
     "BOUNDS",
+    "COMPRESSIONS",
+    "LEARN_MECHANISM_NETS",
+    "PARITY_BY",
+    "SUMMARY_BY",
     "DEFAULTS",
     "PAGE_DEFAULTS",
     "SESSION_DEFAULTS",
@@ -53,6 +57,7 @@ __all__ = [
     "scheduler_options",
     "stragglers_from_state",
     "text",
+    "tune_knob_options",
 ]
 
 #: The model option that means "use the uploaded layer CSV".
@@ -98,7 +103,28 @@ PAGE_DEFAULTS: dict[str, object] = {
     # Scaling's "pick_gpus" slider has no default of its own: the page keeps it equal to "gpus".
     "toy_alpha_us": 2000,  # Learn: one of TOY_ALPHAS_US
     "snap_scheduler": MGWFBP,  # Compare: the scheduler every snapshot runs
+    "compare_compression": "none",  # Compare: one of COMPRESSIONS
+    "tune_knob": "bucket-mb",  # Compare: one of tune_knob_options()
+    "parity_by": "source",  # Validation: the parity plot's colours
+    "summary_by": "source",  # Validation: the error table's rows
+    "learn_mech_net": "10gbe",  # Learn: the mechanisms table's network, one of LEARN_MECHANISM_NETS
 }
+
+#: Compare's compression choices; any other is one flag away: python -m sim run --compression KIND
+COMPRESSIONS = ["none", "fp16", "bf16", "topk:0.01", "topk:0.001", "powersgd:1", "powersgd:4"]
+#: Validation's ways of colouring the parity plot and of grouping the error table.
+PARITY_BY = ["source", "method"]
+SUMMARY_BY = ["source", "method", "network", "split"]
+#: The networks of the Learn page's mechanisms table.
+LEARN_MECHANISM_NETS = ["10gbe", "ib-edr-100"]
+
+
+def tune_knob_options() -> list[str]:
+    """The knobs the Compare page tunes (`sim.tune.KNOBS` with a grid of values)."""
+    from sim.schedulers.knobs import KNOBS
+    from sim.tune import KNOBS as TUNABLE
+
+    return [label for label, (name, _) in TUNABLE.items() if KNOBS[name].grid]
 
 #: The Learn page's α slider's stops (µs).
 TOY_ALPHAS_US = [10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000]

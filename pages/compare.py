@@ -26,10 +26,10 @@ if not chosen and not methods:
     st.info("Pick at least one scheduler or method.")
     st.stop()
 chosen = figures.scheduler_order(chosen)
-#: Offered on the page; any other is one flag away: python -m sim run --compression KIND
-COMPRESSIONS = ("none", "fp16", "bf16", "topk:0.01", "topk:0.001", "powersgd:1", "powersgd:4")
 compression = st.selectbox(
-    "Compare with gradient compression", COMPRESSIONS, key="compare_compression",
+    "Compare with gradient compression", state.COMPRESSIONS, index=state.index_of("compare_compression",
+                                                                                  state.COMPRESSIONS),
+    key="compare_compression", bind="query-params",
     help="Adds a row per chosen all-reduce scheduler with its gradients compressed (sim.compression): fp16/bf16 "
          "halve the bytes; top-k all-gathers k values and indices per layer (SparCML, Shi et al. 2019); PowerSGD "
          "all-reduces two rank-r factors (Vogels et al., NeurIPS 2019); each with its (de)compression kernels.")
@@ -113,8 +113,9 @@ stragglers_view.compare_table(cfg, list(chosen), {s: results[s].iteration_time_s
 snapshots_view.panel(cfg)
 
 st.subheader("Tune a knob")
-TUNE_VALUES = {label: KNOBS[name].grid for label, (name, _) in TUNABLE.items() if KNOBS[name].grid}
-knob = st.selectbox("Knob", list(TUNE_VALUES), key="tune_knob",
+TUNE_VALUES = {label: KNOBS[TUNABLE[label][0]].grid for label in state.tune_knob_options()}
+knob = st.selectbox("Knob", list(TUNE_VALUES), index=state.index_of("tune_knob", list(TUNE_VALUES)), key="tune_knob",
+                    bind="query-params",
                     help="; ".join(f"{label} ({TUNABLE[label][1]}): {KNOBS[TUNABLE[label][0]].help}"
                                    for label in TUNE_VALUES))
 frame, best = ui.guarded(cached.tune, cfg, knob, TUNE_VALUES[knob])

@@ -160,7 +160,8 @@ st.markdown(
     "(`--no-interference`, `data/interference.csv`). The Timeline shows the stretched bars.\n"
     "Each was fitted on part of the published measurements and kept on by default only where it lowers the "
     "error on the rest (README, *Validation*).")
-net = st.radio("Network", ["10gbe", "ib-edr-100"], horizontal=True, key="learn_mech_net")
+net = st.radio("Network", state.LEARN_MECHANISM_NETS, index=state.index_of("learn_mech_net", state.LEARN_MECHANISM_NETS),
+               horizontal=True, key="learn_mech_net", bind="query-params")
 case = learn_view.MECHANISM_CASE
 st.caption(f"{case['model']}, {case['gpus']} × {case['gpu']} ({case['gpus_per_node']} a node), batch "
            f"{case['batch_size']}, WFBP, over {net}: each row switches one mechanism off.")

@@ -518,6 +518,26 @@ class TestLinks:
         assert at.selectbox(key="scale_timeline_scheduler").value == "mgwfbp"
         assert at.warning[0].value == "The timeline's scheduler `dear` is not among the schedulers picked; showing mgwfbp."
 
+    @pytest.mark.parametrize("page, key, value", [
+        ("compare", "compare_compression", "topk:0.01"), ("compare", "tune_knob", "credit"),
+        ("validation", "parity_by", "method"), ("validation", "summary_by", "network"),
+        ("learn", "learn_mech_net", "ib-edr-100"),
+    ])
+    def test_page_controls_travel_in_the_link(self, page, key, value):
+        """These controls were not bound to the query: a link could not carry them."""
+        at = csv_app() if page == "compare" else new_app()
+        at.query_params.update({key: value})
+        open_page(at, page)
+        no_exception(at)
+        widget = at.selectbox(key=key) if page == "compare" else at.radio(key=key)
+        assert widget.value == value and not at.warning
+        at = csv_app() if page == "compare" else new_app()
+        at.query_params.update({key: "<b>bogus</b>"})
+        open_page(at, page)
+        no_exception(at)
+        assert at.warning[0].value == (f"Link: `{key}=<b>bogus</b>` is not usable (not one of the options); "
+                                       f"using {key} = {state.default(key)} instead.")
+
     def test_query_for_leaves_out_defaults(self):
         from dashboard import links
 
