@@ -33,10 +33,10 @@ PAGE_PATHS = {
 }
 
 # The sidebar's bounds are `dashboard.state.BOUNDS` (one table for the link and the session).
-_INT_BOUNDS = {key: bounds for key, bounds in state.BOUNDS.items() if isinstance(state.DEFAULTS[key], int)}
-_INT_BOUNDS["iters"] = (1, 5)
-_FLOAT_BOUNDS = {key: bounds for key, bounds in state.BOUNDS.items() if key not in _INT_BOUNDS}
-_BOOLS = ("ab", "calib", "strag")
+_BOUNDS = {**state.BOUNDS, **{k: v for k, v in state.PAGE_BOUNDS.items() if k != "toy_alpha_us"}}  # α: its stops
+_INT_BOUNDS = {key: bounds for key, bounds in _BOUNDS.items() if isinstance(state.default(key), int)}
+_FLOAT_BOUNDS = {key: bounds for key, bounds in _BOUNDS.items() if key not in _INT_BOUNDS}
+_BOOLS = ("ab", "calib", "strag", "show_messages")
 
 
 def _choices() -> dict[str, Callable[[], list]]:
@@ -44,7 +44,9 @@ def _choices() -> dict[str, Callable[[], list]]:
     return {
         "model": state.model_options, "precision": lambda: ["fp32", "fp16"], "gpu": state.gpu_options,
         "net": lambda: state.network_options("inter"), "intra": lambda: state.network_options("intra"),
-        "coll": state.collective_options, "strag_dist_sb": lambda: ["constant", "normal", "lognormal", "exponential"],
+        "coll": state.collective_options, "strag_dist_sb": lambda: state.STRAGGLER_DISTS,
+        "strag_dist": lambda: state.STRAGGLER_DISTS, "strag_scheduler": schedulers,
+        "alg_picked": lambda: state.PAGE_DEFAULTS["alg_picked"],
         "scheduler": schedulers, "baseline": schedulers, "scale_timeline_scheduler": schedulers,
         "snap_scheduler": schedulers,
         "method": lambda: ["", *state.method_options()],
@@ -57,7 +59,7 @@ def _choices() -> dict[str, Callable[[], list]]:
     }
 
 
-_LISTS = ("compare", "compare_methods", "scale_schedulers", "scale_nets")
+_LISTS = ("compare", "compare_methods", "scale_schedulers", "scale_nets", "alg_picked")
 #: The keys that take several values (a multiselect's).
 LISTS = _LISTS
 

@@ -538,6 +538,40 @@ class TestLinks:
         assert at.warning[0].value == (f"Link: `{key}=<b>bogus</b>` is not usable (not one of the options); "
                                        f"using {key} = {state.default(key)} instead.")
 
+    def test_the_algorithms_controls_travel_in_the_link(self):
+        """None of the Algorithms page's controls was bound to the query."""
+        from sim.algorithms import ALGORITHMS
+
+        assert state.default("alg_picked") == list(ALGORITHMS)
+        link = {"alg_picked": ["BSP", "AR-SGD"], "alg_steps": 50, "alg_ssp": 5, "alg_tau": 8, "alg_gossip": 0.25,
+                "alg_seed": 7, "strag_dist": "lognormal", "strag_cv": 0.3, "strag_k": 2, "strag_factor": 2.5,
+                "strag_jitter": 0.1, "strag_scheduler": "mgwfbp", "alg_overlap": 0.8}
+        at = new_app(model="resnet50")
+        at.query_params.update({k: [str(x) for x in v] if isinstance(v, list) else str(v) for k, v in link.items()})
+        open_page(at, "algorithms")
+        no_exception(at)
+        assert not at.warning and not at.error
+        assert {k: at.session_state[k] for k in link} == link
+        at = new_app(model="resnet50")
+        at.query_params.update({"alg_picked": ["BSP", "nope"], "alg_steps": "5000", "alg_gossip": "nan",
+                                "strag_k": "20", "strag_scheduler": "<x>"})
+        open_page(at, "algorithms")
+        no_exception(at)
+        warnings = [w.value for w in at.warning]
+        assert "Link: `alg_picked=BSP,nope` is not usable (unknown nope); using alg_picked = BSP instead." in warnings
+        assert "Link: `alg_steps=5000` is not usable (outside 10..400); using alg_steps = 100 instead." in warnings
+        assert any(w.startswith("Link: `alg_gossip=nan` is not usable") for w in warnings)
+        assert any(w.startswith("Link: `strag_scheduler=<x>` is not usable") for w in warnings)
+        assert "Slow workers: `strag_k=20` is more than the 16 GPUs; using 0." in warnings
+        assert at.session_state["alg_picked"] == ["BSP"] and at.session_state["strag_k"] == 0
+
+    def test_the_message_table_travels_in_the_link(self):
+        at = csv_app()
+        at.query_params.update({"show_messages": "true"})
+        open_page(at, "timeline")
+        no_exception(at)
+        assert at.toggle(key="show_messages").value and at.dataframe
+
     def test_query_for_leaves_out_defaults(self):
         from dashboard import links
 
