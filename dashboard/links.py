@@ -115,7 +115,10 @@ def _check_one(key: str, values: list[str], choices: dict[str, Callable[[], list
         allowed = set(choices[key]())
         unknown = [v for v in values if v not in allowed]
         raw = ",".join(values)
-        reason = f"unknown {', '.join(v or '(an empty value)' for v in unknown)}" if unknown else None
+        twice = [v for v in dict.fromkeys(values) if values.count(v) > 1 and v in allowed]
+        reasons = ([f"unknown {', '.join(v or '(an empty value)' for v in unknown)}"] if unknown else []) + \
+                  [f"{v} given {values.count(v)} times" for v in twice]
+        reason = "; ".join(reasons) or None
     elif key in choices:
         reason = None if raw in choices[key]() else "not one of the options"
     else:

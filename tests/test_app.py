@@ -494,6 +494,15 @@ class TestLinks:
             next(w for w in warnings if "model=" in w)
         assert any("(unknown (an empty value))" in w for w in warnings)
 
+    def test_a_value_repeated_in_a_list_is_said_once_and_kept_once(self):
+        at = csv_app()
+        at.query_params["compare"] = ["wfbp", "optimal", "wfbp", "wfbp"]
+        open_page(at, "compare")
+        no_exception(at)
+        assert ("Link: `compare=wfbp,optimal,wfbp,wfbp` is not usable (wfbp given 3 times); "
+                "using compare = wfbp, optimal instead.") in [w.value for w in at.warning]
+        assert at.multiselect(key="compare").value == ["wfbp", "optimal"]
+
     def test_the_learn_slider_from_a_link(self):
         at = new_app()
         at.query_params.update({"toy_alpha_us": "-1"})
