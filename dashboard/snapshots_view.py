@@ -34,6 +34,7 @@ def pin() -> None:
     """The Pin button's ``on_click``: keep the sidebar under the typed name (or a made-up one)."""
     session = st.session_state
     name = (session.get("snap_name") or "").strip() or _auto_name(state.config_from_state(session))
+    name = name.replace("~", "-")[:snapshots.MAX_NAME_CHARS]  # as its link will carry it
     session["snapshots"] = {**(session.get("snapshots") or {}), name: snapshots.capture(session)}
     session["snap_name"] = ""
     session.pop("snap_pick", None)  # every snapshot picked again, the new one included
@@ -50,10 +51,13 @@ def panel(cfg: Config) -> None:
     st.caption("Pin the sidebar's configuration under a name, change the sidebar, pin again: "
                "e.g. 10GbE against 100 Gb InfiniBand, or batch 32 against 64. Snapshots live in this "
                "session and in the link.")
-    c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
-    c1.text_input("Name", key="snap_name", placeholder=_auto_name(cfg))
-    c2.button("Pin this configuration", key="snap_pin", icon=":material/push_pin:", on_click=pin)
     pinned = st.session_state.get("snapshots") or {}
+    full = len(pinned) >= snapshots.MAX_SNAPSHOTS  # a link brings no more: what is pinned stays a link
+    c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+    c1.text_input("Name", key="snap_name", placeholder=_auto_name(cfg)[:snapshots.MAX_NAME_CHARS],
+                  max_chars=snapshots.MAX_NAME_CHARS)
+    c2.button("Pin this configuration", key="snap_pin", icon=":material/push_pin:", on_click=pin, disabled=full,
+              help=f"At most {snapshots.MAX_SNAPSHOTS} snapshots: unpick one below to forget it." if full else None)
     sync_link()
     if len(pinned) < 2:
         st.info(f"{ui.plural(len(pinned), 'snapshot')} pinned: pin two or more to compare them.")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_app import chart, csv_app, no_exception, open_page
+from test_app import chart, csv_app, new_app, no_exception, open_page
 
 from dashboard import snapshots
 
@@ -130,3 +130,18 @@ def test_a_snapshot_name_is_shown_as_text_not_markup():
     titles = [a["text"] for a in chart(at, "snap_chart")["layout"]["annotations"]]
     assert titles[0].startswith("<b>&lt;i&gt;x&lt;/i&gt; **y**</b>")
     assert any(r"against **\<i\>x\</i\> \*\*y\*\***" in c.value for c in at.caption)
+
+
+def test_what_is_pinned_stays_a_link_that_brings_it_back():
+    """A pinned name with '~' or over 80 characters, or a 13th snapshot, made a link that did not
+    bring the same snapshots back."""
+    at = open_page(new_app(model="resnet50"), "compare")
+    at.session_state["snap_name"] = "a~b " + "x" * 100  # what the text box (80 characters at most) may not hold
+    at.button(key="snap_pin").click().run()
+    no_exception(at)
+    (name,) = at.session_state["snapshots"]
+    assert name == ("a-b " + "x" * 100)[:snapshots.MAX_NAME_CHARS]
+    assert snapshots.decode(snapshots.encode(name, at.session_state["snapshots"][name]))[0] == name
+    at.session_state["snapshots"] = {f"s{i}": snapshots.capture({}) for i in range(snapshots.MAX_SNAPSHOTS)}
+    at.run()
+    assert at.button(key="snap_pin").disabled
