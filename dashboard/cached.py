@@ -37,6 +37,7 @@ __all__ = [
     "iteration_dag",
     "load_model",
     "model_of",
+    "needs_general_engine",
     "scaling_frame",
     "scaling_point",
     "simulate",
@@ -198,6 +199,22 @@ def straggler_iterations(model, cfg: Config, scheduler: str, budget: int = STRAG
     return int(min(capped, max(3, task_budget // max(tasks, 1))))
 
 
+#: Schedulers run on the general per-worker engine in one Compare straggler table (each up to
+#: `STRAGGLER_TASK_BUDGET` tasks, about 3 s: all five of bytescheduler, dear, zero1-3 took 14 s).
+MAX_GENERAL_STRAGGLER_RUNS = 2
+
+
+def _straggler_model(cfg: Config):
+    return resolve_model(model_of(cfg), cfg.cluster(), cfg.batch_size, cfg.precision, False, cfg.calibrate_iteration_s)
+
+
+def needs_general_engine(cfg: Config, scheduler: str) -> bool:
+    """Whether the straggler view of ``scheduler`` runs the general (slow) per-worker engine."""
+    model = _straggler_model(cfg)
+    res = sim.simulate(model, cfg.cluster(), scheduler, batch_size=cfg.batch_size, precision=cfg.precision)
+    return not fast.supports(res.plan, cfg.cluster().comm_cost(model, cfg.precision), model.num_layers)
+
+
 def check_straggler_work(gpus: int, layers: int, runs: int = 1) -> None:
     """Refuse, before any work, a straggler view bigger than `MAX_STRAGGLER_WORK` even at its
     fewest iterations (``runs``: the schedulers it runs, each as many iterations)."""
@@ -304,8 +321,7 @@ def stragglers(cfg: Config, scheduler: str, spec, seed: int, shown_iterations: i
     from sim.workers import simulate_workers
 
     check_straggler_work(cfg.gpus, model_of(cfg).num_layers)
-    model = resolve_model(model_of(cfg), cfg.cluster(), cfg.batch_size, cfg.precision, False,
-                          cfg.calibrate_iteration_s)
+    model = _straggler_model(cfg)
     res = simulate_workers(model, cfg.cluster(), scheduler, batch_size=cfg.batch_size, straggler=spec,
                            iterations=straggler_iterations(model, cfg, scheduler, budget), seed=seed,
                            precision=cfg.precision, timeline_iterations=shown_iterations + 1)

@@ -86,8 +86,10 @@ def compare_table(cfg: Config, schedulers: list[str], ideal_s: dict[str, float])
     except sim.SimInputError as exc:  # the table is left out; the rest of the page stays
         st.error(f"Stragglers: {exc}")
         return
-    left_out = []
-    for name in names:
+    general = [n for n in names if cached.needs_general_engine(cfg, n)][cached.MAX_GENERAL_STRAGGLER_RUNS:]
+    left_out = [f"{n}: the table runs at most {cached.MAX_GENERAL_STRAGGLER_RUNS} schedulers on the general "
+                "per-worker engine (a few seconds each); pick fewer of them to see this one" for n in general]
+    for name in (n for n in names if n not in general):
         with st.spinner(f"Stragglers under {name}…"):
             try:
                 metrics, *_ = cached.stragglers(cfg, name, spec, seed, SHOWN_ITERATIONS, budget)

@@ -46,18 +46,31 @@ def compressed(cfg, scheduler: str, kind: str) -> sim.SimResult:
 compressed_runs = [s for s in chosen if refusal(s) is None] if compression != "none" else []
 ui.guarded(cached.check_compare_work, cached.model_of(cfg).num_layers,
            [*chosen, *(s for s in (MGWFBP, OPTIMAL) if s not in chosen), *compressed_runs], methods)
+
+
+def left_out_on_error(name: str, fn, *args):
+    """``fn(*args)``, or None and a warning naming ``name`` when this configuration refuses it
+    (e.g. a parameter-server method of a CSV with measured all-reduce times): the other rows stay."""
+    try:
+        return fn(*args)
+    except sim.SimInputError as exc:
+        st.warning(f"{name} is left out: {ui.plain(str(exc))}.", icon=":material/warning:")
+        return None
+
+
 results = {s: ui.guarded(cached.simulate, cfg, s) for s in chosen}
 with_compression = {}
 if compression != "none":
     for s in compressed_runs:
-        res = ui.guarded(compressed, cfg, s, compression)
-        res.metrics["scheduler"] = f"{s} + {compression}"
-        with_compression[f"{s} + {compression}"] = res
+        res = left_out_on_error(f"{s} + {compression}", compressed, cfg, s, compression)
+        if res is not None:
+            res.metrics["scheduler"] = f"{s} + {compression}"
+            with_compression[f"{s} + {compression}"] = res
     if not with_compression:
         st.info("None of the chosen schedulers all-reduces its gradients: nothing to compress.")
 for name in methods:
-    res = ui.guarded(cached.simulate_method, cfg, name)
-    results[name] = res
+    if (res := left_out_on_error(name, cached.simulate_method, cfg, name)) is not None:
+        results[name] = res
 results.update(with_compression)
 mg = ui.guarded(cached.simulate, cfg, MGWFBP)
 opt = ui.guarded(cached.simulate, cfg, OPTIMAL)

@@ -85,3 +85,18 @@ def test_compare_refuses_a_straggler_table_over_the_work_cap_but_keeps_the_page(
     assert not at.exception, [e.value for e in at.exception]
     assert any("x 4 schedulers = 9,175,040: use fewer GPUs, or fewer schedulers" in e.value for e in at.error)
     assert at.selectbox(key="tune_knob")
+
+
+def test_the_compare_table_runs_at_most_two_schedulers_on_the_general_engine():
+    """All five general-engine schedulers (bytescheduler, dear, zero1-3) took 14 s together."""
+    from dashboard import cached
+
+    at = app(strag=True, compare=list(sim.SCHEDULERS))
+    at.switch_page(str(REPO / "pages" / "compare.py")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    general = [s for s in sim.SCHEDULERS if cached.needs_general_engine(state.config_from_state(at.session_state), s)]
+    assert len(general) > cached.MAX_GENERAL_STRAGGLER_RUNS
+    left = [w.value.split(":")[1].split()[-1] for w in at.warning if w.value.startswith("Stragglers: left out")]
+    assert left == general[cached.MAX_GENERAL_STRAGGLER_RUNS:]
+    table = next(df.value for df in at.dataframe if "p50 (ms)" in df.value.columns)
+    assert len(table) == len(sim.SCHEDULERS) - len(left)
