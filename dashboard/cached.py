@@ -24,20 +24,27 @@ from sim.api import resolve_model, single_gpu_iteration_s_of
 from sim.core import fast
 from sim.core.timeline import coalesce
 from sim.dag import build_dag
+from sim.schedulers.names import BYTESCHEDULER, DEAR, HOROVOD, SEQUENTIAL, ZERO1, ZERO2, ZERO3
 
 __all__ = [
+    "MAX_SWEEP_S",
     "TOY_LAYERS",
     "cached_figure",
+    "check_algorithm_work",
+    "check_compare_work",
+    "check_sweep_work",
     "figure",
     "iteration_dag",
     "load_model",
     "model_of",
+    "needs_general_engine",
     "scaling_frame",
     "scaling_point",
     "simulate",
     "simulate_method",
     "stragglers",
     "straggler_iterations",
+    "sweep_seconds",
     "worker_timeline_rows",
     "single_gpu_s",
     "toy_alpha_sweep",
@@ -162,35 +169,140 @@ STRAGGLER_TASK_BUDGET = 300_000
 #: 2.6 s, 400 MiB peak for the whole process, measured 2026-11-23).
 STRAGGLER_WORK_BUDGET = 8_000_000
 #: The most work one straggler request may ask of the per-worker engine at its fewest iterations,
-#: in GPUs x layers x iterations: bigger views are refused; raise it here.
-MAX_STRAGGLER_WORK = 25_000_000
+#: in GPUs x layers x iterations: bigger views are refused; raise it here. Its memory grows with it:
+#: resnet50 on 3,500 GPUs (7.8 M) peaked at 909 MiB for the whole server process, 11,000 GPUs (24.6 M)
+#: at 2.5 GiB (measured 2026-11-24): the server must stay under 1 GiB.
+MAX_STRAGGLER_WORK = 8_000_000
 #: The per-worker timeline (every worker's tasks) is built only up to this many rows; the figures
 #: above it come from every worker all the same (4,096 workers x 4 iterations of resnet50 are 1.9 M rows).
 MAX_WORKER_TIMELINE_ROWS = 300_000
 
 
-def straggler_iterations(model, cfg: Config, scheduler: str, budget: int = STRAGGLER_WORK_BUDGET) -> int:
+def straggler_iterations(model, cfg: Config, scheduler: str, budget: int = STRAGGLER_WORK_BUDGET,
+                         task_budget: int = STRAGGLER_TASK_BUDGET) -> int:
     """`STRAGGLER_ITERATIONS`, or fewer (at least `STRAGGLER_MIN_ITERATIONS`) when that many
     iterations of every worker would exceed ``budget`` GPU-layer-iterations; at least 3 when
-    the plan needs the general engine and would exceed `STRAGGLER_TASK_BUDGET`."""
+    the plan needs the general engine and would exceed ``task_budget`` tasks, and a `sim.SimInputError`
+    when even 3 iterations would (the general engine takes about 25 µs a task: bytescheduler on 1,024
+    GPUs, 3 iterations of 172 k tasks, took 14 s)."""
     res = sim.simulate(model, cfg.cluster(), scheduler, batch_size=cfg.batch_size, precision=cfg.precision)
     per_iteration = cfg.gpus * max(model.num_layers, 1)
     capped = int(min(STRAGGLER_ITERATIONS, max(STRAGGLER_MIN_ITERATIONS, budget // per_iteration)))
     if fast.supports(res.plan, cfg.cluster().comm_cost(model, cfg.precision), model.num_layers):
         return capped
     tasks = cfg.gpus * 3 * model.num_layers + 4 * sum(len(g) for g in res.plan.groups)
-    return int(min(capped, max(3, STRAGGLER_TASK_BUDGET // max(tasks, 1))))
+    if 3 * tasks > task_budget:
+        raise sim.SimInputError(
+            f"the straggler view of {scheduler} runs the general per-worker engine, limited to {task_budget:,} "
+            f"tasks per request; 3 iterations of {cfg.gpus:,} GPUs x {model.num_layers:,} layers are {3 * tasks:,}: "
+            f"use fewer GPUs, another scheduler, or python -m sim run --stragglers ... from the command line")
+    return int(min(capped, max(3, task_budget // max(tasks, 1))))
 
 
-def check_straggler_work(gpus: int, layers: int) -> None:
+#: Schedulers run on the general per-worker engine in one Compare straggler table (each up to
+#: `STRAGGLER_TASK_BUDGET` tasks, about 3 s: all five of bytescheduler, dear, zero1-3 took 14 s).
+MAX_GENERAL_STRAGGLER_RUNS = 2
+
+
+def _straggler_model(cfg: Config):
+    return resolve_model(model_of(cfg), cfg.cluster(), cfg.batch_size, cfg.precision, False, cfg.calibrate_iteration_s)
+
+
+def needs_general_engine(cfg: Config, scheduler: str) -> bool:
+    """Whether the straggler view of ``scheduler`` runs the general (slow) per-worker engine."""
+    model = _straggler_model(cfg)
+    res = sim.simulate(model, cfg.cluster(), scheduler, batch_size=cfg.batch_size, precision=cfg.precision)
+    return not fast.supports(res.plan, cfg.cluster().comm_cost(model, cfg.precision), model.num_layers)
+
+
+def check_straggler_work(gpus: int, layers: int, runs: int = 1) -> None:
     """Refuse, before any work, a straggler view bigger than `MAX_STRAGGLER_WORK` even at its
-    fewest iterations."""
-    work = gpus * layers * STRAGGLER_MIN_ITERATIONS
+    fewest iterations (``runs``: the schedulers it runs, each as many iterations)."""
+    work = gpus * layers * STRAGGLER_MIN_ITERATIONS * runs
     if work > MAX_STRAGGLER_WORK:
+        each = f" x {runs} schedulers" if runs > 1 else ""
         raise sim.SimInputError(
             f"the straggler view is limited to {MAX_STRAGGLER_WORK:,} GPU-layer-iterations per request; "
-            f"{gpus:,} GPUs x {layers:,} layers x {STRAGGLER_MIN_ITERATIONS} iterations (the fewest it runs) = "
-            f"{work:,}: use fewer GPUs, or run python -m sim run --stragglers ... from the command line")
+            f"{gpus:,} GPUs x {layers:,} layers x {STRAGGLER_MIN_ITERATIONS} iterations (the fewest it runs){each} = "
+            f"{work:,}: use fewer GPUs{', or fewer schedulers' if runs > 1 else ''}, "
+            "or run python -m sim run --stragglers ... from the command line")
+
+
+#: What one point of a scaling sweep costs, in ms per (layer + 300), by scheduler; any other costs
+#: `SWEEP_MS_PER_LAYER_DEFAULT`. Measured 2026-11-24 on the shared 2-core machine (resnet50, 1,000- and
+#: 10,000-layer CSVs, 1 to 1,024 GPUs) and rounded up.
+SWEEP_MS_PER_LAYER = {SEQUENTIAL: 0.012, HOROVOD: 0.012, BYTESCHEDULER: 0.055, DEAR: 0.055,
+                      ZERO1: 0.035, ZERO2: 0.035, ZERO3: 0.035}
+SWEEP_MS_PER_LAYER_DEFAULT = 0.005
+#: The longest a scaling sweep may be estimated to simulate (the page then draws for about as long):
+#: a heavier one is refused before any work.
+MAX_SWEEP_S = 3.0
+
+
+def sweep_seconds(layers: int, points_per_scheduler: int, schedulers: Sequence[str]) -> float:
+    """The estimated time of a sweep of ``points_per_scheduler`` (GPU count, network) points per scheduler."""
+    per_point_ms = sum(SWEEP_MS_PER_LAYER.get(s, SWEEP_MS_PER_LAYER_DEFAULT) for s in schedulers) * (layers + 300)
+    return points_per_scheduler * per_point_ms / 1e3
+
+
+#: The longest the Compare page's runs may be estimated to take (a 100,000-layer CSV under every
+#: scheduler and method took 34 s and 3.4 GB; under the four default schedulers 4.3 s and 560 MB).
+MAX_COMPARE_S = 3.0
+
+
+def check_compare_work(layers: int, schedulers: Sequence[str], methods: Sequence[str] = ()) -> None:
+    """Refuse, before any work, a Compare page whose runs (``schedulers``, each as often as it runs, and
+    the survey ``methods``) are estimated to take over `MAX_COMPARE_S`."""
+    from sim.methods import METHODS
+
+    # a method costs what its scheduler costs, a parameter server at least what a sequential run does
+    method_ms = sum(max(SWEEP_MS_PER_LAYER.get(METHODS[m].scheduler, SWEEP_MS_PER_LAYER_DEFAULT),
+                        SWEEP_MS_PER_LAYER[SEQUENTIAL]) for m in methods) * (layers + 300)
+    seconds = sweep_seconds(layers, 1, schedulers) + method_ms / 1e3
+    if seconds > MAX_COMPARE_S:
+        raise sim.SimInputError(
+            f"{len(schedulers)} scheduler run(s) and {len(methods)} method(s) of a {layers:,}-layer model would take "
+            f"about {seconds:.0f} s; the page runs up to about {MAX_COMPARE_S:g} s: pick fewer schedulers or methods "
+            "(bytescheduler, dear and zero cost the most), or no compression (python -m sim run runs any of them)")
+
+
+def check_sweep_work(layers: int, counts: int, networks: int, schedulers: Sequence[str]) -> None:
+    """Refuse, before any work, a scaling sweep estimated to take over `MAX_SWEEP_S`."""
+    seconds = sweep_seconds(layers, counts * networks, schedulers)
+    if seconds > MAX_SWEEP_S:
+        raise sim.SimInputError(
+            f"this sweep ({counts} GPU counts x {networks} network(s) x {len(schedulers)} scheduler(s) of a "
+            f"{layers:,}-layer model) would take about {seconds:.0f} s; the page runs sweeps of up to about "
+            f"{MAX_SWEEP_S:g} s: pick fewer schedulers or networks (python -m sim sweep runs any size)")
+
+
+#: The Algorithms page's budget in worker-steps x (layers + 800), over its comparison at the sidebar's
+#: GPU count and its sweep of worker counts, for all seven algorithms (fewer count for less): about
+#: 2.6 µs each on the shared 2-core machine (resnet50, 16 workers x 100 steps and the sweep, 1.9 M: the
+#: page in 5 s; 64 workers x 100 steps: 20 s for the comparison alone; measured 2026-11-24).
+MAX_ALGORITHM_WORK = 2_500_000
+#: ... and in worker-steps x layers of its comparison, what its memory grows with (about 0.9 KiB each:
+#: 1,000 layers x 16 workers x 100 steps peaked at 1.6 GB): at most about 450 MiB.
+MAX_ALGORITHM_MEMORY_WORK = 500_000
+_ALGORITHM_LAYER_COST = 800
+
+
+def check_algorithm_work(layers: int, gpus: int, steps: int, sweep_worker_steps: int, algorithms: int = 7) -> None:
+    """Refuse, before any work, an Algorithms page over `MAX_ALGORITHM_WORK` or `MAX_ALGORITHM_MEMORY_WORK`;
+    ``sweep_worker_steps`` is the sweep's workers x steps summed over its counts."""
+    share = algorithms / 7
+    per_step = gpus * (layers + _ALGORITHM_LAYER_COST) * share
+    sweep = sweep_worker_steps * (layers + _ALGORITHM_LAYER_COST) * share
+    memory = gpus * steps * layers
+    if per_step * steps + sweep <= MAX_ALGORITHM_WORK and memory <= MAX_ALGORITHM_MEMORY_WORK:
+        return
+    fits = int(min((MAX_ALGORITHM_WORK - sweep) / per_step, MAX_ALGORITHM_MEMORY_WORK / max(gpus * layers, 1)))
+    advice = f"set Steps per worker to {fits} or less" if fits >= 10 else "use fewer GPUs"
+    raise sim.SimInputError(
+        f"the Algorithms page simulates at most {MAX_ALGORITHM_WORK:,} worker-steps x (layers + "
+        f"{_ALGORITHM_LAYER_COST}) and {MAX_ALGORITHM_MEMORY_WORK:,} worker-steps x layers per request; "
+        f"{gpus:,} workers x {steps} steps of a {layers:,}-layer model, and the sweep beside it, need "
+        f"{per_step * steps + sweep:,.0f} and {memory:,}: {advice} (python -m sim algorithms runs any size)")
 
 
 def worker_timeline_rows(gpus: int, layers: int, iterations: int) -> int:
@@ -209,8 +321,7 @@ def stragglers(cfg: Config, scheduler: str, spec, seed: int, shown_iterations: i
     from sim.workers import simulate_workers
 
     check_straggler_work(cfg.gpus, model_of(cfg).num_layers)
-    model = resolve_model(model_of(cfg), cfg.cluster(), cfg.batch_size, cfg.precision, False,
-                          cfg.calibrate_iteration_s)
+    model = _straggler_model(cfg)
     res = simulate_workers(model, cfg.cluster(), scheduler, batch_size=cfg.batch_size, straggler=spec,
                            iterations=straggler_iterations(model, cfg, scheduler, budget), seed=seed,
                            precision=cfg.precision, timeline_iterations=shown_iterations + 1)

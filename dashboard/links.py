@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from dashboard import state
 
-__all__ = ["PAGE_PATHS", "BadParam", "check_query", "query_for", "query_items"]
+__all__ = ["LISTS", "PAGE_PATHS", "BadParam", "check_query", "options", "query_for", "query_items"]
 
 #: Page file stem -> URL path; the app serves every page at its own path.
 PAGE_PATHS = {
@@ -32,15 +32,11 @@ PAGE_PATHS = {
     "algorithms": "algorithms", "validation": "validation", "learn": "learn",
 }
 
-_INT_BOUNDS = {
-    "batch": (1, 65536), "gpus": (1, 65536), "per_node": (1, 64), "iters": (1, 5),
-    "strag_slow_sb": (0, 65536), "strag_seed_sb": (0, 2**31 - 1),
-}
-_FLOAT_BOUNDS = {
-    "alpha_us": (0.0, 1e7), "beta_ns": (0.0, 1e6), "calib_s": (1e-6, 1e4),
-    "strag_cv_sb": (0.0, 1.0), "strag_factor_sb": (1.0, 10.0),
-}
-_BOOLS = ("ab", "calib", "strag")
+# The sidebar's bounds are `dashboard.state.BOUNDS` (one table for the link and the session).
+_BOUNDS = {**state.BOUNDS, **{k: v for k, v in state.PAGE_BOUNDS.items() if k != "toy_alpha_us"}}  # α: its stops
+_INT_BOUNDS = {key: bounds for key, bounds in _BOUNDS.items() if isinstance(state.default(key), int)}
+_FLOAT_BOUNDS = {key: bounds for key, bounds in _BOUNDS.items() if key not in _INT_BOUNDS}
+_BOOLS = ("ab", "calib", "strag", "show_messages")
 
 
 def _choices() -> dict[str, Callable[[], list]]:
@@ -48,16 +44,29 @@ def _choices() -> dict[str, Callable[[], list]]:
     return {
         "model": state.model_options, "precision": lambda: ["fp32", "fp16"], "gpu": state.gpu_options,
         "net": lambda: state.network_options("inter"), "intra": lambda: state.network_options("intra"),
-        "coll": state.collective_options, "strag_dist_sb": lambda: ["constant", "normal", "lognormal", "exponential"],
+        "coll": state.collective_options, "strag_dist_sb": lambda: state.STRAGGLER_DISTS,
+        "strag_dist": lambda: state.STRAGGLER_DISTS, "strag_scheduler": schedulers,
+        "alg_picked": lambda: state.PAGE_DEFAULTS["alg_picked"],
         "scheduler": schedulers, "baseline": schedulers, "scale_timeline_scheduler": schedulers,
         "snap_scheduler": schedulers,
         "method": lambda: ["", *state.method_options()],
         "compare": schedulers, "compare_methods": state.method_options, "scale_schedulers": schedulers,
         "scale_nets": lambda: state.network_options("inter"),
+        "toy_alpha_us": lambda: [str(a) for a in state.TOY_ALPHAS_US],
+        "compare_compression": lambda: state.COMPRESSIONS, "tune_knob": state.tune_knob_options,
+        "parity_by": lambda: state.PARITY_BY, "summary_by": lambda: state.SUMMARY_BY,
+        "learn_mech_net": lambda: state.LEARN_MECHANISM_NETS,
     }
 
 
-_LISTS = ("compare", "compare_methods", "scale_schedulers", "scale_nets")
+_LISTS = ("compare", "compare_methods", "scale_schedulers", "scale_nets", "alg_picked")
+#: The keys that take several values (a multiselect's).
+LISTS = _LISTS
+
+
+def options(key: str) -> list[str]:
+    """The values the control ``key`` offers (as query text)."""
+    return [str(option) for option in _choices()[key]()]
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,8 @@ class BadParam:
     key: str
     raw: str
     reason: str
+    #: The key came more than once and its last value is usable (Streamlit takes the last).
+    repeated: bool = False
 
 
 def _check_number(key: str, raw: str) -> str | None:
@@ -88,6 +99,12 @@ def _check_number(key: str, raw: str) -> str | None:
 
 def _check_one(key: str, values: list[str], choices: dict[str, Callable[[], list]]) -> BadParam | None:
     raw = values[-1] if values else ""
+    if len(values) > 1 and key not in _LISTS and (key in choices or key in _BOOLS or key in _INT_BOUNDS
+                                                    or key in _FLOAT_BOUNDS):
+        # Streamlit takes the last of a repeated key without a word: say so (or why the last is no good)
+        last = _check_one(key, values[-1:], choices)
+        reason = f"given {len(values)} times" + (f", and the last is {last.reason}" if last else "; the last counts")
+        return BadParam(key, ",".join(values), reason, repeated=last is None)
     if key in _INT_BOUNDS or key in _FLOAT_BOUNDS:
         reason = _check_number(key, raw)
     elif key in _BOOLS:
@@ -98,7 +115,10 @@ def _check_one(key: str, values: list[str], choices: dict[str, Callable[[], list
         allowed = set(choices[key]())
         unknown = [v for v in values if v not in allowed]
         raw = ",".join(values)
-        reason = f"unknown {', '.join(unknown)}" if unknown else None
+        twice = [v for v in dict.fromkeys(values) if values.count(v) > 1 and v in allowed]
+        reasons = ([f"unknown {', '.join(v or '(an empty value)' for v in unknown)}"] if unknown else []) + \
+                  [f"{v} given {values.count(v)} times" for v in twice]
+        reason = "; ".join(reasons) or None
     elif key in choices:
         reason = None if raw in choices[key]() else "not one of the options"
     else:

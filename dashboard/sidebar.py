@@ -107,7 +107,7 @@ def render() -> None:
                       help="Run the per-worker engine too: every all-reduce waits for the slowest worker. "
                            "Timeline and Compare then show who waits for whom and the p50/p99 iteration.")
             if st.session_state.get("strag"):
-                dists = ["constant", "normal", "lognormal", "exponential"]
+                dists = state.STRAGGLER_DISTS
                 st.selectbox("Compute variability", dists, index=state.index_of("strag_dist_sb", dists),
                              key="strag_dist_sb", bind=_BIND)
                 st.slider("Coefficient of variation", 0.0, 1.0, value=state.default("strag_cv_sb"), step=0.01,

@@ -19,12 +19,16 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from dashboard import state
+from dashboard import links, state
 from dashboard.tables import overlap_pct
 
-__all__ = ["capture", "decode", "diff_table", "encode"]
+__all__ = ["MAX_NAME_CHARS", "MAX_SNAPSHOTS", "capture", "decode", "diff_table", "encode"]
 
 _SEP = "~"
+#: A link brings at most this many snapshots (each is one more simulation on the Compare page).
+MAX_SNAPSHOTS = 12
+#: The longest snapshot name a link may give.
+MAX_NAME_CHARS = 80
 
 
 def capture(session: Mapping) -> dict:
@@ -36,7 +40,9 @@ def _parse(key: str, text: str):
     kind = type(state.DEFAULTS[key])
     if kind is bool:
         return text.lower() == "true"
-    return kind(text) if kind in (int, float) else text
+    if kind is int:
+        return int(float(text))  # checked first: a whole number within bounds ("64", "64.0", "1e3")
+    return float(text) if kind is float else text
 
 
 def encode(name: str, settings: Mapping) -> str:
@@ -52,14 +58,21 @@ def decode(text: str) -> tuple[str, dict]:
     """``(name, settings)`` from a ``snap`` query value; unknown keys and unreadable values
     raise ValueError (the page names the value and leaves it out)."""
     name, *parts = text.split(_SEP)
+    if not name.strip():
+        raise ValueError("a snapshot needs a name")
+    if len(name) > MAX_NAME_CHARS:
+        raise ValueError(f"its name has {len(name):,} characters; at most {MAX_NAME_CHARS}")
     settings = {}
     for part in parts:
         key, sep, value = part.partition("=")
         if not sep or key not in state.DEFAULTS:
-            raise ValueError(f"unknown setting {part!r}")
+            raise ValueError(f"unknown setting {part[:40]!r}")
+        if key in settings:
+            raise ValueError(f"{key} given twice")
+        # the checks a link's own value gets (bounds, options; an upload cannot travel in a link)
+        for bad in links.check_query({key: [value]}):
+            raise ValueError(f"{key}={value[:40]}: {bad.reason}")
         settings[key] = _parse(key, value)
-    if not name:
-        raise ValueError("a snapshot needs a name")
     return name, settings
 
 

@@ -6,8 +6,11 @@ The pure parts (capture, the link form, the table of differences) are in
 
 from __future__ import annotations
 
+import html
+
 import streamlit as st
 
+import sim
 from dashboard import cached, figures, snapshots, state, ui
 from dashboard.state import Config
 
@@ -31,6 +34,7 @@ def pin() -> None:
     """The Pin button's ``on_click``: keep the sidebar under the typed name (or a made-up one)."""
     session = st.session_state
     name = (session.get("snap_name") or "").strip() or _auto_name(state.config_from_state(session))
+    name = name.replace("~", "-")[:snapshots.MAX_NAME_CHARS]  # as its link will carry it
     session["snapshots"] = {**(session.get("snapshots") or {}), name: snapshots.capture(session)}
     session["snap_name"] = ""
     session.pop("snap_pick", None)  # every snapshot picked again, the new one included
@@ -47,10 +51,13 @@ def panel(cfg: Config) -> None:
     st.caption("Pin the sidebar's configuration under a name, change the sidebar, pin again: "
                "e.g. 10GbE against 100 Gb InfiniBand, or batch 32 against 64. Snapshots live in this "
                "session and in the link.")
-    c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
-    c1.text_input("Name", key="snap_name", placeholder=_auto_name(cfg))
-    c2.button("Pin this configuration", key="snap_pin", icon=":material/push_pin:", on_click=pin)
     pinned = st.session_state.get("snapshots") or {}
+    full = len(pinned) >= snapshots.MAX_SNAPSHOTS  # a link brings no more: what is pinned stays a link
+    c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+    c1.text_input("Name", key="snap_name", placeholder=_auto_name(cfg)[:snapshots.MAX_NAME_CHARS],
+                  max_chars=snapshots.MAX_NAME_CHARS)
+    c2.button("Pin this configuration", key="snap_pin", icon=":material/push_pin:", on_click=pin, disabled=full,
+              help=f"At most {snapshots.MAX_SNAPSHOTS} snapshots: unpick one below to forget it." if full else None)
     sync_link()
     if len(pinned) < 2:
         st.info(f"{ui.plural(len(pinned), 'snapshot')} pinned: pin two or more to compare them.")
@@ -65,14 +72,31 @@ def panel(cfg: Config) -> None:
                              key="snap_scheduler", bind="query-params")
     if len(picked) < 2:
         return
-    upload = {"csv_text": st.session_state.get("csv_text"), "csv_name": st.session_state.get("csv_name")}
-    configs = {n: state.config_from_state({**pinned[n], **upload}) for n in picked}
-    results = {n: ui.guarded(cached.simulate, c, scheduler) for n, c in configs.items()}
-    titles = {n: f"<b>{n}</b>: {ui.fmt_ms(r.iteration_time_s)}, overlap "
+    configs, results = _runs({n: pinned[n] for n in picked}, scheduler)
+    picked = list(results)
+    if len(picked) < 2:
+        return
+    titles = {n: f"<b>{html.escape(n)}</b>: {ui.fmt_ms(r.iteration_time_s)}, overlap "
                  f"{ui.fmt_overlap(r.metrics['comm_hidden_s'], r.metrics['comm_s'])}" for n, r in results.items()}
     ui.chart(lambda: figures.gantt_stack_figure({n: r.timeline for n, r in results.items()}, titles), "snap_chart",
              "snapshots", cache_key=("snapshots", scheduler, tuple(configs.items()), tuple(titles.items())))
     table = snapshots.diff_table({n: pinned[n] for n in picked}, {n: r.metrics for n, r in results.items()})
     st.dataframe(table, hide_index=True, key="snap_table")
     st.caption(f"Settings that differ, then key figures under {scheduler}; each Δ column is against "
-               f"**{picked[0]}**.")
+               f"**{ui.plain(picked[0])}**.")
+
+
+def _runs(pinned: dict, scheduler: str) -> tuple[dict, dict]:
+    """The configuration and the result of every snapshot that can run; a warning for each that cannot
+    (e.g. an uploaded CSV no longer there, a GPU count that does not fill whole nodes), which is left out."""
+    upload = {"csv_text": st.session_state.get("csv_text"), "csv_name": st.session_state.get("csv_name")}
+    configs, results = {}, {}
+    for name, settings in pinned.items():
+        try:
+            configs[name] = state.config_from_state({**settings, **upload})
+            results[name] = cached.simulate(configs[name], scheduler)
+        except sim.SimInputError as exc:
+            configs.pop(name, None)
+            st.warning(f"Snapshot {ui.literal(name)} cannot run: {ui.plain(str(exc))}. It is left out.",
+                       icon=":material/warning:")
+    return configs, results

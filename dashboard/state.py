@@ -33,9 +33,16 @@ from sim.schedulers.names import MGWFBP, OPTIMAL, SYNCEASGD, WFBP
 
 __all__ = [
     "BOUNDS",
+    "COMPRESSIONS",
+    "LEARN_MECHANISM_NETS",
+    "PARITY_BY",
+    "SUMMARY_BY",
     "DEFAULTS",
+    "PAGE_BOUNDS",
     "PAGE_DEFAULTS",
     "SESSION_DEFAULTS",
+    "STRAGGLER_DISTS",
+    "TOY_ALPHAS_US",
     "UPLOAD",
     "UPLOAD_LABEL",
     "Config",
@@ -52,6 +59,7 @@ __all__ = [
     "scheduler_options",
     "stragglers_from_state",
     "text",
+    "tune_knob_options",
 ]
 
 #: The model option that means "use the uploaded layer CSV".
@@ -89,15 +97,54 @@ PAGE_DEFAULTS: dict[str, object] = {
     "method": "",  # Timeline: a survey method preset instead of the scheduler ("" for none)
     "baseline": WFBP,  # Timeline
     "iters": 1,  # Timeline
+    "show_messages": False,  # Timeline: the table of messages
     "compare": [WFBP, MGWFBP, SYNCEASGD, OPTIMAL],  # Compare
     "compare_methods": [],  # Compare: the survey's method presets
     "scale_schedulers": [WFBP, MGWFBP, OPTIMAL],  # Scaling
     "scale_nets": [],  # Scaling: networks besides the sidebar's
     "scale_timeline_scheduler": MGWFBP,  # Scaling: whose timeline is shown
     # Scaling's "pick_gpus" slider has no default of its own: the page keeps it equal to "gpus".
-    "toy_alpha_us": 2000,  # Learn
+    "toy_alpha_us": 2000,  # Learn: one of TOY_ALPHAS_US
     "snap_scheduler": MGWFBP,  # Compare: the scheduler every snapshot runs
+    "compare_compression": "none",  # Compare: one of COMPRESSIONS
+    "tune_knob": "bucket-mb",  # Compare: one of tune_knob_options()
+    "parity_by": "source",  # Validation: the parity plot's colours
+    "summary_by": "source",  # Validation: the error table's rows
+    "learn_mech_net": "10gbe",  # Learn: the mechanisms table's network, one of LEARN_MECHANISM_NETS
+    # Algorithms: the algorithms, their knobs, the straggler section and the coarse-grained comparison
+    "alg_picked": ["BSP", "ASP", "SSP", "EASGD", "AR-SGD", "GoSGD", "AD-PSGD"],  # sim.algorithms.ALGORITHMS
+    "alg_steps": 100, "alg_ssp": 3, "alg_tau": 4, "alg_gossip": 0.5, "alg_seed": 0,
+    "strag_dist": "normal", "strag_cv": 0.1, "strag_k": 0, "strag_factor": 1.5, "strag_jitter": 0.0,
+    "strag_scheduler": WFBP, "alg_overlap": 0.5,
 }
+
+#: Bounds of the numeric page controls (as their widgets set them; "strag_k" is also at most the GPUs).
+PAGE_BOUNDS: dict[str, tuple[float, float]] = {
+    "iters": (1, 5), "toy_alpha_us": (10, 10000), "alg_steps": (10, 400), "alg_ssp": (0, 64), "alg_tau": (1, 64),
+    "alg_gossip": (0.0, 1.0), "alg_seed": (0, 2**31 - 1), "strag_cv": (0.0, 1.0), "strag_k": (0, 65536),
+    "strag_factor": (1.0, 4.0), "strag_jitter": (0.0, 1.0), "alg_overlap": (0.0, 1.0),
+}
+#: The compute-noise distributions of `sim.workers.StragglerSpec`.
+STRAGGLER_DISTS = ["constant", "normal", "lognormal", "exponential"]
+
+#: Compare's compression choices; any other is one flag away: python -m sim run --compression KIND
+COMPRESSIONS = ["none", "fp16", "bf16", "topk:0.01", "topk:0.001", "powersgd:1", "powersgd:4"]
+#: Validation's ways of colouring the parity plot and of grouping the error table.
+PARITY_BY = ["source", "method"]
+SUMMARY_BY = ["source", "method", "network", "split"]
+#: The networks of the Learn page's mechanisms table.
+LEARN_MECHANISM_NETS = ["10gbe", "ib-edr-100"]
+
+
+def tune_knob_options() -> list[str]:
+    """The knobs the Compare page tunes (`sim.tune.KNOBS` with a grid of values)."""
+    from sim.schedulers.knobs import KNOBS
+    from sim.tune import KNOBS as TUNABLE
+
+    return [label for label, (name, _) in TUNABLE.items() if KNOBS[name].grid]
+
+#: The Learn page's α slider's stops (µs).
+TOY_ALPHAS_US = [10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000]
 
 #: Session keys that no widget owns: the uploaded CSV, kept across pages; whether the
 #: link the session opened with was checked, and what was wrong with it (`dashboard.links`).

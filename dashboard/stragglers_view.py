@@ -81,9 +81,21 @@ def compare_table(cfg: Config, schedulers: list[str], ideal_s: dict[str, float])
     spec, seed = chosen
     rows, names = [], [n for n in schedulers if n in ideal_s and get_spec(n).per_worker]
     budget = cached.STRAGGLER_WORK_BUDGET // max(len(names), 1)  # the whole table within one request's budget
-    for name in names:
+    try:
+        cached.check_straggler_work(cfg.gpus, cached.model_of(cfg).num_layers, max(len(names), 1))
+    except sim.SimInputError as exc:  # the table is left out; the rest of the page stays
+        st.error(f"Stragglers: {exc}")
+        return
+    general = [n for n in names if cached.needs_general_engine(cfg, n)][cached.MAX_GENERAL_STRAGGLER_RUNS:]
+    left_out = [f"{n}: the table runs at most {cached.MAX_GENERAL_STRAGGLER_RUNS} schedulers on the general "
+                "per-worker engine (a few seconds each); pick fewer of them to see this one" for n in general]
+    for name in (n for n in names if n not in general):
         with st.spinner(f"Stragglers under {name}…"):
-            metrics, *_ = ui.guarded(cached.stragglers, cfg, name, spec, seed, SHOWN_ITERATIONS, budget)
+            try:
+                metrics, *_ = cached.stragglers(cfg, name, spec, seed, SHOWN_ITERATIONS, budget)
+            except sim.SimInputError as exc:  # too big for the general engine: the others are still shown
+                left_out.append(f"{name}: {exc}")
+                continue
         rows.append({"scheduler": name, "identical workers (ms)": ideal_s[name] * 1e3,
                      "p50 (ms)": metrics["iteration_p50_s"] * 1e3, "p99 (ms)": metrics["iteration_p99_s"] * 1e3,
                      "slowdown": metrics["straggler_slowdown"]})
@@ -93,6 +105,8 @@ def compare_table(cfg: Config, schedulers: list[str], ideal_s: dict[str, float])
                      column_config={c: st.column_config.NumberColumn(format="%.2f")
                                     for c in ("identical workers (ms)", "p50 (ms)", "p99 (ms)")}
                      | {"slowdown": st.column_config.NumberColumn(format="%.3f×")})
-        if rows and (iterations := metrics["iterations"]) < cached.STRAGGLER_ITERATIONS:
+        if (iterations := metrics["iterations"]) < cached.STRAGGLER_ITERATIONS:
             st.caption(f"**Capped** at {iterations} iterations per scheduler, so that the table stays within "
                        f"{cached.STRAGGLER_WORK_BUDGET:,} GPU-layer-iterations per request.")
+    for note in left_out:
+        st.warning(f"Stragglers: left out {note}", icon=":material/warning:")

@@ -7,6 +7,7 @@ import functools
 import importlib.util
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -157,40 +158,117 @@ def home_page() -> None:
 
 def check_link(session, params) -> None:
     """Once per session, before any widget: note the query values the dashboard cannot
-    use (Streamlit would drop them silently), for `show_link_notes`."""
+    use (Streamlit would drop them silently, or fail on some: ``gpus=1e400``), for
+    `show_link_notes`, and take them out of the address, so that the widgets start from
+    the value the note names and the address bar is the link of what is shown."""
     if session.get("link_checked"):
         return
     session["link_checked"] = True
-    session["link_notes"] = [(bad.key, bad.raw, bad.reason) for bad in links.check_query(links.query_items(params))]
-    if any(key == "model" for key, *_ in session["link_notes"]) and params.get("model") == UPLOAD:
-        session["model"] = UPLOAD  # the selectbox knows the option by its label; take the name too
+    session["link_notes"] = []
+    for bad in links.check_query(links.query_items(params)):
+        upload = bad.key == "model" and params.get("model") == UPLOAD
+        if upload:
+            session["model"] = UPLOAD  # the selectbox knows the option by its label; take the name too
+        session["link_notes"].append((bad.key, bad.raw, bad.reason, None if upload else _replace(params, bad)))
     session["snapshots"] = dict(session.get("snapshots") or {})
-    for raw in params.get_all("snap") if hasattr(params, "get_all") else []:
+    raws = params.get_all("snap") if hasattr(params, "get_all") else []
+    for i, raw in enumerate(raws):
+        if len(session["snapshots"]) >= snapshots.MAX_SNAPSHOTS:
+            session["link_notes"].append(("snap", raw, f"a link holds at most {snapshots.MAX_SNAPSHOTS} snapshots; "
+                                          f"so are the {len(raws) - i - 1} after it", None))
+            break
         try:
             name, settings = snapshots.decode(raw)
         except ValueError as exc:
-            session["link_notes"].append(("snap", raw, str(exc)))
+            session["link_notes"].append(("snap", raw, str(exc), None))
             continue
+        if name in session["snapshots"]:
+            session["link_notes"].append(("snap", raw, f"a second snapshot named {name!r}", "replaced"))
         session["snapshots"][name] = snapshots.capture(settings)
 
 
+def _replace(params, bad: links.BadParam):
+    """Put the value used instead of ``bad`` into ``params`` (none: the widget's default) and return it."""
+    key = bad.key
+    given = params.get_all(key) if hasattr(params, "get_all") else [params.get(key)]
+    used = None
+    if key in links.LISTS:
+        allowed = set(links.options(key))
+        used = list(dict.fromkeys(v for v in given if v in allowed)) or None
+    elif bad.repeated:
+        used = given[-1]
+    if used is None:
+        if key in params:
+            del params[key]
+    else:
+        params[key] = used
+    _seed_from(key, used)
+    return default(key) if used is None else used
+
+
+def _seed_from(key: str, value) -> None:
+    """Make a bound widget start from ``value`` (None: its default), not from the raw value the
+    page was opened with: Streamlit seeds widgets from that, and some raw values make it fail
+    (``gpus=1e400``: OverflowError in its number parser)."""
+    try:
+        from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+        with get_script_run_ctx().session_state.query_params() as params:
+            initial = params._initial_query_params  # Streamlit's own copy of the opening URL
+            if value is None:
+                initial.pop(key, None)
+            else:
+                initial[key] = list(value) if isinstance(value, list) else [value]
+    except (AttributeError, ImportError, TypeError):  # another Streamlit, or no script run (a unit test)
+        pass
+
+
+#: A query value is quoted in a notice up to this many characters.
+MAX_QUOTED = 80
+
+
+def literal(text: str, limit: int = MAX_QUOTED) -> str:
+    """``text`` as inline code in Markdown: shortened to ``limit`` characters, on one line, fenced
+    with more backticks than it holds, so that no Markdown or HTML in it takes effect."""
+    text = " ".join(str(text).split())
+    if not text:
+        return "(empty)"
+    if len(text) > limit:
+        text = f"{text[:limit]}… ({len(text):,} characters)"
+    run = max((len(ticks) for ticks in re.findall("`+", text)), default=0)
+    fence = "`" * (run + 1)
+    return f"{fence} {text} {fence}" if run else f"`{text}`"
+
+
+def plain(text: str, limit: int = 2 * MAX_QUOTED) -> str:
+    """``text`` shortened to ``limit`` characters, on one line, its Markdown and HTML characters escaped."""
+    text = " ".join(str(text).split())
+    if len(text) > limit:
+        text = f"{text[:limit]}… ({len(text):,} characters)"
+    return re.sub(r"([\\`*_\[\]<>$~|#])", r"\\\1", text)
+
+
 def _shown(value) -> str:
-    return ", ".join(map(str, value)) or "none" if isinstance(value, list) else str(value)
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    return str(value) if value != "" else "none"
 
 
 def show_link_notes(session) -> None:
     """A warning for each bad value of the link the session opened with, naming the
     key and the value used instead (the widget's, once the sidebar has run)."""
-    for key, raw, reason in session.get("link_notes") or []:
+    for key, raw, reason, *used in session.get("link_notes") or []:
         if key == "model" and raw in (UPLOAD, UPLOAD_LABEL):
             st.warning(f"This link asks for `model={raw}`: {reason}.", icon=":material/upload_file:")
             continue
         if key == "snap":
-            st.warning(f"Link: snapshot `{raw}` is not usable ({reason}); it is left out.", icon=":material/link_off:")
+            outcome = "it replaces the one before" if used and used[0] == "replaced" else "it is left out"
+            st.warning(f"Link: snapshot {literal(raw)} is not usable ({plain(reason)}); {outcome}.",
+                       icon=":material/link_off:")
             continue
-        used = session[key] if key in session else default(key)
-        st.warning(f"Link: `{key}={raw}` is not usable ({reason}); using {key} = {_shown(used)} instead.",
-                   icon=":material/link_off:")
+        value = session[key] if key in session else (used[0] if used else default(key))
+        st.warning(f"Link: {literal(f'{key}={raw}')} is not usable ({plain(reason)}); "
+                   f"using {key} = {plain(_shown(value))} instead.", icon=":material/link_off:")
     session["link_notes"] = []
 
 

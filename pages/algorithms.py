@@ -23,6 +23,8 @@ SWEEP_STEPS = 20
 MAX_SWEEP_WORKERS = 64
 STRAGGLER_ITERATIONS = cached.STRAGGLER_ITERATIONS
 TIMELINE_ITERATIONS = 3
+BIND = "query-params"
+LIMITS = state.PAGE_BOUNDS
 
 
 def _model(cfg: Config) -> sim.Model:
@@ -71,17 +73,26 @@ st.caption(
 
 with st.expander("Algorithm settings", expanded=False):
     c1, c2, c3, c4, c5 = st.columns(5)
-    picked = c1.multiselect("Algorithms", list(ALGORITHMS), default=list(ALGORITHMS), key="alg_picked")
-    steps = c2.number_input("Steps per worker", min_value=10, max_value=400, value=100, step=10, key="alg_steps")
-    staleness = c3.number_input("SSP bound s", min_value=0, max_value=64, value=3, key="alg_ssp")
-    tau = c4.number_input("EASGD period τ", min_value=1, max_value=64, value=4, key="alg_tau")
-    gossip = c5.slider("GoSGD gossip probability", 0.0, 1.0, 0.5, 0.05, key="alg_gossip")
-    seed = st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, key="alg_seed",
+    picked = c1.multiselect("Algorithms", list(ALGORITHMS), default=state.default("alg_picked"), key="alg_picked",
+                            bind=BIND)
+    steps = c2.number_input("Steps per worker", *LIMITS["alg_steps"], value=state.default("alg_steps"), step=10,
+                            key="alg_steps", bind=BIND)
+    staleness = c3.number_input("SSP bound s", *LIMITS["alg_ssp"], value=state.default("alg_ssp"), key="alg_ssp",
+                                bind=BIND)
+    tau = c4.number_input("EASGD period τ", *LIMITS["alg_tau"], value=state.default("alg_tau"), key="alg_tau",
+                          bind=BIND)
+    gossip = c5.slider("GoSGD gossip probability", *LIMITS["alg_gossip"], state.default("alg_gossip"), 0.05,
+                       key="alg_gossip", bind=BIND)
+    seed = st.number_input("Seed", *LIMITS["alg_seed"], value=state.default("alg_seed"), key="alg_seed", bind=BIND,
                            help="Every random draw (compute noise, jitter, gossip peers, mini-batches) follows from it.")
 if not picked:
     st.info("Pick at least one algorithm.")
     st.stop()
 algorithms = tuple(a for a in ALGORITHMS if a in picked)
+counts = tuple(p for p in tables.scaling_gpu_counts(cfg.gpus_per_node, cfg.gpus, MAX_SWEEP_WORKERS)
+               if p <= max(cfg.gpus, 8))
+ui.guarded(cached.check_algorithm_work, cached.model_of(cfg).num_layers, cfg.gpus, int(steps),
+           sum(counts) * SWEEP_STEPS, len(algorithms))
 knobs = ui.guarded(AlgorithmConfig, staleness=int(staleness), tau=int(tau), gossip_p=float(gossip))
 no_noise = StragglerSpec()
 
@@ -100,8 +111,6 @@ else:
 c[2].metric("Bayes accuracy of the task", f"{bayes:.1%}", help="The ceiling: the target is 2 points below it.")
 
 st.subheader("Throughput as workers are added")
-counts = tuple(p for p in tables.scaling_gpu_counts(cfg.gpus_per_node, cfg.gpus, MAX_SWEEP_WORKERS)
-               if p <= max(cfg.gpus, 8))
 sweep = ui.guarded(_sweep, cfg, algorithms, counts, int(seed), knobs, no_noise)
 ui.chart(af.throughput_figure(sweep, picked_workers=cfg.gpus), "alg_throughput", f"algorithms-throughput-{cfg.model_label}")
 st.caption(f"{SWEEP_STEPS} steps per worker at each count. The parameter server's link carries one message at a "
@@ -121,18 +130,26 @@ ui.download_metrics(table, f"algorithms-{cfg.model_label}", "dl_algorithms", lab
 st.subheader("Stragglers")
 st.caption("Synchronous data-parallel SGD with the per-worker engine: every all-reduce waits for the slowest worker.")
 s1, s2, s3, s4, s5, s6 = st.columns(6)
-dist = s1.selectbox("Compute variability", ["constant", "normal", "lognormal", "exponential"], index=1,
-                    key="strag_dist")
-cv = s2.slider("Coefficient of variation", 0.0, 1.0, 0.1, 0.01, key="strag_cv", disabled=dist == "constant")
+dist = s1.selectbox("Compute variability", state.STRAGGLER_DISTS, index=state.index_of("strag_dist",
+                                                                                        state.STRAGGLER_DISTS),
+                    key="strag_dist", bind=BIND)
+cv = s2.slider("Coefficient of variation", *LIMITS["strag_cv"], state.default("strag_cv"), 0.01, key="strag_cv",
+               disabled=dist == "constant", bind=BIND)
+asked = st.query_params.get("strag_k", "")  # a link's, checked against the GPUs below
 if st.session_state.get("strag_k", 0) > cfg.gpus:  # the sidebar now has fewer GPUs than slow workers
     st.session_state["strag_k"] = cfg.gpus
-slow = s3.number_input("Slow workers", min_value=0, max_value=cfg.gpus, key="strag_k",
+slow = s3.number_input("Slow workers", min_value=0, max_value=cfg.gpus, key="strag_k", bind=BIND,
                        help="Persistently slow workers, chosen by the seed.",
-                       **({} if "strag_k" in st.session_state else {"value": 0}))
-factor = s4.slider("Slower by", 1.0, 4.0, 1.5, 0.1, key="strag_factor")
-jitter = s5.slider("Link jitter (cv)", 0.0, 1.0, 0.0, 0.05, key="strag_jitter")
-scheduler = s6.selectbox("Scheduler", state.scheduler_options(), index=state.scheduler_options().index(WFBP),
-                         key="strag_scheduler")
+                       **({} if "strag_k" in st.session_state else {"value": state.default("strag_k")}))
+if asked.isdigit() and int(asked) > cfg.gpus:
+    st.warning(f"Slow workers: `strag_k={asked}` is more than the {cfg.gpus} GPUs; using {slow}.")
+factor = s4.slider("Slower by", *LIMITS["strag_factor"], state.default("strag_factor"), 0.1, key="strag_factor",
+                   bind=BIND)
+jitter = s5.slider("Link jitter (cv)", *LIMITS["strag_jitter"], state.default("strag_jitter"), 0.05,
+                   key="strag_jitter", bind=BIND)
+schedulers = state.scheduler_options()
+scheduler = s6.selectbox("Scheduler", schedulers, index=state.index_of("strag_scheduler", schedulers),
+                         key="strag_scheduler", bind=BIND)
 spec = ui.guarded(StragglerSpec, dist=dist, cv=0.0 if dist == "constant" else float(cv), stragglers=int(slow),
                   factor=float(factor), jitter_cv=float(jitter))
 metrics, early, times, slow_workers = ui.guarded(cached.stragglers, cfg, scheduler, spec, int(seed),
@@ -166,8 +183,8 @@ else:
     right.caption("No closed form for this mix (lognormal noise, or noise together with slow workers).")
 
 with st.expander("Fine-grained against coarse-grained prediction (Li et al., TPDS 2022)"):
-    overlap = st.slider("Overlap heuristic ρ (share of the backward pass that hides communication)", 0.0, 1.0, 0.5,
-                        0.05, key="alg_overlap")
+    overlap = st.slider("Overlap heuristic ρ (share of the backward pass that hides communication)",
+                        *LIMITS["alg_overlap"], state.default("alg_overlap"), 0.05, key="alg_overlap", bind=BIND)
     frame = ui.guarded(_coarse, cfg, tuple(p for p in counts if p > 1) or (2,), float(overlap))
     ui.chart(af.coarse_fine_figure(frame), "alg_coarse", "coarse-fine")
     st.caption("Coarse: io + h2d + forward + backward + one all-reduce of every gradient + update, in sequence. "

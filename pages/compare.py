@@ -26,10 +26,10 @@ if not chosen and not methods:
     st.info("Pick at least one scheduler or method.")
     st.stop()
 chosen = figures.scheduler_order(chosen)
-#: Offered on the page; any other is one flag away: python -m sim run --compression KIND
-COMPRESSIONS = ("none", "fp16", "bf16", "topk:0.01", "topk:0.001", "powersgd:1", "powersgd:4")
 compression = st.selectbox(
-    "Compare with gradient compression", COMPRESSIONS, key="compare_compression",
+    "Compare with gradient compression", state.COMPRESSIONS, index=state.index_of("compare_compression",
+                                                                                  state.COMPRESSIONS),
+    key="compare_compression", bind="query-params",
     help="Adds a row per chosen all-reduce scheduler with its gradients compressed (sim.compression): fp16/bf16 "
          "halve the bytes; top-k all-gathers k values and indices per layer (SparCML, Shi et al. 2019); PowerSGD "
          "all-reduces two rank-r factors (Vogels et al., NeurIPS 2019); each with its (de)compression kernels.")
@@ -43,19 +43,34 @@ def compressed(cfg, scheduler: str, kind: str) -> sim.SimResult:
                         single_gpu_iteration_s=cached.single_gpu_s(cfg), compression=kind)
 
 
+compressed_runs = [s for s in chosen if refusal(s) is None] if compression != "none" else []
+ui.guarded(cached.check_compare_work, cached.model_of(cfg).num_layers,
+           [*chosen, *(s for s in (MGWFBP, OPTIMAL) if s not in chosen), *compressed_runs], methods)
+
+
+def left_out_on_error(name: str, fn, *args):
+    """``fn(*args)``, or None and a warning naming ``name`` when this configuration refuses it
+    (e.g. a parameter-server method of a CSV with measured all-reduce times): the other rows stay."""
+    try:
+        return fn(*args)
+    except sim.SimInputError as exc:
+        st.warning(f"{name} is left out: {ui.plain(str(exc))}.", icon=":material/warning:")
+        return None
+
+
 results = {s: ui.guarded(cached.simulate, cfg, s) for s in chosen}
 with_compression = {}
 if compression != "none":
-    for s in chosen:
-        if refusal(s) is None:
-            res = ui.guarded(compressed, cfg, s, compression)
+    for s in compressed_runs:
+        res = left_out_on_error(f"{s} + {compression}", compressed, cfg, s, compression)
+        if res is not None:
             res.metrics["scheduler"] = f"{s} + {compression}"
             with_compression[f"{s} + {compression}"] = res
     if not with_compression:
         st.info("None of the chosen schedulers all-reduces its gradients: nothing to compress.")
 for name in methods:
-    res = ui.guarded(cached.simulate_method, cfg, name)
-    results[name] = res
+    if (res := left_out_on_error(name, cached.simulate_method, cfg, name)) is not None:
+        results[name] = res
 results.update(with_compression)
 mg = ui.guarded(cached.simulate, cfg, MGWFBP)
 opt = ui.guarded(cached.simulate, cfg, OPTIMAL)
@@ -111,8 +126,9 @@ stragglers_view.compare_table(cfg, list(chosen), {s: results[s].iteration_time_s
 snapshots_view.panel(cfg)
 
 st.subheader("Tune a knob")
-TUNE_VALUES = {label: KNOBS[name].grid for label, (name, _) in TUNABLE.items() if KNOBS[name].grid}
-knob = st.selectbox("Knob", list(TUNE_VALUES), key="tune_knob",
+TUNE_VALUES = {label: KNOBS[TUNABLE[label][0]].grid for label in state.tune_knob_options()}
+knob = st.selectbox("Knob", list(TUNE_VALUES), index=state.index_of("tune_knob", list(TUNE_VALUES)), key="tune_knob",
+                    bind="query-params",
                     help="; ".join(f"{label} ({TUNABLE[label][1]}): {KNOBS[TUNABLE[label][0]].help}"
                                    for label in TUNE_VALUES))
 frame, best = ui.guarded(cached.tune, cfg, knob, TUNE_VALUES[knob])

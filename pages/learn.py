@@ -6,7 +6,7 @@ import sim
 from dashboard import cached, figures, learn_view, state, ui
 from sim.schedulers.names import MGWFBP, OPTIMAL, SYNCEASGD, WFBP
 
-ALPHAS_US = [10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000]
+ALPHAS_US = state.TOY_ALPHAS_US
 BETA_S_PER_BYTE = 1e-9  # 1 ns per byte: a 1 GB/s all-reduce
 SCHEDULERS = (WFBP, MGWFBP, OPTIMAL)
 COUNTER_ALPHA_US = learn_view.COUNTER_ALPHA_US
@@ -164,7 +164,8 @@ st.markdown(
     "at the pace of the slowest of P GPUs, on average 1 + cv × E[max of P normals] times the mean (1.42 for 8 "
     "GPUs, 2.07 for 32; `--sync-jitter-cv`, Chen et al. 2016). Fitted on the same cases it comes out 0, so it is "
     "off unless you give it (last row).")
-net = st.radio("Network", ["10gbe", "ib-edr-100"], horizontal=True, key="learn_mech_net")
+net = st.radio("Network", state.LEARN_MECHANISM_NETS, index=state.index_of("learn_mech_net", state.LEARN_MECHANISM_NETS),
+               horizontal=True, key="learn_mech_net", bind="query-params")
 case = learn_view.MECHANISM_CASE
 st.caption(f"{case['model']}, {case['gpus']} × {case['gpu']} ({case['gpus_per_node']} a node), batch "
            f"{case['batch_size']}, WFBP, over {net}: each row switches one mechanism off.")

@@ -23,6 +23,7 @@ networks = [cfg.network, *extra]
 counts = tables.scaling_gpu_counts(cfg.gpus_per_node, cfg.gpus)
 
 n_points = len(counts) * len(networks) * len(schedulers)
+ui.guarded(cached.check_sweep_work, cached.model_of(cfg).num_layers, len(counts), len(networks), schedulers)
 sweep_key = ("scaling", cfg.replace(gpus=1), tuple(counts), tuple(networks), tuple(schedulers))
 
 
@@ -79,10 +80,14 @@ if st.session_state.get("pick_gpus") != cfg.gpus:
 st.select_slider("GPU count for the timeline below (sets the sidebar's GPUs)", counts, key="pick_gpus",
                  on_change=_picked)
 
-if st.session_state.get("scale_timeline_scheduler") not in schedulers:
-    first = state.default("scale_timeline_scheduler")
-    st.session_state["scale_timeline_scheduler"] = first if first in schedulers else schedulers[0]
-chosen = st.selectbox("Timeline of", schedulers, key="scale_timeline_scheduler")
+first = state.default("scale_timeline_scheduler")
+first = first if first in schedulers else schedulers[0]
+if (asked := st.query_params.get("scale_timeline_scheduler")) and asked not in schedulers:  # e.g. a link's
+    st.warning(f"The timeline's scheduler {ui.literal(asked)} is not among the schedulers picked; showing {first}.")
+if st.session_state.get("scale_timeline_scheduler", first) not in schedulers:  # no longer picked: the default
+    del st.session_state["scale_timeline_scheduler"]
+chosen = st.selectbox("Timeline of", schedulers, index=schedulers.index(first), key="scale_timeline_scheduler",
+                      bind="query-params")
 res = ui.guarded(cached.simulate, cfg, chosen)
 m = res.metrics
 c = st.columns(4)

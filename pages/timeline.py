@@ -75,7 +75,8 @@ with figures_col:
 messages = cached.figure(("messages", cfg, scheduler, method, int(iterations)),
                          lambda: tables.message_table(res.timeline))  # kept, like the chart: shared, never changed
 # A toggle, not an expander: a collapsed expander's table is still sent and drawn on every rerun.
-if st.toggle(f"Show the {ui.plural(len(messages), 'message')} of {shown}", key="show_messages"):
+if st.toggle(f"Show the {ui.plural(len(messages), 'message')} of {shown}", value=state.default("show_messages"),
+             key="show_messages", bind="query-params"):
     st.dataframe(messages.head(MAX_MESSAGE_ROWS), hide_index=True)
     if len(messages) > MAX_MESSAGE_ROWS:
         st.caption(f"The first {MAX_MESSAGE_ROWS:,} of {len(messages):,} messages; the timeline downloads below "

@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import trace_view, ui, validation_view
+from dashboard import state, trace_view, ui, validation_view
 from sim.validation import case_model, coarse_versus_fine, run_validation, summarize
 
 
@@ -43,12 +43,14 @@ ERROR_COLUMNS = {
 left, right = st.columns(2)
 with left:
     st.subheader("Measured against simulated")
-    by = st.radio("Colour by", ["source", "method"], horizontal=True, key="parity_by",
+    by = st.radio("Colour by", state.PARITY_BY, index=state.index_of("parity_by", state.PARITY_BY), horizontal=True,
+                  key="parity_by", bind="query-params",
                   help="method: the scheduler or survey method each case ran")
     ui.chart(validation_view.parity_figure(results, by=by), "parity_chart", f"validation-parity-{by}")
 with right:
     st.subheader("Error and bias")
-    group = st.radio("By", ["source", "method", "network", "split"], horizontal=True, key="summary_by",
+    group = st.radio("By", state.SUMMARY_BY, index=state.index_of("summary_by", state.SUMMARY_BY), horizontal=True,
+                     key="summary_by", bind="query-params",
                      help="split: the calibration cases (fitted on) beside the held-out ones; the others: held out")
     shown = summary if group == "source" else summarize(results, group).rename(columns={"source": group})
     st.dataframe(shown, hide_index=True, column_config=ERROR_COLUMNS)

@@ -455,6 +455,132 @@ class TestLinks:
         assert "cannot travel in a link" in at.warning[0].value
         assert "Upload a layer CSV" in at.info[0].value
 
+    @pytest.mark.parametrize("key, raw", [("gpus", "1e400"), ("batch", "-1e999"), ("iters", "1e309"),
+                                          ("strag_seed_sb", "inf")])
+    def test_an_overflowing_number_is_a_notice_not_an_exception(self, key, raw):
+        """Streamlit's own number parser failed on these (OverflowError) before the page could say a word."""
+        at = new_app()
+        at.query_params.update({key: raw, "strag": "true"})
+        at.run()
+        no_exception(at)
+        assert f"Link: `{key}={raw}` is not usable (not a finite number); using {key} = {state.default(key)} instead." \
+            in [w.value for w in at.warning]
+        assert key not in dict(at.query_params)  # the address is the link of what is shown
+
+    def test_a_repeated_key_says_which_value_counts(self):
+        at = new_app()
+        at.query_params["gpus"] = ["64", "8"]
+        at.query_params["batch"] = ["64", "lots"]
+        at.run()
+        no_exception(at)
+        warnings = [w.value for w in at.warning]
+        assert "Link: `gpus=64,8` is not usable (given 2 times; the last counts); using gpus = 8 instead." in warnings
+        assert ("Link: `batch=64,lots` is not usable (given 2 times, and the last is not a number); "
+                "using batch = 32 instead.") in warnings
+        assert at.sidebar.number_input(key="gpus").value == 8 and at.sidebar.number_input(key="batch").value == 32
+        assert dict(at.query_params)["gpus"] == "8"
+
+    def test_a_crafted_value_is_quoted_short_and_inert(self):
+        at = new_app()
+        at.query_params.update({"net": "x" * 5000, "model": "**b** `x` [a](javascript:alert(1)) <script>",
+                                "compare": ["wfbp", ""]})
+        at.run()
+        no_exception(at)
+        warnings = [w.value for w in at.warning]
+        net = next(w for w in warnings if "net=" in w)
+        assert len(net) < 300 and "… (5,004 characters)`" in net
+        # a fence longer than any run of backticks inside: the value is code, not Markdown
+        assert "Link: `` model=**b** `x` [a](javascript:alert(1)) <script> `` is not usable" in \
+            next(w for w in warnings if "model=" in w)
+        assert any("(unknown (an empty value))" in w for w in warnings)
+
+    def test_a_value_repeated_in_a_list_is_said_once_and_kept_once(self):
+        at = csv_app()
+        at.query_params["compare"] = ["wfbp", "optimal", "wfbp", "wfbp"]
+        open_page(at, "compare")
+        no_exception(at)
+        assert ("Link: `compare=wfbp,optimal,wfbp,wfbp` is not usable (wfbp given 3 times); "
+                "using compare = wfbp, optimal instead.") in [w.value for w in at.warning]
+        assert at.multiselect(key="compare").value == ["wfbp", "optimal"]
+
+    def test_the_learn_slider_from_a_link(self):
+        at = new_app()
+        at.query_params.update({"toy_alpha_us": "-1"})
+        open_page(at, "learn")
+        no_exception(at)
+        assert "Link: `toy_alpha_us=-1` is not usable (not one of the options); using toy_alpha_us = 2000 instead." \
+            in [w.value for w in at.warning]  # was dropped without a word
+        at = new_app()
+        at.query_params.update({"toy_alpha_us": "50"})
+        open_page(at, "learn")
+        assert at.select_slider(key="toy_alpha_us").value == 50 and not at.warning
+
+    def test_the_scaling_timeline_scheduler_travels_in_the_link(self):
+        at = csv_app()
+        at.query_params.update({"scale_timeline_scheduler": "wfbp"})  # was ignored: the widget was not bound
+        open_page(at, "scaling")
+        no_exception(at)
+        assert at.selectbox(key="scale_timeline_scheduler").value == "wfbp" and not at.warning
+        at = csv_app()
+        at.query_params.update({"scale_timeline_scheduler": "dear"})  # a scheduler, but not one of the curves
+        open_page(at, "scaling")
+        assert at.selectbox(key="scale_timeline_scheduler").value == "mgwfbp"
+        assert at.warning[0].value == "The timeline's scheduler `dear` is not among the schedulers picked; showing mgwfbp."
+
+    @pytest.mark.parametrize("page, key, value", [
+        ("compare", "compare_compression", "topk:0.01"), ("compare", "tune_knob", "credit"),
+        ("validation", "parity_by", "method"), ("validation", "summary_by", "network"),
+        ("learn", "learn_mech_net", "ib-edr-100"),
+    ])
+    def test_page_controls_travel_in_the_link(self, page, key, value):
+        """These controls were not bound to the query: a link could not carry them."""
+        at = csv_app() if page == "compare" else new_app()
+        at.query_params.update({key: value})
+        open_page(at, page)
+        no_exception(at)
+        widget = at.selectbox(key=key) if page == "compare" else at.radio(key=key)
+        assert widget.value == value and not at.warning
+        at = csv_app() if page == "compare" else new_app()
+        at.query_params.update({key: "<b>bogus</b>"})
+        open_page(at, page)
+        no_exception(at)
+        assert at.warning[0].value == (f"Link: `{key}=<b>bogus</b>` is not usable (not one of the options); "
+                                       f"using {key} = {state.default(key)} instead.")
+
+    def test_the_algorithms_controls_travel_in_the_link(self):
+        """None of the Algorithms page's controls was bound to the query."""
+        from sim.algorithms import ALGORITHMS
+
+        assert state.default("alg_picked") == list(ALGORITHMS)
+        link = {"alg_picked": ["BSP", "AR-SGD"], "alg_steps": 50, "alg_ssp": 5, "alg_tau": 8, "alg_gossip": 0.25,
+                "alg_seed": 7, "strag_dist": "lognormal", "strag_cv": 0.3, "strag_k": 2, "strag_factor": 2.5,
+                "strag_jitter": 0.1, "strag_scheduler": "mgwfbp", "alg_overlap": 0.8}
+        at = new_app(model="resnet50")
+        at.query_params.update({k: [str(x) for x in v] if isinstance(v, list) else str(v) for k, v in link.items()})
+        open_page(at, "algorithms")
+        no_exception(at)
+        assert not at.warning and not at.error
+        assert {k: at.session_state[k] for k in link} == link
+        at = new_app(model="resnet50")
+        at.query_params.update({"alg_picked": ["BSP", "nope"], "alg_steps": "5000", "alg_gossip": "nan",
+                                "strag_k": "20", "strag_scheduler": "<x>"})
+        open_page(at, "algorithms")
+        no_exception(at)
+        warnings = [w.value for w in at.warning]
+        assert "Link: `alg_picked=BSP,nope` is not usable (unknown nope); using alg_picked = BSP instead." in warnings
+        assert "Link: `alg_steps=5000` is not usable (outside 10..400); using alg_steps = 100 instead." in warnings
+        assert any(w.startswith("Link: `alg_gossip=nan` is not usable") for w in warnings)
+        assert any(w.startswith("Link: `strag_scheduler=<x>` is not usable") for w in warnings)
+        assert "Slow workers: `strag_k=20` is more than the 16 GPUs; using 0." in warnings
+        assert at.session_state["alg_picked"] == ["BSP"] and at.session_state["strag_k"] == 0
+
+    def test_the_message_table_travels_in_the_link(self):
+        at = csv_app()
+        at.query_params.update({"show_messages": "true"})
+        open_page(at, "timeline")
+        no_exception(at)
+        assert at.toggle(key="show_messages").value and at.dataframe
+
     def test_query_for_leaves_out_defaults(self):
         from dashboard import links
 
@@ -644,13 +770,60 @@ class TestStop:
         assert not any(i.value.startswith("Stopped.") for i in at.info)
         assert chart(at, "scaling_chart")["data"]
 
+    def test_a_sweep_too_heavy_for_the_page_is_refused_before_any_work(self):
+        """/scaling with every scheduler and network at 65,536 GPUs took 19 s (1,248 points)."""
+        from dashboard import cached
+
+        at = new_app(model="resnet50")
+        at.query_params.update({"scale_schedulers": list(sim.SCHEDULERS), "gpus": "65536", "per_node": "1",
+                                "scale_nets": [n for n in state.network_options("inter") if n != "10gbe"]})
+        open_page(at, "scaling")
+        no_exception(at)
+        assert "the page runs sweeps of up to about 3 s: pick fewer schedulers or networks" in at.error[0].value
+        assert not at.get("plotly_chart")
+        # the default sweep, and that of every scheduler on two networks, stay within the budget
+        assert cached.sweep_seconds(56, 12, state.default("scale_schedulers")) < cached.MAX_SWEEP_S
+        cached.check_sweep_work(56, 12, 2, list(sim.SCHEDULERS))
+        with pytest.raises(sim.SimInputError, match="10,000-layer model"):
+            cached.check_sweep_work(10_000, 12, 1, list(sim.SCHEDULERS))
+
+    def test_a_compare_too_heavy_for_the_page_is_refused_before_any_work(self):
+        """Every scheduler and method of a 100,000-layer CSV took 34 s and 3.4 GB."""
+        from dashboard import cached
+        from sim.methods import METHODS
+
+        at = csv_app(layer_csv(10_000))
+        at.query_params.update({"compare": list(sim.SCHEDULERS), "compare_methods": list(METHODS)})
+        open_page(at, "compare")
+        no_exception(at)
+        assert "13 scheduler run(s) and 7 method(s) of a 10,000-layer model would take about 5 s" in at.error[0].value
+        assert not at.get("plotly_chart")
+        cached.check_compare_work(10_000, list(sim.SCHEDULERS))  # every scheduler alone fits (3.8 s, 370 MB)
+        cached.check_compare_work(2_000, list(sim.SCHEDULERS), list(METHODS))  # and everything, for the zoo's models
+
+    def test_the_algorithms_page_refuses_work_over_its_budget_and_says_what_fits(self):
+        """64 workers x 100 steps took 20 s for the comparison alone; a 1,000-layer CSV 1.6 GB."""
+        from dashboard import cached
+
+        at = open_page(new_app(model="resnet50", gpus=32), "algorithms")
+        no_exception(at)
+        assert "set Steps per worker to 51 or less" in at.error[0].value
+        at.number_input(key="alg_steps").set_value(50).run()
+        no_exception(at)
+        assert not at.error and metric(at, "Bayes accuracy of the task") > 50
+        with pytest.raises(sim.SimInputError, match="use fewer GPUs"):
+            cached.check_algorithm_work(56, 64, 100, 127 * 20)
+        with pytest.raises(sim.SimInputError, match="Steps per worker"):
+            cached.check_algorithm_work(1000, 16, 100, 31 * 20)  # the memory bound
+        cached.check_algorithm_work(56, 16, 100, 31 * 20)  # the default page
+
     def test_the_heavy_straggler_view_is_capped_and_says_so(self):
-        at = new_app(gpus=4096, per_node=1, strag=True)
+        at = new_app(gpus=3500, per_node=1, strag=True)  # 3,500 x 56 layers x 40 iterations: just under the cap
         open_page(at, "timeline")
         no_exception(at)
         assert not at.error
         assert any("**Capped** at 40 of 200 iterations" in c.value for c in at.caption)
-        assert any("per-worker timeline is not drawn for 4,096 GPUs" in c.value for c in at.caption)
+        assert any("per-worker timeline is not drawn for 3,500 GPUs" in c.value for c in at.caption)
 
 
 @pytest.mark.skipif(ui.image_export_problem() is not None, reason=str(ui.image_export_problem()))

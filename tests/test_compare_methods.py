@@ -62,3 +62,20 @@ def test_compare_page_tunes_every_knob():
     at.selectbox(key="tune_knob").select("credit").run()
     assert not at.exception, [e.value for e in at.exception]
     assert any("does not change this configuration's timing" in i.value for i in at.info)
+
+
+def test_a_method_this_model_refuses_is_left_out_and_the_rest_is_shown():
+    """A CSV with measured all-reduce times (comm_ms) and a parameter-server method stopped the whole page."""
+    text = "name,params,fwd_ms,bwd_ms,comm_ms\n" + "".join(f"l{i},{(i + 1) * 10000},0.1,0.2,0.05\n" for i in range(40))
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+    for key, value in {"model": "upload", "csv_text": text, "csv_name": "comm.csv", "compare": ["wfbp"],
+                       "compare_methods": METHODS}.items():
+        at.session_state[key] = value
+    at.switch_page(str(REPO / "pages" / "compare.py")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error
+    left = [w.value.split(" is left out")[0] for w in at.warning if " is left out: " in w.value]
+    assert left == ["BSP-PS", "WFBP-PS", "ByteScheduler-PS"]
+    rows = [df.value for df in at.dataframe if "scheduler" in df.value.columns][-1]["scheduler"].tolist()
+    assert rows == ["wfbp", *[m for m in METHODS if m not in left]]
+    assert at.selectbox(key="tune_knob")  # the page ran to its end

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import pandas as pd
@@ -10,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 import sim
 from dashboard import figures, resources_view, trace_view
+from sim.calib import kineto
 from sim.calib.kineto import measured_report, read_trace
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,6 +36,18 @@ class TestTraceView:
         assert why is None and len(layers) == 5 and int(layers["params"].sum()) == 25_557_032
         for key, _, _ in trace_view.COMPARED:
             assert report[key] == direct[key]
+
+    def test_a_small_gzip_that_decompresses_past_the_pages_limit_is_refused(self):
+        """A 4 MiB gzip of 190 MB JSON took 11 s and about 1.3 GB before the page's own limit."""
+        event = ('{"ph":"X","cat":"kernel","name":"ncclKernel_AllReduce_RING_LL_Sum_float","pid":0,"tid":7,'
+                 '"ts":%d,"dur":5,"args":{"stream":7,"device":0}},')
+        text = '{"traceEvents":[' + "".join(event % i for i in range(600_000)) + "{}]}"
+        assert trace_view.MAX_TRACE_JSON_BYTES < len(text) < kineto.MAX_TRACE_BYTES
+        data = gzip.compress(text.encode(), 1)
+        assert len(data) < trace_view.MAX_TRACE_UPLOAD_BYTES
+        with pytest.raises(sim.SimInputError, match="bomb.json.gz: decompresses to over 64 MB"):
+            trace_view.read_uploaded_trace.__wrapped__("bomb.json.gz", data)
+        assert len(TRACE.read_bytes()) < trace_view.MAX_TRACE_UPLOAD_BYTES  # the bundled trace (9.8 MB of JSON) is read
 
     def test_gpu_of_the_trace(self, uploaded):
         assert trace_view.gpu_of(uploaded[0]["trace"]["gpu"]) == "a100"

@@ -3,8 +3,10 @@ and the Compare page's panel under AppTest."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from test_app import chart, csv_app, no_exception, open_page
+from test_app import chart, csv_app, new_app, no_exception, open_page
 
 from dashboard import snapshots
 
@@ -60,3 +62,86 @@ def test_pinning_keeps_the_sidebar_in_the_session_and_the_link():
     assert list(pinned)[0] == "batch 32" and [s["batch"] for s in pinned.values()] == [32, 64]
     assert dict(at.query_params)["snap"][0] == "batch 32~model=upload"
     assert len(chart(at, "snap_chart")["layout"]["annotations"]) == 2
+
+
+# --- hostile links (each failed before its fix: an exception, a stopped page, or no word) ---------------
+
+
+@pytest.mark.parametrize("text, why", [
+    ("a~gpus=-5", "gpus=-5: outside 1..65536"),  # was kept, then an exception on Compare
+    ("a~alpha_us=nan~ab=true", "alpha_us=nan: not a finite number"),  # likewise
+    ("a~gpus=1e400", "gpus=1e400: not a finite number"),
+    ("a~net=bogus", "net=bogus: not one of the options"),  # was kept, then an error box that stopped Compare
+    ("a~model=upload", "cannot travel in a link"),
+    ("a~gpus=8~gpus=16", "gpus given twice"),
+    ("x" * 81, "its name has 81 characters; at most 80"),
+    ("  ~gpus=8", "a snapshot needs a name"),
+])
+def test_a_link_value_a_snapshot_cannot_use_is_refused_with_the_reason(text, why):
+    with pytest.raises(ValueError, match=re.escape(why)):
+        snapshots.decode(text)
+
+
+def test_decoded_numbers_are_the_types_of_the_sidebar():
+    assert snapshots.decode("a~gpus=64.0~beta_ns=2~ab=TRUE") == ("a", {"gpus": 64, "beta_ns": 2.0, "ab": True})
+
+
+def test_compare_leaves_out_bad_snapshots_of_a_link_and_keeps_working():
+    at = csv_app()
+    at.query_params["snap"] = ["a~gpus=-5", "b~alpha_us=nan~ab=true", "ok", "ok~gpus=32", "IB~net=ib-edr-100"]
+    open_page(at, "compare")
+    no_exception(at)
+    warnings = [w.value for w in at.warning]
+    assert "Link: snapshot `a~gpus=-5` is not usable (gpus=-5: outside 1..65536); it is left out." in warnings
+    assert any(w.startswith("Link: snapshot `b~alpha_us=nan~ab=true` is not usable") for w in warnings)
+    assert any("a second snapshot named 'ok'); it replaces the one before" in w for w in warnings)
+    assert list(at.session_state["snapshots"]) == ["ok", "IB"]
+    assert at.session_state["snapshots"]["ok"]["gpus"] == 32
+    assert at.selectbox(key="tune_knob")  # the page ran to its end
+
+
+def test_a_link_brings_at_most_max_snapshots_and_says_so_once():
+    at = csv_app()
+    at.query_params["snap"] = [f"s{i}~batch={i + 1}" for i in range(snapshots.MAX_SNAPSHOTS + 40)]
+    open_page(at, "compare")
+    no_exception(at)
+    notes = [w.value for w in at.warning if "at most" in w.value]
+    assert len(notes) == 1 and f"the {40 - 1} after it" in notes[0]
+    assert len(at.session_state["snapshots"]) == snapshots.MAX_SNAPSHOTS
+
+
+def test_a_snapshot_that_cannot_run_is_left_out_with_a_warning_and_the_page_goes_on():
+    at = csv_app()
+    at.query_params["snap"] = ["ten GPUs~gpus=10", "a", "b~gpus=32"]  # 10 GPUs do not fill nodes of 4
+    open_page(at, "compare")
+    no_exception(at)
+    assert not at.error
+    assert any(w.value.startswith("Snapshot `ten GPUs` cannot run") for w in at.warning)
+    titles = [a["text"] for a in chart(at, "snap_chart")["layout"]["annotations"]]
+    assert [t.split(":")[0] for t in titles] == ["<b>a</b>", "<b>b</b>"]
+    assert at.selectbox(key="tune_knob")
+
+
+def test_a_snapshot_name_is_shown_as_text_not_markup():
+    at = csv_app()
+    at.query_params["snap"] = ["<i>x</i> **y**", "b~gpus=32"]
+    open_page(at, "compare")
+    no_exception(at)
+    titles = [a["text"] for a in chart(at, "snap_chart")["layout"]["annotations"]]
+    assert titles[0].startswith("<b>&lt;i&gt;x&lt;/i&gt; **y**</b>")
+    assert any(r"against **\<i\>x\</i\> \*\*y\*\***" in c.value for c in at.caption)
+
+
+def test_what_is_pinned_stays_a_link_that_brings_it_back():
+    """A pinned name with '~' or over 80 characters, or a 13th snapshot, made a link that did not
+    bring the same snapshots back."""
+    at = open_page(new_app(model="resnet50"), "compare")
+    at.session_state["snap_name"] = "a~b " + "x" * 100  # what the text box (80 characters at most) may not hold
+    at.button(key="snap_pin").click().run()
+    no_exception(at)
+    (name,) = at.session_state["snapshots"]
+    assert name == ("a-b " + "x" * 100)[:snapshots.MAX_NAME_CHARS]
+    assert snapshots.decode(snapshots.encode(name, at.session_state["snapshots"][name]))[0] == name
+    at.session_state["snapshots"] = {f"s{i}": snapshots.capture({}) for i in range(snapshots.MAX_SNAPSHOTS)}
+    at.run()
+    assert at.button(key="snap_pin").disabled

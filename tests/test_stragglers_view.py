@@ -59,3 +59,44 @@ def test_compare_page_adds_a_straggler_table():
     table = next(df.value for df in at.dataframe if "p50 (ms)" in df.value.columns)
     assert table["scheduler"].tolist() == ["wfbp", "mgwfbp"]
     assert (table["p99 (ms)"] >= table["p50 (ms)"]).all()
+
+
+def test_a_general_engine_view_too_big_for_three_iterations_is_refused():
+    """bytescheduler on 3,500 GPUs ran 3 iterations of 1.7 M tasks: 50 s and 1.5 GB."""
+    at = app(strag=True, gpus=1024, per_node=1, scheduler="bytescheduler")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("runs the general per-worker engine, limited to 300,000 tasks" in e.value for e in at.error)
+
+
+def test_compare_leaves_out_a_scheduler_too_big_for_the_straggler_table_and_shows_the_rest():
+    at = app(strag=True, gpus=256, per_node=8, compare=["wfbp", "bytescheduler"])
+    at.switch_page(str(REPO / "pages" / "compare.py")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(w.value.startswith("Stragglers: left out bytescheduler: ") for w in at.warning)
+    table = next(df.value for df in at.dataframe if "p50 (ms)" in df.value.columns)
+    assert list(table["scheduler"]) == ["wfbp"]
+    assert at.selectbox(key="tune_knob")  # the rest of the page is there
+
+
+def test_compare_refuses_a_straggler_table_over_the_work_cap_but_keeps_the_page():
+    at = app(strag=True, gpus=1024, per_node=1)  # 4 schedulers x 1,024 GPUs x 56 layers x 40 iterations > 8 M
+    at.switch_page(str(REPO / "pages" / "compare.py")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("x 4 schedulers = 9,175,040: use fewer GPUs, or fewer schedulers" in e.value for e in at.error)
+    assert at.selectbox(key="tune_knob")
+
+
+def test_the_compare_table_runs_at_most_two_schedulers_on_the_general_engine():
+    """All five general-engine schedulers (bytescheduler, dear, zero1-3) took 14 s together."""
+    from dashboard import cached
+
+    at = app(strag=True, compare=list(sim.SCHEDULERS))
+    at.switch_page(str(REPO / "pages" / "compare.py")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    general = [s for s in sim.SCHEDULERS if cached.needs_general_engine(state.config_from_state(at.session_state), s)]
+    assert len(general) > cached.MAX_GENERAL_STRAGGLER_RUNS
+    left = [w.value.split(":")[1].split()[-1] for w in at.warning if w.value.startswith("Stragglers: left out")]
+    assert left == general[cached.MAX_GENERAL_STRAGGLER_RUNS:]
+    table = next(df.value for df in at.dataframe if "p50 (ms)" in df.value.columns)
+    assert len(table) == len(sim.SCHEDULERS) - len(left)
