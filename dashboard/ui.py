@@ -166,7 +166,7 @@ def check_link(session, params) -> None:
     session["link_checked"] = True
     session["link_notes"] = []
     for bad in links.check_query(links.query_items(params)):
-        upload = bad.key == "model" and params.get("model") == UPLOAD
+        upload = bad.key == "model" and params.get("model") in (UPLOAD, UPLOAD_LABEL)  # the option's name or label
         if upload:
             session["model"] = UPLOAD  # the selectbox knows the option by its label; take the name too
         session["link_notes"].append((bad.key, bad.raw, bad.reason, None if upload else _replace(params, bad)))

@@ -134,14 +134,17 @@ def _rss_mb(url: str) -> float | None:
     return server_rss_mb(int(url.rsplit(":", 1)[1]))
 
 
-def test_the_heavy_straggler_url_is_capped(browser, server):
+def test_the_heavy_straggler_url_is_refused_at_once(browser, server):
+    """4,096 GPUs one per node with stragglers is past the straggler view's work budget
+    (`dashboard.cached.MAX_STRAGGLER_WORK`, chosen so that the server stays under 1 GiB): the page
+    says so before any work, well within 10 s, and the rest of the page keeps working."""
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     context.set_default_timeout(60_000)
     page = context.new_page()
     try:
         started = time.perf_counter()
         page.goto(f"{server}/timeline?gpus=4096&per_node=1&strag=true")
-        page.get_by_text("Capped", exact=False).first.wait_for(timeout=30_000)
+        page.get_by_text("the straggler view is limited to", exact=False).first.wait_for(timeout=30_000)
         page.wait_for_selector(RUNNING, state="detached")
         elapsed = time.perf_counter() - started
         assert_no_exception(page)
@@ -149,7 +152,6 @@ def test_the_heavy_straggler_url_is_capped(browser, server):
         report = {"url": "?gpus=4096&per_node=1&strag=true", "seconds": round(elapsed, 2), "server_rss_mb": rss}
         ARTIFACTS.mkdir(exist_ok=True)
         (ARTIFACTS / "heavy-url.json").write_text(json.dumps(report, indent=2))
-        assert page.get_by_text("Median iteration").count() == 1
         assert elapsed < 10, report
         assert rss is None or rss < 1024, report
     finally:
