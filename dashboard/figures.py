@@ -220,6 +220,30 @@ def comm_overlap_segments(timeline: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
+def comm_wait_segments(bars: pd.DataFrame) -> pd.DataFrame:
+    """The waits the metrics count as exposed communication (``comm_wait_s``): per worker and
+    iteration with one update, the time from the end of backward to the update's start with no
+    message on the wire (a message held for Horovod's negotiation tick), as exposed pieces
+    (``task`` -1) on the lane of the iteration's messages."""
+    workers = bars["worker"] if "worker" in bars.columns else pd.Series(0, index=bars.index)
+    rows = []
+    for (worker, it), part in bars.groupby([workers, bars["iteration"]], sort=False):
+        mine = pd.concat([part, bars.loc[(workers == -1) & (bars["iteration"] == it)]]) if worker >= 0 else part
+        backward, update = mine.loc[mine["kind"] == "backward"], mine.loc[mine["kind"] == "update"]
+        comm = mine.loc[mine["kind"] == "comm"]
+        if len(update) != 1 or backward.empty or comm.empty:
+            continue
+        lo, hi = float(backward["end_s"].max()), float(update["start_s"].iloc[0])
+        cs, ce = union(comm["start_s"].to_numpy(float), comm["end_s"].to_numpy(float))
+        edges = np.concatenate([[lo], np.clip(np.ravel(np.column_stack([cs, ce])), lo, hi), [hi]])
+        gap_lo, gap_hi = edges[0::2], edges[1::2]  # the spans between messages, clipped to [lo, hi]
+        keep = gap_hi > gap_lo
+        rows.append(pd.DataFrame({"task": -1, "start_s": gap_lo[keep], "end_s": gap_hi[keep],
+                                  "duration_s": gap_hi[keep] - gap_lo[keep], "hidden": False,
+                                  "lane": comm["lane"].iloc[-1]}))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
 def display_frames(timeline: pd.DataFrame, max_bars: int = MAX_BARS):
     """What a timeline chart draws: ``(bars, pieces, aggregation)``.
 
@@ -232,6 +256,9 @@ def display_frames(timeline: pd.DataFrame, max_bars: int = MAX_BARS):
     bars = gantt_frame(timeline, texts=not big)
     pieces = comm_overlap_segments(bars)
     pieces["lane"] = bars.loc[pieces["task"], "lane"].to_numpy() if len(pieces) else []
+    waits = comm_wait_segments(bars)
+    if len(waits):
+        pieces = pd.concat([pieces, waits], ignore_index=True)
     if not big:
         return bars, pieces, None
     merged = merge_bars(bars)

@@ -10,6 +10,9 @@ parameter server) and update times, on the engine's own timeline:
 * hidden + exposed = communication, where communication and hidden are
   computed here from the timeline by a method of their own (elementary
   segments between all interval ends), not by the simulator's;
+  communication includes the wait after backward with no message on the
+  wire (Horovod's tick), so compute + exposed = iteration for every run
+  without I/O (`test_compute_plus_exposed_is_the_iteration`);
 * efficiency <= 1;
 * the fast path equals the general engine (`simulate_dag`) to 1e-9;
 * the per-worker engine with identical workers equals the aggregate run;
@@ -89,6 +92,19 @@ def _covered(points, sets) -> float:
     return float((hi - lo)[inside].sum())
 
 
+def _wait_after_backward(ref_rows, cs, ce, per_layer_update: bool) -> float:
+    """From the end of backward to the update's start, the time no message is on the wire
+    (elementary segments of that span outside every message), for one update per iteration."""
+    backward, update = ref_rows[ref_rows.kind == "backward"], ref_rows[ref_rows.kind == "update"]
+    if per_layer_update or backward.empty or update.empty:
+        return 0.0
+    lo, hi = float(backward.end_s.max()), float(update.start_s.min())
+    if hi <= lo:
+        return 0.0
+    span = _covered(np.concatenate([[lo, hi], cs, ce]), [(np.array([lo]), np.array([hi]))])
+    return span - _covered(np.concatenate([[lo, hi], cs, ce]), [(np.array([lo]), np.array([hi])), (cs, ce)])
+
+
 def _simulate(model, cluster, run, **kw):
     try:
         return sim.simulate(model, cluster, batch_size=4, **run, **kw)
@@ -118,9 +134,24 @@ def test_breakdown_is_consistent_with_the_timeline(run, model, cluster):
     cs, ce = comm.start_s.to_numpy(), comm.end_s.to_numpy()
     ks, ke = compute.start_s.to_numpy(), compute.end_s.to_numpy()
     hidden = _covered(np.concatenate([cs, ce, ks, ke]), [(cs, ce), (ks, ke)])
+    total += _wait_after_backward(tl[tl.iteration == ref], cs, ce, res.plan.per_layer_update)
     assert m["comm_s"] == pytest.approx(total, rel=1e-9, abs=1e-12)
     assert m["comm_hidden_s"] == pytest.approx(hidden, rel=1e-9, abs=1e-12)
     assert m["comm_hidden_s"] + m["comm_exposed_s"] == pytest.approx(total, rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("run", RUNS, ids=IDS)
+@SETTINGS
+@given(model=models(), cluster=clusters())
+def test_compute_plus_exposed_is_the_iteration(run, model, cluster):
+    """Without I/O or host copies the GPU either computes or waits on communication, so the
+    breakdown adds up to the iteration (the dashboard's idle is 0): what the Compare page shows."""
+    res = _simulate(model, cluster, run)
+    if res is None:
+        return
+    m = res.metrics
+    assert m["io_s"] == 0 and m["h2d_s"] == 0
+    assert m["compute_s"] + m["comm_exposed_s"] == pytest.approx(m["iteration_time_s"], rel=1e-9, abs=1e-12)
 
 
 @pytest.mark.parametrize("run", RUNS, ids=IDS)

@@ -45,7 +45,7 @@ import numpy as np
 from sim.core.channel import chain_ends, channel
 from sim.core.cost import NO_COMM, CommCost, PSCost
 from sim.core.lower import WorkerTimes
-from sim.core.overlap import hidden_s, time_order
+from sim.core.overlap import hidden_s, time_order, wait_s
 from sim.core.plan import Plan
 from sim.core.scalar import evaluate_row
 from sim.core.timeline import frame
@@ -145,6 +145,8 @@ class FastRun:
         update = self.update_end_s[:, -1] - self.update_start_s[:, -1]
         c_start, c_end = time_order(self.comm_start_s[:, -1], self.comm_end_s[:, -1])
         comm = np.ascontiguousarray(c_end - c_start).sum(axis=1)
+        wait = wait_s(c_start, c_end, bwd_end[:, -1], self.update_start_s[:, -1])
+        comm = comm + wait
         hidden = np.minimum(hidden_s(c_start, c_end, bwd_end[:, -1]), comm)
         return {
             "compute_s": forward + backward + update,
@@ -156,6 +158,7 @@ class FastRun:
             "comm_s": comm,
             "comm_hidden_s": hidden,
             "comm_exposed_s": np.maximum(comm - hidden, 0.0),
+            "comm_wait_s": wait,
         }
 
     def timeline(self, row: int | None = 0, iterations: int | None = None) -> pd.DataFrame:

@@ -16,7 +16,13 @@ Definitions (Shi et al., ICPADS 2018; hidden and exposed as HTA reports them):
   ``comm_s`` is the time communication is under way (the sum of its tasks on
   one lane; the union of their intervals when push and pull run on two lanes
   at once); ``comm_hidden_s`` the part of it during which the GPU computes;
-  ``comm_exposed_s = comm_s - comm_hidden_s``.
+  ``comm_exposed_s = comm_s - comm_hidden_s``. ``comm_s`` includes
+  ``comm_wait_s``: after the backward pass, time the GPU waits for its
+  update with no message on the wire (a message held for Horovod's
+  negotiation tick; on a shared channel, a slower worker's gradients). No
+  kernel runs then, yet the step waits on communication, as an all-reduce
+  waiting for its peers counts as communication in a GPU trace; so
+  ``compute_s + comm_exposed_s`` is the iteration, I/O and copies aside.
 * ``speedup = P * T_1 / T_P``, ``scaling_efficiency = T_1 / T_P``,
   ``throughput_samples_per_s = batch * P / T_P``.
 """
@@ -39,12 +45,12 @@ METRIC_KEYS = (
     "network", "intra", "collective", "alpha_s", "beta_s_per_byte",
     "iteration_time_s", "throughput_samples_per_s",
     "compute_s", "forward_s", "backward_s", "update_s", "io_s", "h2d_s",
-    "comm_s", "comm_hidden_s", "comm_exposed_s",
+    "comm_s", "comm_hidden_s", "comm_exposed_s", "comm_wait_s",
     "single_gpu_iteration_time_s", "speedup", "scaling_efficiency",
     "num_messages", "groups", "framework", "interference_s", "params", "gradients",
 )
 PHASE_KEYS = ("compute_s", "forward_s", "backward_s", "update_s", "io_s", "h2d_s",
-              "comm_s", "comm_hidden_s", "comm_exposed_s")
+              "comm_s", "comm_hidden_s", "comm_exposed_s", "comm_wait_s")
 #: Iterations timed when layers are updated one by one and the next forward
 #: overlaps communication: the period settles after the first iteration. Five
 #: give the period of eight and of sixteen to 2e-12 (relative) on 336 runs of
@@ -132,6 +138,8 @@ def graph_figures(graph, start: np.ndarray, end: np.ndarray, pipelined: bool, wo
     if len(comm):
         compute &= (end >= c_start.min()) & (start <= c_end.max())
     compute = np.flatnonzero(compute)
+    wait = 0.0 if pipelined else _wait_s(kinds, in_ref & mine, start, end, c_start, c_end)
+    comm_s += wait
     hidden = min(overlap_s(c_start, c_end, start[compute], end[compute]), comm_s)
     by_kind = {k: _sum(v) for k, v in dur.items()}
     return t_iter, {
@@ -144,4 +152,18 @@ def graph_figures(graph, start: np.ndarray, end: np.ndarray, pipelined: bool, wo
         "comm_s": comm_s,
         "comm_hidden_s": hidden,
         "comm_exposed_s": max(comm_s - hidden, 0.0),
+        "comm_wait_s": wait,
     }
+
+
+def _wait_s(kinds, mine_in_ref, start, end, c_start, c_end) -> float:
+    """The reference iteration's span from the end of backward to the update's start with
+    no message on the wire (`sim.core.overlap.wait_s`, for the general engine)."""
+    backward = mine_in_ref & (kinds == KINDS.index("backward"))
+    update = mine_in_ref & (kinds == KINDS.index("update"))
+    if not backward.any() or not update.any():
+        return 0.0
+    after, until = float(end[backward].max()), float(start[update].min())
+    if until <= after:
+        return 0.0
+    return max((until - after) - overlap_s(c_start, c_end, [after], [until]), 0.0)

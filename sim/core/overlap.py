@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["hidden_s", "time_order"]
+__all__ = ["hidden_s", "time_order", "wait_s"]
 
 
 def time_order(c_start: np.ndarray, c_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -43,3 +43,21 @@ def hidden_s(c_start: np.ndarray, c_end: np.ndarray, backward_end_s: np.ndarray)
     hi = np.minimum(period_end, backward_end_s[:, None])
     piece = np.where(opens & (hi > c_start), hi - c_start, 0.0)
     return np.cumsum(piece, axis=1)[:, -1]
+
+
+def wait_s(c_start: np.ndarray, c_end: np.ndarray, after_s: np.ndarray, until_s: np.ndarray) -> np.ndarray:
+    """Per row, the part of [after_s, until_s] with no message on the wire: after its
+    backward pass, the time a GPU waits for communication that has not started
+    (Horovod's negotiation tick; on a shared channel, a slower worker's gradients).
+
+    The messages of a row are disjoint and in time order (one channel); the
+    pieces inside the span are summed in that order, as `sim.core.intervals.overlap_s`
+    sums them for the general engine.
+    """
+    span = np.maximum(until_s - after_s, 0.0)
+    if c_start.shape[1] == 0:
+        return span
+    lo = np.maximum(c_start, after_s[:, None])
+    hi = np.minimum(c_end, until_s[:, None])
+    covered = np.cumsum(np.where(hi > lo, hi - lo, 0.0), axis=1)[:, -1]
+    return np.maximum(span - covered, 0.0)
