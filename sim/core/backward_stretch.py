@@ -149,6 +149,12 @@ def backward_times(bwd_s: np.ndarray, t_c_s: np.ndarray, lowest_at: np.ndarray, 
         return np.tile(bwd_s, (rows, 1))
     bwd_rev = bwd_s[::-1].tolist()
     out = np.empty((rows, len(bwd_rev)))
+    if not lag_s and rows == 1:  # one row: `backward_times_row` on Python floats (it checks the order)
+        got = backward_times_row(bwd_rev, t_c_s[0].tolist(), lowest_at.tolist(), None, float(kappa[0]))
+        if got is None:
+            return None
+        out[0] = got[::-1]
+        return out
     if not lag_s and np.all(lowest_at[1:] >= lowest_at[:-1]):
         released = np.zeros((rows, len(bwd_rev)))  # each task's messages' time, released at its end
         np.add.at(released, (slice(None), lowest_at), t_c_s)

@@ -36,7 +36,6 @@ The DAG and the engine stay the reference and the independent check
 from __future__ import annotations
 
 import functools
-import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -74,15 +73,12 @@ def supports(plan: Plan, cost, num_layers: int | None = None) -> bool:
         return False
     if not plan.groups:
         return True
-    sizes = [len(m) for m in plan.groups]
-    if min(sizes) == 0:
-        return False
-    flat = np.fromiter(itertools.chain.from_iterable(plan.groups), dtype=np.int64, count=sum(sizes))
-    if flat.min() < 0 or flat.max() >= num_layers or np.bincount(flat).max() > 1:
-        return False  # out of range, or a layer sent twice
+    layers = plan.message_layers
+    if layers.has_empty or layers.repeats or layers.flat.min() < 0 or layers.flat.max() >= num_layers:
+        return False  # an empty message, a layer out of range or sent twice
     if plan.after_backward:
         return True
-    low = np.minimum.reduceat(flat, np.cumsum([0] + sizes[:-1]))
+    low = layers.lowest
     return bool(low[0] < num_layers and np.all(low[1:] < low[:-1]))  # each message's lowest below the last's
 
 
@@ -324,7 +320,7 @@ class Layout(NamedTuple):
 def layout(model, plan: Plan, costs, precision: str = "fp32") -> Layout:
     """Each message's bytes and lowest layer, and its time under each cost (rows)."""
     costs = [costs] if isinstance(costs, CommCost) else list(costs)
-    group_bytes, lowest = _message_layout(plan.groups, model.gradient_bytes(precision))
+    group_bytes, lowest = _message_layout(plan, model.gradient_bytes(precision))
     return Layout(group_bytes, lowest, message_times_s(costs, plan.groups, group_bytes))
 
 
@@ -386,14 +382,13 @@ class _Arrays:
         return free
 
 
-def _message_layout(groups, layer_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _message_layout(plan: Plan, layer_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each message's bytes and lowest layer."""
-    if not groups:
+    if not plan.groups:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    sizes = [len(m) for m in groups]
-    flat = np.fromiter(itertools.chain.from_iterable(groups), dtype=np.int64, count=sum(sizes))
-    offsets = np.cumsum([0] + sizes[:-1])
-    return np.add.reduceat(layer_bytes[flat], offsets), np.minimum.reduceat(flat, offsets)
+    layers = plan.message_layers
+    lowest = np.minimum.reduceat(layers.flat, layers.offsets) if layers.lowest is None else layers.lowest
+    return np.add.reduceat(layer_bytes[layers.flat], layers.offsets), lowest
 
 
 @dataclass(frozen=True, eq=False)
