@@ -12,12 +12,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim.catalog import get_gpu
+from sim.catalog import get_gpu, user_networks_path
 from sim.checks import MAX_TIME_S, check_choice, check_float, check_int
 from sim.cluster import Cluster
 from sim.compression import Compression, compressed_cost, parse_compression, refusal
@@ -219,7 +220,17 @@ def comm_costs(model: Model, cluster: Cluster, precision: str, scheduler: str, a
     credit bounding the servers busy at once.
     """
     if architecture != "ps":
-        cost = cluster.framework_cost(cluster.comm_cost(model, precision), scheduler)
+        key = None if getattr(model, "comm_s", None) is not None else (cluster, precision, scheduler, _presets_stamp())
+        try:
+            cost = _ALLREDUCE_COSTS.get(key)
+        except TypeError:  # an unhashable field: worked out, not kept
+            cost, key = None, None
+        if cost is None:
+            cost = cluster.framework_cost(cluster.comm_cost(model, precision), scheduler)
+            if key is not None:
+                if len(_ALLREDUCE_COSTS) >= _COSTS_KEPT:
+                    _ALLREDUCE_COSTS.pop(next(iter(_ALLREDUCE_COSTS)), None)
+                _ALLREDUCE_COSTS[key] = cost
         return cost, cost
     spec = get_spec(scheduler)
     if spec.allreduce_only:
@@ -231,6 +242,26 @@ def comm_costs(model: Model, cluster: Cluster, precision: str, scheduler: str, a
     planning = CommCost(timing.push_alpha_s + timing.pull_alpha_s,
                         timing.push_beta_s_per_byte + timing.pull_beta_s_per_byte, timing.label)
     return planning, timing
+
+
+#: All-reduce costs worked out (`comm_costs`), by cluster, precision, scheduler and the state of the
+#: user's network presets file (`_presets_stamp`): a cost is a frozen value, shared by the runs that
+#: ask for it; a model's measured times are not kept. At most `_COSTS_KEPT`, the oldest dropped first.
+_ALLREDUCE_COSTS: dict = {}
+_COSTS_KEPT = 256
+
+
+def _presets_stamp() -> tuple:
+    """What the network presets depend on besides the built-in table: the user's presets file
+    (`sim.catalog.user_networks_path`), its modification time and size (as the catalog reads it again)."""
+    path = str(user_networks_path())
+    if not os.access(path, os.F_OK):
+        return (path,)
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return (path,)
+    return path, stat.st_mtime_ns, stat.st_size, stat.st_mode
 
 
 def compress(model: Model, cluster: Cluster, scheduler: str, architecture: str, cost: CommCost, precision: str,
