@@ -45,7 +45,7 @@ from sim.resources import RESOURCE_KEYS, resource_columns, resource_metrics
 from sim.schedulers import DEFAULT_BUCKET_MB, SchedulerOptions, make_plan
 from sim.schedulers.names import WFBP
 from sim.schedulers.registry import get_spec, settings_of
-from sim.tensors import GRADIENTS, gradients_of, with_parent_layers
+from sim.tensors import GRADIENTS, gradients_of
 
 if TYPE_CHECKING:  # pandas is imported where a frame is built, not with sim
     import pandas as pd
@@ -352,14 +352,9 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
                        settings=settings_of(scheduler, architecture, opts, bucket_mb))
     if compression is not None:
         metrics["compression"] = str(compression)
-    timeline = functools.partial(timing.timeline, 0, iterations)
-    if model.tensor_layers is not None:
-        timeline = functools.partial(_layer_timeline, timeline, model)
+    layers = None if model.tensor_layers is None else (model.layer_names, model.tensor_layers)
+    timeline = functools.partial(timing.timeline, 0, iterations, layers)
     return SimResult(t_iter, metrics, timeline, groups, plan, model, cluster)
-
-
-def _layer_timeline(timeline, model: Model) -> pd.DataFrame:
-    return with_parent_layers(timeline(), model.layer_names, model.tensor_layers)
 
 
 def sweep(

@@ -25,8 +25,9 @@ from sim.core.interference import GraphOverlap, fast_overlap, fixed_point, with_
 from sim.core.lower import WorkerTimes, lower, retimed, task_count
 from sim.core.metrics import PHASE_KEYS, graph_figures, iterations_to_run
 from sim.core.plan import Plan
-from sim.core.timeline import graph_timeline
+from sim.core.timeline import graph_timeline, renamed_layers
 from sim.errors import SimInputError
+from sim.tensors import layer_renamer
 
 __all__ = ["CELLS_PER_TASK", "ENGINES", "MAX_TASKS", "MAX_TASKS_ENV", "Timing", "check_cell_budget",
            "check_task_budget", "estimated_tasks",
@@ -211,8 +212,8 @@ class _RowTimelines:
     def __init__(self, timelines):
         self.timelines = timelines
 
-    def __call__(self, row: int = 0, shown: int | None = None):
-        return self.timelines[row](0, shown)
+    def __call__(self, row: int = 0, shown: int | None = None, layers: tuple | None = None):
+        return self.timelines[row](0, shown, layers)
 
 
 def _time_plan(model, plan: Plan, costs, *, precision: str, iterations: int, prefetch: bool, engine: str,
@@ -280,13 +281,18 @@ class _Timelines:
     def __init__(self, run, kept, iterations: int):
         self.run, self.kept, self.iterations = run, kept, iterations
 
-    def __call__(self, row: int = 0, shown: int | None = None):
+    def __call__(self, row: int = 0, shown: int | None = None, layers: tuple | None = None):
+        """Row ``row``'s timeline of ``shown`` iterations; ``layers``, a tensor view's
+        ``(layer_names, tensor_layers)``, shows each tensor's layer in the ``layer`` column
+        (`sim.tensors.layer_renamer`)."""
         shown = self.iterations if shown is None else shown
+        rename = None if layers is None else layer_renamer(*layers)
         if self.run is not None:
-            return self.run.timeline(row, shown)
+            return self.run.timeline(row, shown, rename)
         if not self.kept:
             raise SimInputError("this run kept no timeline")
-        return graph_timeline(*self.kept[row], shown)
+        timeline = graph_timeline(*self.kept[row], shown)
+        return timeline if rename is None else renamed_layers(timeline, rename)
 
 
 def single_gpu_iteration_s(model, precision: str = "fp32", prefetch: bool = False, engine: str = "auto") -> float:

@@ -1,0 +1,109 @@
+"""The fast path's timeline columns (`sim.core.fast.FastRun.timeline`), from its arrays.
+
+What every iteration's rows share (names, kinds, lanes, layers, messages) depends
+only on the model's layer names, the plan's messages, the layers' bytes and how
+layer cells are shown (a tensor view's layer names, `sim.tensors.layer_renamer`);
+it is built once per such key and kept (`static_columns`, read-only arrays and
+tuples), so a timeline costs the per-run arrays and one frame.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+__all__ = ["comm_columns", "static_columns", "worker_columns"]
+
+#: Static columns kept, the oldest dropped first.
+_STATIC_KEPT = 64
+_STATIC: dict = {}
+_STATIC_LOCK = threading.Lock()
+
+
+def static_columns(layer_names: tuple, groups: tuple, layer_bytes: np.ndarray, rename=None) -> dict:
+    """What every iteration's rows share, for these layers, messages and bytes; ``rename``
+    (a function of a layer cell, or None) gives the ``layer`` column's text. Kept: read-only."""
+    key = (layer_names, groups, layer_bytes.dtype.str, layer_bytes.tobytes(), rename)
+    try:
+        with _STATIC_LOCK:
+            got = _STATIC.get(key)
+    except TypeError:  # an unhashable name or member: built, not kept
+        got, key = None, None
+    if got is not None:
+        return got
+    got = _build_static(list(layer_names), groups, layer_bytes, rename)
+    if key is not None:
+        with _STATIC_LOCK:
+            if len(_STATIC) >= _STATIC_KEPT:
+                _STATIC.pop(next(iter(_STATIC)), None)
+            _STATIC[key] = got
+    return got
+
+
+def _build_static(names: list, groups: tuple, layer_bytes: np.ndarray, rename) -> dict:
+    n = len(names)
+    group_of = {i: gi for gi, members in enumerate(groups) for i in members}
+    layer_group = [group_of.get(i, -1) for i in range(n)]
+    kinds = ["io", "h2d"] + ["forward"] * n + ["backward"] * n + ["update"]
+    tails = ["0", "0"] + names + names[::-1] + ["0"]
+    labels = tuple("+".join(names[i] for i in members) for members in groups)
+    layer = ["", ""] + names + names[::-1] + [""]
+    comm_layer = list(labels)
+    if rename is not None:
+        layer, comm_layer = [rename(c) for c in layer], [rename(c) for c in comm_layer]
+    static = {
+        "kind_tail": tuple(f"{kind}/{tail}" for kind, tail in zip(kinds, tails, strict=True)),
+        "lane": np.array(["io", "h2d"] + ["compute"] * (2 * n + 1), dtype=object),
+        "kind": np.array(kinds, dtype=object),
+        "layer": np.array(layer, dtype=object),
+        "message": np.asarray([-1, -1] + layer_group + layer_group[::-1] + [-1], np.int64),
+        "bytes": np.concatenate([np.zeros(2 + n, np.int64), layer_bytes[::-1], np.zeros(1, np.int64)]),
+        "comm_labels": labels,
+        "comm_layer": np.array(comm_layer, dtype=object),
+    }
+    for value in static.values():
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    return static
+
+
+def worker_columns(run, static: dict, r: int, n_it: int, named: bool) -> dict:
+    """One worker's io, h2d, forward, backward and update of ``run`` (a `FastRun`), iteration by iteration."""
+    per_it = len(static["kind"])
+    who = f"w{r}/" if named and r > 0 else ""
+    fwd_end, bwd_end = run.fwd_end_s[r, :n_it], run.bwd_end_s[r, :n_it]
+    start = np.concatenate([run.io_start_s[r, :n_it, None], run.h2d_start_s[r, :n_it, None],
+                            run.fwd_start_s[r, :n_it, None], fwd_end[:, :-1], fwd_end[:, -1:], bwd_end[:, :-1],
+                            run.update_start_s[r, :n_it, None]], axis=1).ravel()
+    end = np.concatenate([run.io_end_s[r, :n_it, None], run.h2d_end_s[r, :n_it, None], fwd_end, bwd_end,
+                          run.update_end_s[r, :n_it, None]], axis=1).ravel()
+    names = []
+    for k in range(n_it):
+        head = f"it{k}/{who}"
+        names += [head + tail for tail in static["kind_tail"]]
+    return {
+        "iteration": np.repeat(np.arange(n_it, dtype=np.int64), per_it),
+        "worker": np.full(per_it * n_it, r if named else 0, dtype=np.int64),
+        "lane": np.tile(static["lane"], n_it), "kind": np.tile(static["kind"], n_it),
+        "name": np.array(names, dtype=object), "layer": np.tile(static["layer"], n_it),
+        "message": np.tile(static["message"], n_it), "start_s": start, "end_s": end,
+        "bytes": np.tile(static["bytes"], n_it),
+    }
+
+
+def comm_columns(run, static: dict, r: int, n_it: int, worker: int) -> dict:
+    """The messages of row ``r`` of ``run``, iteration by iteration (shared by all workers)."""
+    labels = static["comm_labels"]
+    n_msg = len(run.groups)
+    return {
+        "iteration": np.repeat(np.arange(n_it, dtype=np.int64), n_msg),
+        "worker": np.full(n_msg * n_it, worker, dtype=np.int64),
+        "lane": np.full(n_msg * n_it, "comm", dtype=object),
+        "kind": np.full(n_msg * n_it, "comm", dtype=object),
+        "name": np.array([f"it{k}/comm/{label}" for k in range(n_it) for label in labels], dtype=object),
+        "layer": np.tile(static["comm_layer"], n_it),
+        "message": np.tile(np.arange(n_msg, dtype=np.int64), n_it),
+        "start_s": run.comm_start_s[r, :n_it].ravel(), "end_s": run.comm_end_s[r, :n_it].ravel(),
+        "bytes": np.tile(np.asarray(run.group_bytes, np.int64), n_it),
+    }
