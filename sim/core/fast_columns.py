@@ -13,12 +13,14 @@ import threading
 
 import numpy as np
 
-__all__ = ["comm_columns", "static_columns", "worker_columns"]
+__all__ = ["comm_columns", "static_columns", "task_names", "worker_columns"]
 
 #: Static columns kept, the oldest dropped first.
 _STATIC_KEPT = 64
 _STATIC: dict = {}
 _STATIC_LOCK = threading.Lock()
+#: Task-name arrays kept per static entry (one per iteration and worker shown).
+_NAMES_KEPT = 64
 
 
 def static_columns(layer_names: tuple, groups: tuple, layer_bytes: np.ndarray, rename=None) -> dict:
@@ -61,11 +63,25 @@ def _build_static(names: list, groups: tuple, layer_bytes: np.ndarray, rename) -
         "bytes": np.concatenate([np.zeros(2 + n, np.int64), layer_bytes[::-1], np.zeros(1, np.int64)]),
         "comm_labels": labels,
         "comm_layer": np.array(comm_layer, dtype=object),
+        "names": {},  # task names per iteration and worker (`task_names`), filled as asked
     }
     for value in static.values():
         if isinstance(value, np.ndarray):
             value.flags.writeable = False
     return static
+
+
+def task_names(static: dict, tails: str, head: str) -> np.ndarray:
+    """``head`` + each of ``static[tails]``, as a read-only object array (kept in ``static`` per
+    head: a timeline names the same tasks every run; the columns concatenate copies of it)."""
+    kept = static["names"]
+    got = kept.get((tails, head))
+    if got is None:
+        got = np.array([head + tail for tail in static[tails]], dtype=object)
+        got.flags.writeable = False
+        if len(kept) < _NAMES_KEPT:
+            kept[(tails, head)] = got
+    return got
 
 
 def worker_columns(run, static: dict, r: int, n_it: int, named: bool) -> dict:
@@ -78,15 +94,12 @@ def worker_columns(run, static: dict, r: int, n_it: int, named: bool) -> dict:
                             run.update_start_s[r, :n_it, None]], axis=1).ravel()
     end = np.concatenate([run.io_end_s[r, :n_it, None], run.h2d_end_s[r, :n_it, None], fwd_end, bwd_end,
                           run.update_end_s[r, :n_it, None]], axis=1).ravel()
-    names = []
-    for k in range(n_it):
-        head = f"it{k}/{who}"
-        names += [head + tail for tail in static["kind_tail"]]
+    names = [task_names(static, "kind_tail", f"it{k}/{who}") for k in range(n_it)]
     return {
         "iteration": np.repeat(np.arange(n_it, dtype=np.int64), per_it),
         "worker": np.full(per_it * n_it, r if named else 0, dtype=np.int64),
         "lane": np.tile(static["lane"], n_it), "kind": np.tile(static["kind"], n_it),
-        "name": np.array(names, dtype=object), "layer": np.tile(static["layer"], n_it),
+        "name": np.concatenate(names), "layer": np.tile(static["layer"], n_it),
         "message": np.tile(static["message"], n_it), "start_s": start, "end_s": end,
         "bytes": np.tile(static["bytes"], n_it),
     }
@@ -94,14 +107,13 @@ def worker_columns(run, static: dict, r: int, n_it: int, named: bool) -> dict:
 
 def comm_columns(run, static: dict, r: int, n_it: int, worker: int) -> dict:
     """The messages of row ``r`` of ``run``, iteration by iteration (shared by all workers)."""
-    labels = static["comm_labels"]
     n_msg = len(run.groups)
     return {
         "iteration": np.repeat(np.arange(n_it, dtype=np.int64), n_msg),
         "worker": np.full(n_msg * n_it, worker, dtype=np.int64),
         "lane": np.full(n_msg * n_it, "comm", dtype=object),
         "kind": np.full(n_msg * n_it, "comm", dtype=object),
-        "name": np.array([f"it{k}/comm/{label}" for k in range(n_it) for label in labels], dtype=object),
+        "name": np.concatenate([task_names(static, "comm_labels", f"it{k}/comm/") for k in range(n_it)]),
         "layer": np.tile(static["comm_layer"], n_it),
         "message": np.tile(np.arange(n_msg, dtype=np.int64), n_it),
         "start_s": run.comm_start_s[r, :n_it].ravel(), "end_s": run.comm_end_s[r, :n_it].ravel(),
