@@ -295,6 +295,17 @@ def plan_run(model: Model, cluster: Cluster, scheduler: str, architecture: str, 
     return plan, plan_cost, cost
 
 
+def group_names(plan: Plan, layer_names) -> list[list[str]]:
+    """The plan's messages as lists of layer names, in sending order (new lists every call)."""
+    if not plan.groups:
+        return []
+    layers = plan.message_layers
+    names = list(map(layer_names.__getitem__, layers.flat.tolist()))
+    bounds = layers.offsets.tolist()
+    bounds.append(len(names))
+    return [names[lo:hi] for lo, hi in zip(bounds, bounds[1:], strict=False)]
+
+
 def run_metrics(model: Model, cluster: Cluster, scheduler: str, batch_size: int, precision: str,
                 plan_cost: CommCost, t_iter: float, phases: dict, single_s: float, groups: list,
                 architecture: str = "allreduce") -> dict:
@@ -340,8 +351,7 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
         # (the argument shadows the function of the same name: reach it through its module)
         single_gpu_iteration_s = t_iter if cluster.gpus == 1 else core_run.single_gpu_iteration_s(
             one_gpu, precision, prefetch, engine)
-    name_of = model.layer_names.__getitem__
-    groups = [list(map(name_of, members)) for members in plan.groups]
+    groups = group_names(plan, model.layer_names)
     metrics = run_metrics(model, cluster, scheduler, batch_size, precision, plan_cost, t_iter, phases,
                           single_gpu_iteration_s, groups, architecture)
     metrics.update(resource_metrics(model, gpu=cluster.gpu, gpus=cluster.gpus, scheduler=scheduler, groups=groups,

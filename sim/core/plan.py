@@ -120,11 +120,12 @@ class Plan:
     @functools.cached_property
     def message_layers(self) -> MessageLayers:
         """The messages as flat arrays (`MessageLayers`), worked out once per plan (a plan is immutable)."""
-        sizes = [len(m) for m in self.groups]
-        flat = np.fromiter(itertools.chain.from_iterable(self.groups), dtype=np.int64, count=sum(sizes))
-        offsets = np.cumsum([0] + sizes[:-1]) if sizes else np.zeros(0, np.int64)
-        has_empty = bool(sizes) and min(sizes) == 0
-        lowest = np.minimum.reduceat(flat, offsets) if sizes and not has_empty else None
+        sizes = np.fromiter(map(len, self.groups), dtype=np.int64, count=len(self.groups))
+        flat = np.fromiter(itertools.chain.from_iterable(self.groups), dtype=np.int64, count=int(sizes.sum()))
+        offsets = np.zeros(len(sizes), np.int64)
+        np.cumsum(sizes[:-1], out=offsets[1:])
+        has_empty = bool(sizes.size) and int(sizes.min()) == 0
+        lowest = np.minimum.reduceat(flat, offsets) if sizes.size and not has_empty else None
         repeats = bool(flat.size) and (flat.min() < 0 or len(set(flat.tolist())) < flat.size)
         for arr in (flat, offsets, lowest):
             if arr is not None:
