@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -81,7 +83,18 @@ def _slowdown(cost) -> float:
 
 
 def _without_slowdown(cost):
-    return dataclasses.replace(cost, compute_slowdown=0.0) if _slowdown(cost) > 0 else cost
+    if _slowdown(cost) <= 0:
+        return cost
+    try:
+        return _stripped(cost)
+    except TypeError:  # an unhashable cost: stripped, not kept
+        return dataclasses.replace(cost, compute_slowdown=0.0)
+
+
+@functools.lru_cache(maxsize=64)
+def _stripped(cost):
+    """``cost`` without its ``compute_slowdown`` (a cost is a frozen value: kept per cost)."""
+    return dataclasses.replace(cost, compute_slowdown=0.0)
 
 
 def interference_model(model, plan: Plan, cost, *, precision: str = "fp32", prefetch: bool = False,
@@ -300,14 +313,33 @@ def single_gpu_iteration_s(model, precision: str = "fp32", prefetch: bool = Fals
     from sim.core.cost import NO_COMM
 
     if engine == "auto" and model.num_layers:  # no message: the fast path's recurrences, on plain floats
-        return _single_gpu_scalar_s(float(model.io_s), float(model.h2d_s), float(model.update_s),
-                                    model.fwd_s.tolist(), model.bwd_s[::-1].tolist(), prefetch)
+        kept = _SINGLE_GPU_S.get(model) if _immutable_times(model) else None
+        if kept is not None and prefetch in kept:
+            return kept[prefetch]
+        value = _single_gpu_scalar_s(float(model.io_s), float(model.h2d_s), float(model.update_s),
+                                     model.fwd_s.tolist(), model.bwd_s[::-1].tolist(), prefetch)
+        if _immutable_times(model):
+            with _SINGLE_GPU_LOCK:
+                _SINGLE_GPU_S.setdefault(model, {})[bool(prefetch)] = value
+        return value
     if engine == "auto":
         run = fast.evaluate(model, Plan("", ()), NO_COMM, precision=precision, iterations=2, prefetch=prefetch)
         return float(run.iteration_time_s[0])
     timing = time_plan(model, Plan("", ()), [NO_COMM], precision=precision, iterations=2, prefetch=prefetch,
                        engine=engine, keep_timeline=False)
     return float(timing.iteration_time_s[0])
+
+
+#: One-GPU iteration times worked out, per model whose compute times cannot change (`_immutable_times`:
+#: a model is a frozen value, and `sim.core.workload.resolve_model` makes its own arrays read-only).
+_SINGLE_GPU_S: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_SINGLE_GPU_LOCK = threading.Lock()
+
+
+def _immutable_times(model) -> bool:
+    """True when ``model``'s forward and backward times are read-only arrays that own their data."""
+    return all(isinstance(a, np.ndarray) and a.base is None and not a.flags.writeable
+               for a in (model.fwd_s, model.bwd_s))
 
 
 def _single_gpu_scalar_s(io_s: float, h2d_s: float, update_s: float, fwd_s: list, bwd_rev_s: list,
