@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim.catalog import get_gpu, user_networks_path
+from sim.catalog import USER_NETWORKS_ENV, get_gpu, user_networks_path
 from sim.checks import MAX_TIME_S, check_choice, check_float, check_int
 from sim.cluster import Cluster
 from sim.compression import Compression, compressed_cost, parse_compression, refusal
@@ -249,12 +249,18 @@ def comm_costs(model: Model, cluster: Cluster, precision: str, scheduler: str, a
 #: ask for it; a model's measured times are not kept. At most `_COSTS_KEPT`, the oldest dropped first.
 _ALLREDUCE_COSTS: dict = {}
 _COSTS_KEPT = 256
+_PRESETS_PATHS: dict = {}
 
 
 def _presets_stamp() -> tuple:
     """What the network presets depend on besides the built-in table: the user's presets file
     (`sim.catalog.user_networks_path`), its modification time and size (as the catalog reads it again)."""
-    path = str(user_networks_path())
+    where = (os.environ.get(USER_NETWORKS_ENV), os.environ.get("HOME"))  # what the file's path depends on
+    path = _PRESETS_PATHS.get(where)
+    if path is None:
+        if len(_PRESETS_PATHS) >= _COSTS_KEPT:
+            _PRESETS_PATHS.clear()
+        path = _PRESETS_PATHS[where] = str(user_networks_path())
     if not os.access(path, os.F_OK):
         return (path,)
     try:
