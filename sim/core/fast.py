@@ -42,7 +42,7 @@ import numpy as np
 
 from sim.core.channel import chain_ends, channel
 from sim.core.cost import NO_COMM, CommCost, PSCost
-from sim.core.fast_columns import comm_columns, static_columns, worker_columns
+from sim.core.fast_columns import comm_columns, row_columns, static_columns, worker_columns
 from sim.core.lower import WorkerTimes
 from sim.core.overlap import hidden_s, time_order
 from sim.core.plan import Plan
@@ -166,7 +166,9 @@ class FastRun:
         n_it = self.iterations if iterations is None else min(iterations, self.iterations)
         rows = range(self.update_end_s.shape[0]) if row is None else [row]
         static = static_columns(tuple(self.model.layer_names), self.groups, self.layer_bytes, rename)
-        parts = [worker_columns(self, static, r, n_it, row is None) for r in rows]
+        if row is not None:
+            return frame(row_columns(self, static, row, n_it, 0 if self.comm_start_s.shape[0] == 1 else row))
+        parts = [worker_columns(self, static, r, n_it, True) for r in rows]
         parts.append(comm_columns(self, static, 0 if self.comm_start_s.shape[0] == 1 else rows[0], n_it, -1))
         return frame({key: np.concatenate([p[key] for p in parts]) for key in parts[0]})
 

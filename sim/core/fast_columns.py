@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["comm_columns", "static_columns", "task_names", "worker_columns"]
+__all__ = ["comm_columns", "row_columns", "static_columns", "task_names", "worker_columns", "worker_times"]
 
 #: Static columns kept, the oldest dropped first.
 _STATIC_KEPT = 64
@@ -64,6 +64,7 @@ def _build_static(names: list, groups: tuple, layer_bytes: np.ndarray, rename) -
         "comm_labels": labels,
         "comm_layer": np.array(comm_layer, dtype=object),
         "names": {},  # task names per iteration and worker (`task_names`), filled as asked
+        "rows": {},  # one row's columns but the times, per number of iterations (`row_columns`)
     }
     for value in static.values():
         if isinstance(value, np.ndarray):
@@ -84,16 +85,40 @@ def task_names(static: dict, tails: str, head: str) -> np.ndarray:
     return got
 
 
-def worker_columns(run, static: dict, r: int, n_it: int, named: bool) -> dict:
-    """One worker's io, h2d, forward, backward and update of ``run`` (a `FastRun`), iteration by iteration."""
-    per_it = len(static["kind"])
-    who = f"w{r}/" if named and r > 0 else ""
+def row_columns(run, static: dict, r: int, n_it: int, comm_row: int) -> dict:
+    """One worker's tasks (``r``, shown as worker 0), then the messages (``comm_row``), of ``run``:
+    `worker_columns` then `comm_columns`, the columns other than the times kept in ``static``
+    per number of iterations (read-only: the frame copies them)."""
+    shared = static["rows"].get(n_it)
+    if shared is None:
+        parts = [worker_columns(run, static, r, n_it, False), comm_columns(run, static, comm_row, n_it, -1)]
+        shared = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+        del shared["start_s"], shared["end_s"]
+        for value in shared.values():
+            value.flags.writeable = False
+        if len(static["rows"]) < _NAMES_KEPT:
+            static["rows"][n_it] = shared
+    start, end = worker_times(run, r, n_it)
+    return {**shared, "start_s": np.concatenate([start, run.comm_start_s[comm_row, :n_it].ravel()]),
+            "end_s": np.concatenate([end, run.comm_end_s[comm_row, :n_it].ravel()])}
+
+
+def worker_times(run, r: int, n_it: int) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end of worker ``r``'s io, h2d, forward, backward and update, iteration by iteration."""
     fwd_end, bwd_end = run.fwd_end_s[r, :n_it], run.bwd_end_s[r, :n_it]
     start = np.concatenate([run.io_start_s[r, :n_it, None], run.h2d_start_s[r, :n_it, None],
                             run.fwd_start_s[r, :n_it, None], fwd_end[:, :-1], fwd_end[:, -1:], bwd_end[:, :-1],
                             run.update_start_s[r, :n_it, None]], axis=1).ravel()
     end = np.concatenate([run.io_end_s[r, :n_it, None], run.h2d_end_s[r, :n_it, None], fwd_end, bwd_end,
                           run.update_end_s[r, :n_it, None]], axis=1).ravel()
+    return start, end
+
+
+def worker_columns(run, static: dict, r: int, n_it: int, named: bool) -> dict:
+    """One worker's io, h2d, forward, backward and update of ``run`` (a `FastRun`), iteration by iteration."""
+    per_it = len(static["kind"])
+    who = f"w{r}/" if named and r > 0 else ""
+    start, end = worker_times(run, r, n_it)
     names = [task_names(static, "kind_tail", f"it{k}/{who}") for k in range(n_it)]
     return {
         "iteration": np.repeat(np.arange(n_it, dtype=np.int64), per_it),
