@@ -24,6 +24,7 @@ from sim.cluster import Cluster
 from sim.compression import Compression, compressed_cost, parse_compression, refusal
 from sim.core import run as core_run
 from sim.core.cost import NO_COMM, CommCost, PSCost
+from sim.core.fast_columns import forget_static_columns
 from sim.core.metrics import METRIC_KEYS, rates
 from sim.core.plan import NO_GRADIENTS, Plan, gradient_layers
 from sim.core.run import single_gpu_iteration_s, time_plan
@@ -52,7 +53,7 @@ if TYPE_CHECKING:  # pandas is imported where a frame is built, not with sim
 
 __all__ = [
     "ARCHITECTURES", "COMPUTE_KINDS", "GRADIENTS", "METRIC_KEYS", "OPTIMIZERS", "RESOURCE_KEYS", "SimResult",
-    "calibrate", "check_run_args", "comm_costs",
+    "calibrate", "check_run_args", "clear_caches", "comm_costs",
     "interval_overlap_s", "resolve_method", "resolve_model", "simulate", "simulate_dag", "single_gpu_iteration_s_of",
     "sweep",
 ]
@@ -268,6 +269,16 @@ def _presets_stamp() -> tuple:
     except OSError:
         return (path,)
     return path, stat.st_mtime_ns, stat.st_size, stat.st_mode
+
+
+def clear_caches() -> None:
+    """Drop what `simulate` keeps between runs (all-reduce costs, one-GPU iteration times, costs
+    without interference, the timeline's shared columns), so that the next run works them out
+    again: for measuring a cold run. Results do not depend on it."""
+    _ALLREDUCE_COSTS.clear()
+    _PRESETS_PATHS.clear()
+    core_run.forget_kept()
+    forget_static_columns()
 
 
 def compress(model: Model, cluster: Cluster, scheduler: str, architecture: str, cost: CommCost, precision: str,

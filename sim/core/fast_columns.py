@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["comm_columns", "row_columns", "static_columns", "task_names", "worker_columns", "worker_times"]
+__all__ = ["comm_columns", "forget_static_columns", "row_columns", "static_columns", "task_names", "worker_columns", "worker_times"]
 
 #: Static columns kept, the oldest dropped first.
 _STATIC_KEPT = 64
@@ -41,6 +41,12 @@ def static_columns(layer_names: tuple, groups: tuple, layer_bytes: np.ndarray, r
                 _STATIC.pop(next(iter(_STATIC)), None)
             _STATIC[key] = got
     return got
+
+
+def forget_static_columns() -> None:
+    """Drop every kept entry of `static_columns` (the next timelines build theirs again)."""
+    with _STATIC_LOCK:
+        _STATIC.clear()
 
 
 def _build_static(names: list, groups: tuple, layer_bytes: np.ndarray, rename) -> dict:

@@ -32,7 +32,7 @@ from sim.errors import SimInputError
 from sim.tensors import layer_renamer
 
 __all__ = ["CELLS_PER_TASK", "ENGINES", "MAX_TASKS", "MAX_TASKS_ENV", "Timing", "check_cell_budget",
-           "check_task_budget", "estimated_tasks",
+           "check_task_budget", "estimated_tasks", "forget_kept",
            "interference_model", "single_gpu_iteration_s", "time_plan"]
 
 #: Tasks one run's graph may hold (at the limit, about 10 s and 1 GB on one core in the event loop, half that
@@ -334,6 +334,13 @@ def single_gpu_iteration_s(model, precision: str = "fp32", prefetch: bool = Fals
 #: a model is a frozen value, and `sim.core.workload.resolve_model` makes its own arrays read-only).
 _SINGLE_GPU_S: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _SINGLE_GPU_LOCK = threading.Lock()
+
+
+def forget_kept() -> None:
+    """Drop the values kept between runs: one-GPU iteration times and costs without interference."""
+    with _SINGLE_GPU_LOCK:
+        _SINGLE_GPU_S.clear()
+    _stripped.cache_clear()
 
 
 def _immutable_times(model) -> bool:
