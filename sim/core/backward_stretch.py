@@ -90,11 +90,12 @@ def backward_times_row(bwd_rev_s: list[float], t_c_s: list[float], lowest_at: li
     ends: list[float] = []
     task_end: list[float] = []
     out: list[float] = []
-    t, free, last_ready, g, i = 0.0, -_INF, -_INF, 0, 0
+    t, free, last_ready, g, i, n_sent = 0.0, -_INF, -_INF, 0, 0, 0
     n_msg, k1 = len(t_c_s), 1.0 + kappa
+    next_low = lowest_at[0] if n_msg else len(bwd_rev_s)  # the next message's lowest layer
     for p, b in enumerate(bwd_rev_s):
-        while g < n_msg and lowest_at[g] < p:  # released by a task already timed
-            ready = task_end[lowest_at[g]] + lag_s[g]
+        while next_low < p:  # released by a task already timed
+            ready = task_end[next_low] + lag_s[g]
             if ready < last_ready:
                 return None
             last_ready = ready
@@ -103,9 +104,11 @@ def backward_times_row(bwd_rev_s: list[float], t_c_s: list[float], lowest_at: li
             starts.append(start)
             ends.append(free)
             g += 1
-        while i < len(ends) and ends[i] <= t:
+            n_sent += 1
+            next_low = lowest_at[g] if g < n_msg else len(bwd_rev_s)
+        while i < n_sent and ends[i] <= t:
             i += 1
-        if i == len(ends) or b <= 0.0:
+        if i == n_sent or b <= 0.0:
             x = b
         else:  # at least b, at most b (1 + kappa)
             x = _task_time(b, kappa, t, starts, ends, i)
