@@ -9,6 +9,7 @@ same bits, and returns the arrays `sim.core.fast.FastRun` holds.
 
 from __future__ import annotations
 
+from array import array
 from itertools import accumulate
 
 import numpy as np
@@ -66,7 +67,8 @@ def evaluate_row(fwd_s: list[float], bwd_rev_s: list[float], io_s: float, h2d_s:
         flat += bwd_end
         flat += c_start
         flat += c_end
-    per_it = np.array(flat, dtype=float).reshape(1, iterations, -1)  # one conversion, read through views
+    # one conversion (through a C array of doubles: the same values, faster than numpy's from a list)
+    per_it = np.frombuffer(array("d", flat), dtype=np.float64).reshape(1, iterations, -1)
     out = {key: per_it[:, :, i] for i, key in enumerate(_SCALARS)}
     cut = np.cumsum([len(_SCALARS), n, n_b, n_msg, n_msg])
     for key, lo, hi in zip(("fwd_end_s", "bwd_end_s", "comm_start_s", "comm_end_s"), cut[:-1], cut[1:], strict=True):
