@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import math
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -229,9 +230,10 @@ def comm_costs(model: Model, cluster: Cluster, precision: str, scheduler: str, a
         if cost is None:
             cost = cluster.framework_cost(cluster.comm_cost(model, precision), scheduler)
             if key is not None:
-                if len(_ALLREDUCE_COSTS) >= _COSTS_KEPT:
-                    _ALLREDUCE_COSTS.pop(next(iter(_ALLREDUCE_COSTS)), None)
-                _ALLREDUCE_COSTS[key] = cost
+                with _COSTS_LOCK:  # (sessions of the dashboard run in threads)
+                    if len(_ALLREDUCE_COSTS) >= _COSTS_KEPT:
+                        _ALLREDUCE_COSTS.pop(next(iter(_ALLREDUCE_COSTS)), None)
+                    _ALLREDUCE_COSTS[key] = cost
         return cost, cost
     spec = get_spec(scheduler)
     if spec.allreduce_only:
@@ -249,6 +251,7 @@ def comm_costs(model: Model, cluster: Cluster, precision: str, scheduler: str, a
 #: user's network presets file (`_presets_stamp`): a cost is a frozen value, shared by the runs that
 #: ask for it; a model's measured times are not kept. At most `_COSTS_KEPT`, the oldest dropped first.
 _ALLREDUCE_COSTS: dict = {}
+_COSTS_LOCK = threading.Lock()
 _COSTS_KEPT = 256
 _PRESETS_PATHS: dict = {}
 
@@ -275,7 +278,8 @@ def clear_caches() -> None:
     """Drop what `simulate` keeps between runs (all-reduce costs, one-GPU iteration times, costs
     without interference, the timeline's shared columns), so that the next run works them out
     again: for measuring a cold run. Results do not depend on it."""
-    _ALLREDUCE_COSTS.clear()
+    with _COSTS_LOCK:
+        _ALLREDUCE_COSTS.clear()
     _PRESETS_PATHS.clear()
     core_run.forget_kept()
     forget_static_columns()
