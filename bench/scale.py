@@ -197,9 +197,13 @@ def bench_import(out, repeat: int) -> dict:
 
 
 def bench_simulate(out) -> dict:
-    """2. simulate's metrics and timeline against the bare recurrence over the same layers."""
+    """2. simulate's metrics and timeline against the bare recurrence over the same layers: repeated
+    (what `simulate` keeps between runs reused) and cold (the first run on a fresh model object,
+    with `sim.api.clear_caches` just before: every kept cost, one-GPU time and timeline column
+    worked out again)."""
     body = r'''
 import sim
+from sim.api import clear_caches
 from sim.schedulers.names import WFBP, MGWFBP, OPTIMAL, BUCKET, HOROVOD, SEQUENTIAL
 m = sim.load_model("resnet50")
 c = sim.Cluster(gpus=16, gpus_per_node=4, network="10gbe")
@@ -207,10 +211,24 @@ timed = m.timed(gpu=c.gpu, batch_size=32).with_gradients()  # the gradients simu
 t_c = c.comm_cost().time_s(timed.gradient_bytes("fp32")).tolist()
 fwd, bwd = timed.fwd_s.tolist(), timed.bwd_s.tolist()
 ref = cpu(lambda: bare_recurrence(fwd, bwd, t_c))
+
+def cold(s, timeline, runs=31):
+    """Median CPU time of a first run: a fresh model object, nothing kept."""
+    times = []
+    for _ in range(runs):
+        fresh = sim.load_model("resnet50")
+        clear_caches()
+        t0 = time.process_time()
+        res = sim.simulate(fresh, c, s, batch_size=32)
+        if timeline:
+            res.timeline
+        times.append(time.process_time() - t0)
+    return sorted(times)[runs // 2]
+
 rows = {}
 for s in (WFBP, MGWFBP, OPTIMAL, BUCKET, HOROVOD, SEQUENTIAL):
     rows[s] = [cpu(lambda: sim.simulate(m, c, s, batch_size=32)),
-               cpu(lambda: sim.simulate(m, c, s, batch_size=32).timeline)]
+               cpu(lambda: sim.simulate(m, c, s, batch_size=32).timeline), cold(s, False), cold(s, True)]
 done(ref=ref, rows=rows, layers=timed.num_layers)
 '''
     got = child(body, 600)
@@ -220,15 +238,19 @@ done(ref=ref, rows=rows, layers=timed.num_layers)
         return {}
     ref = got["ref"]
     out(f"Reference: the bare pure-Python WFBP recurrence over the same {got['layers']} gradients (resnet50's "
-        f"parameter tensors, as `simulate` plans them), {fmt(ref)}.\n")
-    out("| scheduler | metrics | ratio (target ≤ 10×) | with the timeline | ratio (target ≤ 60×) |")
-    out("|---|---|---|---|---|")
-    worst = [0.0, 0.0]
-    for s, (t_m, t_t) in got["rows"].items():
-        out(f"| {s} | {fmt(t_m)} | {t_m / ref:.0f}× | {fmt(t_t)} | {t_t / ref:.0f}× |")
-        worst = [max(worst[0], t_m / ref), max(worst[1], t_t / ref)]
+        f"parameter tensors, as `simulate` plans them), {fmt(ref)}. Repeated: the same model and cluster again "
+        "(the costs, one-GPU time and timeline columns `simulate` keeps are reused); cold: the first run on a "
+        "fresh model object after `sim.api.clear_caches()` (median of 31).\n")
+    out("| scheduler | metrics | ratio (target ≤ 10×) | with the timeline | ratio (target ≤ 60×) "
+        "| cold: metrics | ratio | cold: with the timeline | ratio |")
+    out("|---|---|---|---|---|---|---|---|---|")
+    worst = [0.0] * 4
+    for s, times in got["rows"].items():
+        out(f"| {s} | " + " | ".join(f"{fmt(t)} | {t / ref:.0f}×" for t in times) + " |")
+        worst = [max(w, t / ref) for w, t in zip(worst, times, strict=True)]
     out("")
-    return {"simulate_ratio": worst[0], "timeline_ratio": worst[1]}
+    return {"simulate_ratio": worst[0], "timeline_ratio": worst[1], "simulate_cold_ratio": worst[2],
+            "timeline_cold_ratio": worst[3]}
 
 
 def bench_optimal(out, sizes) -> dict:

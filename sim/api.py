@@ -12,17 +12,20 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim.catalog import get_gpu
+from sim.catalog import USER_NETWORKS_ENV, get_gpu, user_networks_path
 from sim.checks import MAX_TIME_S, check_choice, check_float, check_int
 from sim.cluster import Cluster
 from sim.compression import Compression, compressed_cost, parse_compression, refusal
 from sim.core import run as core_run
 from sim.core.cost import NO_COMM, CommCost, PSCost
+from sim.core.fast_columns import forget_static_columns
 from sim.core.metrics import METRIC_KEYS, rates
 from sim.core.plan import NO_GRADIENTS, Plan, gradient_layers
 from sim.core.run import single_gpu_iteration_s, time_plan
@@ -44,14 +47,14 @@ from sim.resources import RESOURCE_KEYS, resource_columns, resource_metrics
 from sim.schedulers import DEFAULT_BUCKET_MB, SchedulerOptions, make_plan
 from sim.schedulers.names import WFBP
 from sim.schedulers.registry import get_spec, settings_of
-from sim.tensors import GRADIENTS, gradients_of, with_parent_layers
+from sim.tensors import GRADIENTS, gradients_of
 
 if TYPE_CHECKING:  # pandas is imported where a frame is built, not with sim
     import pandas as pd
 
 __all__ = [
     "ARCHITECTURES", "COMPUTE_KINDS", "GRADIENTS", "METRIC_KEYS", "OPTIMIZERS", "RESOURCE_KEYS", "SimResult",
-    "calibrate", "check_run_args", "comm_costs",
+    "calibrate", "check_run_args", "clear_caches", "comm_costs",
     "interval_overlap_s", "resolve_method", "resolve_model", "simulate", "simulate_dag", "single_gpu_iteration_s_of",
     "sweep",
 ]
@@ -219,7 +222,18 @@ def comm_costs(model: Model, cluster: Cluster, precision: str, scheduler: str, a
     credit bounding the servers busy at once.
     """
     if architecture != "ps":
-        cost = cluster.framework_cost(cluster.comm_cost(model, precision), scheduler)
+        key = None if getattr(model, "comm_s", None) is not None else (cluster, precision, scheduler, _presets_stamp())
+        try:
+            cost = _ALLREDUCE_COSTS.get(key)
+        except TypeError:  # an unhashable field: worked out, not kept
+            cost, key = None, None
+        if cost is None:
+            cost = cluster.framework_cost(cluster.comm_cost(model, precision), scheduler)
+            if key is not None:
+                with _COSTS_LOCK:  # (sessions of the dashboard run in threads)
+                    if len(_ALLREDUCE_COSTS) >= _COSTS_KEPT:
+                        _ALLREDUCE_COSTS.pop(next(iter(_ALLREDUCE_COSTS)), None)
+                    _ALLREDUCE_COSTS[key] = cost
         return cost, cost
     spec = get_spec(scheduler)
     if spec.allreduce_only:
@@ -231,6 +245,44 @@ def comm_costs(model: Model, cluster: Cluster, precision: str, scheduler: str, a
     planning = CommCost(timing.push_alpha_s + timing.pull_alpha_s,
                         timing.push_beta_s_per_byte + timing.pull_beta_s_per_byte, timing.label)
     return planning, timing
+
+
+#: All-reduce costs worked out (`comm_costs`), by cluster, precision, scheduler and the state of the
+#: user's network presets file (`_presets_stamp`): a cost is a frozen value, shared by the runs that
+#: ask for it; a model's measured times are not kept. At most `_COSTS_KEPT`, the oldest dropped first.
+_ALLREDUCE_COSTS: dict = {}
+_COSTS_LOCK = threading.Lock()
+_COSTS_KEPT = 256
+_PRESETS_PATHS: dict = {}
+
+
+def _presets_stamp() -> tuple:
+    """What the network presets depend on besides the built-in table: the user's presets file
+    (`sim.catalog.user_networks_path`), its modification time and size (as the catalog reads it again)."""
+    where = (os.environ.get(USER_NETWORKS_ENV), os.environ.get("HOME"))  # what the file's path depends on
+    path = _PRESETS_PATHS.get(where)
+    if path is None:
+        if len(_PRESETS_PATHS) >= _COSTS_KEPT:
+            _PRESETS_PATHS.clear()
+        path = _PRESETS_PATHS[where] = str(user_networks_path())
+    if not os.access(path, os.F_OK):
+        return (path,)
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return (path,)
+    return path, stat.st_mtime_ns, stat.st_size, stat.st_mode
+
+
+def clear_caches() -> None:
+    """Drop what `simulate` keeps between runs (all-reduce costs, one-GPU iteration times, costs
+    without interference, the timeline's shared columns), so that the next run works them out
+    again: for measuring a cold run. Results do not depend on it."""
+    with _COSTS_LOCK:
+        _ALLREDUCE_COSTS.clear()
+    _PRESETS_PATHS.clear()
+    core_run.forget_kept()
+    forget_static_columns()
 
 
 def compress(model: Model, cluster: Cluster, scheduler: str, architecture: str, cost: CommCost, precision: str,
@@ -262,6 +314,17 @@ def plan_run(model: Model, cluster: Cluster, scheduler: str, architecture: str, 
     else:  # one GPU sends nothing: only check the scheduler and its arguments
         plan = Plan(make_plan(scheduler, NO_GRADIENTS, plan_cost, bucket_mb=bucket_mb, options=opts).scheduler, ())
     return plan, plan_cost, cost
+
+
+def group_names(plan: Plan, layer_names) -> list[list[str]]:
+    """The plan's messages as lists of layer names, in sending order (new lists every call)."""
+    if not plan.groups:
+        return []
+    layers = plan.message_layers
+    names = list(map(layer_names.__getitem__, layers.flat.tolist()))
+    bounds = layers.offsets.tolist()
+    bounds.append(len(names))
+    return [names[lo:hi] for lo, hi in zip(bounds, bounds[1:], strict=False)]
 
 
 def run_metrics(model: Model, cluster: Cluster, scheduler: str, batch_size: int, precision: str,
@@ -309,8 +372,7 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
         # (the argument shadows the function of the same name: reach it through its module)
         single_gpu_iteration_s = t_iter if cluster.gpus == 1 else core_run.single_gpu_iteration_s(
             one_gpu, precision, prefetch, engine)
-    name_of = model.layer_names.__getitem__
-    groups = [list(map(name_of, members)) for members in plan.groups]
+    groups = group_names(plan, model.layer_names)
     metrics = run_metrics(model, cluster, scheduler, batch_size, precision, plan_cost, t_iter, phases,
                           single_gpu_iteration_s, groups, architecture)
     metrics.update(resource_metrics(model, gpu=cluster.gpu, gpus=cluster.gpus, scheduler=scheduler, groups=groups,
@@ -321,14 +383,9 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
                        settings=settings_of(scheduler, architecture, opts, bucket_mb))
     if compression is not None:
         metrics["compression"] = str(compression)
-    timeline = functools.partial(timing.timeline, 0, iterations)
-    if model.tensor_layers is not None:
-        timeline = functools.partial(_layer_timeline, timeline, model)
+    layers = None if model.tensor_layers is None else (model.layer_names, model.tensor_layers)
+    timeline = functools.partial(timing.timeline, 0, iterations, layers)
     return SimResult(t_iter, metrics, timeline, groups, plan, model, cluster)
-
-
-def _layer_timeline(timeline, model: Model) -> pd.DataFrame:
-    return with_parent_layers(timeline(), model.layer_names, model.tensor_layers)
 
 
 def sweep(

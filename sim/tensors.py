@@ -38,7 +38,8 @@ import numpy as np
 from sim.errors import SimInputError
 
 __all__ = [
-    "DEFAULT_GRADIENTS", "GRADIENTS", "LAYER", "TENSOR", "check_gradients", "gradients_of", "parent_layers_text",
+    "DEFAULT_GRADIENTS", "GRADIENTS", "LAYER", "TENSOR", "check_gradients", "gradients_of", "layer_renamer",
+    "parent_layers_text",
     "parse_tensors", "tensor_names", "tensor_rows", "tensor_sums", "tensor_view_arrays", "tensor_view_fields", "tensors_cell", "with_parent_layers",
 ]
 
@@ -170,22 +171,27 @@ def _renamer(row_names: tuple, tensor_layers: tuple):
     return rename
 
 
+def layer_renamer(row_names, tensor_layers):
+    """The function that turns a timeline's ``layer`` cell of a tensor view into its layers'
+    names (`parent_layers_text`, remembered per model); None without a tensor view or
+    when every row is its own layer."""
+    if tensor_layers is None:
+        return None
+    row_names, tensor_layers = tuple(row_names), tuple(tensor_layers)
+    return None if row_names == tensor_layers else _renamer(row_names, tensor_layers)
+
+
 def with_parent_layers(timeline, row_names, tensor_layers):
     """``timeline`` with its ``layer`` column naming each tensor's layer (the layer
     view); the tensor stays in the task ``name``. Unchanged without a tensor view.
     A new frame: ``timeline`` itself is not changed."""
-    if tensor_layers is None:
+    rename = layer_renamer(row_names, tensor_layers)
+    if rename is None:
         return timeline
-    row_names, tensor_layers = tuple(row_names), tuple(tensor_layers)
-    if row_names == tensor_layers:
-        return timeline
-    import pandas as pd  # (the timeline is a DataFrame: pandas is loaded already)
+    # (imported when used: the timeline is a DataFrame, pandas is loaded already)
+    from sim.core.timeline import renamed_layers
 
-    from sim.core.timeline import with_column
-
-    rename = _renamer(row_names, tensor_layers)
-    codes, cells = pd.factorize(timeline["layer"].to_numpy(), use_na_sentinel=False)  # each distinct cell once
-    return with_column(timeline, "layer", np.array([rename(c) for c in cells], dtype=object)[codes])
+    return renamed_layers(timeline, rename)
 
 
 def gradients_of(model) -> str:

@@ -34,13 +34,6 @@ __all__ = ["backward_times", "backward_times_row"]
 _INF = math.inf
 
 
-def _root(b: float, kappa: float, c0: float, u: float, busy: bool) -> float:
-    """The larger root of ``x^2 = b x + b kappa c(x)``, ``c(x) = c0 + (x - u)`` while ``busy``, else ``c0``."""
-    b1 = b * (1.0 + kappa) if busy else b
-    disc = b1 * b1 + 4.0 * b * kappa * (c0 - u if busy else c0)
-    return 0.5 * (b1 + math.sqrt(disc if disc > 0.0 else 0.0))
-
-
 def _task_time(b: float, kappa: float, t: float, starts: list, ends: list, i: int) -> float:
     """Time of a task of base ``b`` starting at ``t``, covered by the sorted disjoint messages
     ``starts[i:]``/``ends[i:]`` (the first ends after ``t``): the smallest ``x > 0`` with
@@ -48,26 +41,31 @@ def _task_time(b: float, kappa: float, t: float, starts: list, ends: list, i: in
 
     Before that root g is negative, and on each piece (a gap, or a message running) g is
     a convex quadratic, so the root lies in the first piece at whose end g >= 0: the larger
-    root of that piece's quadratic. Choosing the piece by the sign of g at its end, and
-    clamping the root into it, keeps a root at a piece's end from being lost to rounding
-    (a task that ends as a message begins)."""
+    root of that piece's quadratic, of ``x^2 = b1 x + b kappa c(x)`` with ``c(x) = c0 + (x - u)``
+    and ``b1 = b (1 + kappa)`` while a message runs, ``c(x) = c0`` and ``b1 = b`` in a gap.
+    Choosing the piece by the sign of g at its end, and clamping the root into it, keeps a
+    root at a piece's end from being lost to rounding (a task that ends as a message begins)."""
     u = c0 = 0.0  # piece start (relative to t) and the covered time before it
     bk = b * kappa
     for j in range(i, len(starts)):
         s = starts[j] - t
         if s > u:  # a gap before message j
             if s * s - b * s - bk * c0 >= 0.0:
-                x = _root(b, kappa, c0, u, False)
+                disc = b * b + 4.0 * b * kappa * c0
+                x = 0.5 * (b + math.sqrt(disc if disc > 0.0 else 0.0))
                 return u if x < u else s if x > s else x
             u = s
         e = ends[j] - t
         if e > u:
             covered = c0 + (e - u)
             if e * e - b * e - bk * covered >= 0.0:
-                x = _root(b, kappa, c0, u, True)
+                b1 = b * (1.0 + kappa)
+                disc = b1 * b1 + 4.0 * b * kappa * (c0 - u)
+                x = 0.5 * (b1 + math.sqrt(disc if disc > 0.0 else 0.0))
                 return u if x < u else e if x > e else x
             c0, u = covered, e
-    x = _root(b, kappa, c0, u, False)
+    disc = b * b + 4.0 * b * kappa * c0
+    x = 0.5 * (b + math.sqrt(disc if disc > 0.0 else 0.0))
     return u if x < u else x
 
 
@@ -92,11 +90,12 @@ def backward_times_row(bwd_rev_s: list[float], t_c_s: list[float], lowest_at: li
     ends: list[float] = []
     task_end: list[float] = []
     out: list[float] = []
-    t, free, last_ready, g, i = 0.0, -_INF, -_INF, 0, 0
-    n_msg = len(t_c_s)
+    t, free, last_ready, g, i, n_sent = 0.0, -_INF, -_INF, 0, 0, 0
+    n_msg, k1 = len(t_c_s), 1.0 + kappa
+    next_low = lowest_at[0] if n_msg else len(bwd_rev_s)  # the next message's lowest layer
     for p, b in enumerate(bwd_rev_s):
-        while g < n_msg and lowest_at[g] < p:  # released by a task already timed
-            ready = task_end[lowest_at[g]] + lag_s[g]
+        while next_low < p:  # released by a task already timed
+            ready = task_end[next_low] + lag_s[g]
             if ready < last_ready:
                 return None
             last_ready = ready
@@ -105,9 +104,17 @@ def backward_times_row(bwd_rev_s: list[float], t_c_s: list[float], lowest_at: li
             starts.append(start)
             ends.append(free)
             g += 1
-        while i < len(ends) and ends[i] <= t:
+            n_sent += 1
+            next_low = lowest_at[g] if g < n_msg else len(bwd_rev_s)
+        while i < n_sent and ends[i] <= t:
             i += 1
-        x = b if i == len(ends) or b <= 0.0 else min(max(_task_time(b, kappa, t, starts, ends, i), b), b * (1.0 + kappa))
+        if i == n_sent or b <= 0.0:
+            x = b
+        else:  # at least b, at most b (1 + kappa)
+            x = _task_time(b, kappa, t, starts, ends, i)
+            x = b if b > x else x
+            cap = b * k1
+            x = cap if cap < x else x
         out.append(x)
         t += x
         task_end.append(t)
@@ -149,6 +156,12 @@ def backward_times(bwd_s: np.ndarray, t_c_s: np.ndarray, lowest_at: np.ndarray, 
         return np.tile(bwd_s, (rows, 1))
     bwd_rev = bwd_s[::-1].tolist()
     out = np.empty((rows, len(bwd_rev)))
+    if not lag_s and rows == 1:  # one row: `backward_times_row` on Python floats (it checks the order)
+        got = backward_times_row(bwd_rev, t_c_s[0].tolist(), lowest_at.tolist(), None, float(kappa[0]))
+        if got is None:
+            return None
+        out[0] = got[::-1]
+        return out
     if not lag_s and np.all(lowest_at[1:] >= lowest_at[:-1]):
         released = np.zeros((rows, len(bwd_rev)))  # each task's messages' time, released at its end
         np.add.at(released, (slice(None), lowest_at), t_c_s)

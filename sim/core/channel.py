@@ -9,6 +9,7 @@ so the times are the engine's to the last bit.
 from __future__ import annotations
 
 import heapq
+import math
 
 import numpy as np
 
@@ -62,14 +63,20 @@ def channel(free_s: np.ndarray, ready_s: np.ndarray, t_c_s: np.ndarray) -> tuple
 def channel_row(free_s: float, ready_s: list[float], t_c_s: list[float], in_order: bool | None = None):
     """`channel` of one row on Python floats: the (start, end) lists of its messages.
     ``in_order``: whether the messages are released in plan order (checked if None)."""
-    if in_order is None:
-        in_order = ready_s == sorted(ready_s)  # non-decreasing (a sort of sorted data is one pass)
-    if not in_order:
+    if in_order is False:
         return channel_by_priority(free_s, ready_s, t_c_s)
-    e = free_s
-    end = [e := (rd if rd > e else e) + tc for rd, tc in zip(ready_s, t_c_s, strict=True)]
-    # each start is max(end before, ready): the same value the step took
-    start = [rd if rd > e else e for rd, e in zip(ready_s, [free_s, *end[:-1]], strict=True)]
+    start: list[float] = []
+    end: list[float] = []
+    add_start, add_end = start.append, end.append
+    e, last = free_s, -math.inf
+    for rd, tc in zip(ready_s, t_c_s, strict=True):
+        if rd < last:  # released out of plan order (checked as it goes when not told)
+            return channel_by_priority(free_s, ready_s, t_c_s)
+        last = rd
+        s = rd if rd > e else e  # max(end before, ready)
+        e = s + tc
+        add_start(s)
+        add_end(e)
     return start, end
 
 

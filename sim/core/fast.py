@@ -35,8 +35,6 @@ The DAG and the engine stay the reference and the independent check
 
 from __future__ import annotations
 
-import functools
-import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -44,6 +42,7 @@ import numpy as np
 
 from sim.core.channel import chain_ends, channel
 from sim.core.cost import NO_COMM, CommCost, PSCost
+from sim.core.fast_columns import comm_columns, row_columns, static_columns, worker_columns
 from sim.core.lower import WorkerTimes
 from sim.core.overlap import hidden_s, time_order, wait_s
 from sim.core.plan import Plan
@@ -74,15 +73,12 @@ def supports(plan: Plan, cost, num_layers: int | None = None) -> bool:
         return False
     if not plan.groups:
         return True
-    sizes = [len(m) for m in plan.groups]
-    if min(sizes) == 0:
-        return False
-    flat = np.fromiter(itertools.chain.from_iterable(plan.groups), dtype=np.int64, count=sum(sizes))
-    if flat.min() < 0 or flat.max() >= num_layers or np.bincount(flat).max() > 1:
-        return False  # out of range, or a layer sent twice
+    layers = plan.message_layers
+    if layers.has_empty or layers.repeats or layers.flat.min() < 0 or layers.flat.max() >= num_layers:
+        return False  # an empty message, a layer out of range or sent twice
     if plan.after_backward:
         return True
-    low = np.minimum.reduceat(flat, np.cumsum([0] + sizes[:-1]))
+    low = layers.lowest
     return bool(low[0] < num_layers and np.all(low[1:] < low[:-1]))  # each message's lowest below the last's
 
 
@@ -161,79 +157,23 @@ class FastRun:
             "comm_wait_s": wait,
         }
 
-    def timeline(self, row: int | None = 0, iterations: int | None = None) -> pd.DataFrame:
+    def timeline(self, row: int | None = 0, iterations: int | None = None, rename=None) -> pd.DataFrame:
         """The timeline of row ``row`` for the first ``iterations`` iterations.
 
         Equal to `sim.core.timeline.graph_timeline` of the lowered graph and the
         engine's times (same rows, order, names and dtypes). For a per-worker
         run, ``row=None`` gives every worker, the messages once (worker -1).
+        ``rename`` (a function of a ``layer`` cell, e.g. `sim.tensors.layer_renamer`'s)
+        gives the ``layer`` column's text.
         """
         n_it = self.iterations if iterations is None else min(iterations, self.iterations)
         rows = range(self.update_end_s.shape[0]) if row is None else [row]
-        parts = [self._worker_columns(r, n_it, row is None) for r in rows]
-        parts.append(self._comm_columns(0 if self.comm_start_s.shape[0] == 1 else rows[0], n_it, -1))
+        static = static_columns(tuple(self.model.layer_names), self.groups, self.layer_bytes, rename)
+        if row is not None:
+            return frame(row_columns(self, static, row, n_it, 0 if self.comm_start_s.shape[0] == 1 else row))
+        parts = [worker_columns(self, static, r, n_it, True) for r in rows]
+        parts.append(comm_columns(self, static, 0 if self.comm_start_s.shape[0] == 1 else rows[0], n_it, -1))
         return frame({key: np.concatenate([p[key] for p in parts]) for key in parts[0]})
-
-    @functools.cached_property
-    def _static(self) -> dict:
-        """What every iteration's rows share (names, kinds, lanes, layers, messages), built once."""
-        n = self.model.num_layers
-        names = list(self.model.layer_names)
-        group_of = {i: gi for gi, members in enumerate(self.groups) for i in members}
-        layer_group = [group_of.get(i, -1) for i in range(n)]
-        kinds = ["io", "h2d"] + ["forward"] * n + ["backward"] * n + ["update"]
-        tails = ["0", "0"] + names + names[::-1] + ["0"]
-        labels = ["+".join(names[i] for i in members) for members in self.groups]
-        return {
-            "kind_tail": [f"{kind}/{tail}" for kind, tail in zip(kinds, tails, strict=True)],
-            "lane": np.array(["io", "h2d"] + ["compute"] * (2 * n + 1), dtype=object),
-            "kind": np.array(kinds, dtype=object),
-            "layer": np.array(["", ""] + names + names[::-1] + [""], dtype=object),
-            "message": np.asarray([-1, -1] + layer_group + layer_group[::-1] + [-1], np.int64),
-            "bytes": np.concatenate([np.zeros(2 + n, np.int64), self.layer_bytes[::-1], np.zeros(1, np.int64)]),
-            "comm_labels": labels,
-            "comm_layer": np.array(labels, dtype=object),
-        }
-
-    def _worker_columns(self, r: int, n_it: int, named: bool) -> dict:
-        """One worker's io, h2d, forward, backward and update, iteration by iteration."""
-        static = self._static
-        per_it = len(static["kind"])
-        who = f"w{r}/" if named and r > 0 else ""
-        fwd_end, bwd_end = self.fwd_end_s[r, :n_it], self.bwd_end_s[r, :n_it]
-        start = np.concatenate([self.io_start_s[r, :n_it, None], self.h2d_start_s[r, :n_it, None],
-                                self.fwd_start_s[r, :n_it, None], fwd_end[:, :-1], fwd_end[:, -1:], bwd_end[:, :-1],
-                                self.update_start_s[r, :n_it, None]], axis=1).ravel()
-        end = np.concatenate([self.io_end_s[r, :n_it, None], self.h2d_end_s[r, :n_it, None], fwd_end, bwd_end,
-                              self.update_end_s[r, :n_it, None]], axis=1).ravel()
-        names = []
-        for k in range(n_it):
-            head = f"it{k}/{who}"
-            names += [head + tail for tail in static["kind_tail"]]
-        return {
-            "iteration": np.repeat(np.arange(n_it, dtype=np.int64), per_it),
-            "worker": np.full(per_it * n_it, r if named else 0, dtype=np.int64),
-            "lane": np.tile(static["lane"], n_it), "kind": np.tile(static["kind"], n_it),
-            "name": np.array(names, dtype=object), "layer": np.tile(static["layer"], n_it),
-            "message": np.tile(static["message"], n_it), "start_s": start, "end_s": end,
-            "bytes": np.tile(static["bytes"], n_it),
-        }
-
-    def _comm_columns(self, r: int, n_it: int, worker: int) -> dict:
-        """The messages of row ``r``, iteration by iteration (shared by all workers)."""
-        labels = self._static["comm_labels"]
-        n_msg = len(self.groups)
-        return {
-            "iteration": np.repeat(np.arange(n_it, dtype=np.int64), n_msg),
-            "worker": np.full(n_msg * n_it, worker, dtype=np.int64),
-            "lane": np.full(n_msg * n_it, "comm", dtype=object),
-            "kind": np.full(n_msg * n_it, "comm", dtype=object),
-            "name": np.array([f"it{k}/comm/{label}" for k in range(n_it) for label in labels], dtype=object),
-            "layer": np.tile(self._static["comm_layer"], n_it),
-            "message": np.tile(np.arange(n_msg, dtype=np.int64), n_it),
-            "start_s": self.comm_start_s[r, :n_it].ravel(), "end_s": self.comm_end_s[r, :n_it].ravel(),
-            "bytes": np.tile(np.asarray(self.group_bytes, np.int64), n_it),
-        }
 
 
 def message_times_s(costs, groups, group_bytes: np.ndarray) -> np.ndarray:
@@ -327,7 +267,7 @@ class Layout(NamedTuple):
 def layout(model, plan: Plan, costs, precision: str = "fp32") -> Layout:
     """Each message's bytes and lowest layer, and its time under each cost (rows)."""
     costs = [costs] if isinstance(costs, CommCost) else list(costs)
-    group_bytes, lowest = _message_layout(plan.groups, model.gradient_bytes(precision))
+    group_bytes, lowest = _message_layout(plan, model.gradient_bytes(precision))
     return Layout(group_bytes, lowest, message_times_s(costs, plan.groups, group_bytes))
 
 
@@ -389,14 +329,13 @@ class _Arrays:
         return free
 
 
-def _message_layout(groups, layer_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _message_layout(plan: Plan, layer_bytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each message's bytes and lowest layer."""
-    if not groups:
+    if not plan.groups:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    sizes = [len(m) for m in groups]
-    flat = np.fromiter(itertools.chain.from_iterable(groups), dtype=np.int64, count=sum(sizes))
-    offsets = np.cumsum([0] + sizes[:-1])
-    return np.add.reduceat(layer_bytes[flat], offsets), np.minimum.reduceat(flat, offsets)
+    layers = plan.message_layers
+    lowest = np.minimum.reduceat(layers.flat, layers.offsets) if layers.lowest is None else layers.lowest
+    return np.add.reduceat(layer_bytes[layers.flat], layers.offsets), lowest
 
 
 @dataclass(frozen=True, eq=False)

@@ -3,6 +3,8 @@ messages in the timeline's order, and the part of them hidden behind compute."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 __all__ = ["hidden_s", "time_order", "wait_s"]
@@ -31,6 +33,8 @@ def hidden_s(c_start: np.ndarray, c_end: np.ndarray, backward_end_s: np.ndarray)
     rows, n_msg = c_start.shape
     if n_msg == 0:
         return np.zeros(rows)
+    if rows == 1:  # one row: the same steps on Python floats (numpy's per-call cost dominates)
+        return np.array([_hidden_row_s(c_start[0].tolist(), c_end[0].tolist(), float(backward_end_s[0]))])
     valid = c_end > c_start
     run_end = np.maximum.accumulate(np.where(valid, c_end, -np.inf), axis=1)
     before = np.concatenate([np.full((rows, 1), -np.inf), run_end[:, :-1]], axis=1)
@@ -61,3 +65,22 @@ def wait_s(c_start: np.ndarray, c_end: np.ndarray, after_s: np.ndarray, until_s:
     hi = np.minimum(c_end, until_s[:, None])
     covered = np.cumsum(np.where(hi > lo, hi - lo, 0.0), axis=1)[:, -1]
     return np.maximum(span - covered, 0.0)
+
+
+def _hidden_row_s(c_start: list[float], c_end: list[float], backward_end_s: float) -> float:
+    """`hidden_s` of one row: the same busy periods, pieces and sum in the same order (the same bits)."""
+    total, run_end, opened = 0.0, -math.inf, None
+    for s, e in zip(c_start, c_end, strict=True):
+        if not e > s:  # a message that takes no time opens nothing and extends nothing
+            continue
+        if s > run_end:  # a busy period opens: the one before ends at the running end
+            if opened is not None:
+                total = _add_piece(total, opened, run_end, backward_end_s)
+            opened = s
+        run_end = e if e > run_end else run_end
+    return total if opened is None else _add_piece(total, opened, run_end, backward_end_s)
+
+
+def _add_piece(total: float, start: float, period_end: float, backward_end_s: float) -> float:
+    hi = period_end if period_end < backward_end_s else backward_end_s
+    return total + (hi - start) if hi > start else total

@@ -8,12 +8,15 @@ order and the further decisions of the survey's methods). The lowering
 
 from __future__ import annotations
 
+import functools
+import itertools
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 __all__ = ["NO_GRADIENTS", "SHARD_LEVELS", "SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS", "SHARD_PARAMETERS",
-           "GradientLayers", "Plan", "gradient_layers"]
+           "GradientLayers", "MessageLayers", "Plan", "gradient_layers"]
 
 #: What a sharded data-parallel plan keeps 1/P of on each GPU (ZeRO, Rajbhandari et al., SC 2020):
 #: nothing (plain data parallelism), the optimizer states (stage 1), also the gradients (stage 2),
@@ -45,6 +48,18 @@ class GradientLayers:
     @property
     def backward_end_s(self) -> float:
         return float(self.ready_s[0]) if self.n else 0.0
+
+
+class MessageLayers(NamedTuple):
+    """A plan's messages as flat arrays (read-only): every message's layers in plan order
+    (``flat``), where each message starts in it (``offsets``) and its lowest layer
+    (``lowest``, None when a message is empty); whether a message is empty and whether a layer is sent twice."""
+
+    flat: np.ndarray
+    offsets: np.ndarray
+    lowest: np.ndarray | None
+    has_empty: bool
+    repeats: bool
 
 
 @dataclass(frozen=True)
@@ -101,6 +116,21 @@ class Plan:
         (the structure `sim.dag.build_dag` and `sim.fast` time)."""
         return not (self.partition_bytes or self.per_layer_update or self.decoupled or self.priority != "fifo"
                     or self.shard != SHARD_NONE)
+
+    @functools.cached_property
+    def message_layers(self) -> MessageLayers:
+        """The messages as flat arrays (`MessageLayers`), worked out once per plan (a plan is immutable)."""
+        sizes = np.fromiter(map(len, self.groups), dtype=np.int64, count=len(self.groups))
+        flat = np.fromiter(itertools.chain.from_iterable(self.groups), dtype=np.int64, count=int(sizes.sum()))
+        offsets = np.zeros(len(sizes), np.int64)
+        np.cumsum(sizes[:-1], out=offsets[1:])
+        has_empty = bool(sizes.size) and int(sizes.min()) == 0
+        lowest = np.minimum.reduceat(flat, offsets) if sizes.size and not has_empty else None
+        repeats = bool(flat.size) and (flat.min() < 0 or len(set(flat.tolist())) < flat.size)
+        for arr in (flat, offsets, lowest):
+            if arr is not None:
+                arr.flags.writeable = False
+        return MessageLayers(flat, offsets, lowest, has_empty, repeats)
 
 
 #: No gradients at all: what a scheduler sees on one GPU (used to check its name and arguments).

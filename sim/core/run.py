@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,11 +27,12 @@ from sim.core.interference import GraphOverlap, fast_overlap, fixed_point, with_
 from sim.core.lower import WorkerTimes, lower, retimed, task_count
 from sim.core.metrics import PHASE_KEYS, graph_figures, iterations_to_run
 from sim.core.plan import Plan
-from sim.core.timeline import graph_timeline
+from sim.core.timeline import graph_timeline, renamed_layers
 from sim.errors import SimInputError
+from sim.tensors import layer_renamer
 
 __all__ = ["CELLS_PER_TASK", "ENGINES", "MAX_TASKS", "MAX_TASKS_ENV", "Timing", "check_cell_budget",
-           "check_task_budget", "estimated_tasks",
+           "check_task_budget", "estimated_tasks", "forget_kept",
            "interference_model", "single_gpu_iteration_s", "time_plan"]
 
 #: Tasks one run's graph may hold (at the limit, about 10 s and 1 GB on one core in the event loop, half that
@@ -80,7 +83,18 @@ def _slowdown(cost) -> float:
 
 
 def _without_slowdown(cost):
-    return dataclasses.replace(cost, compute_slowdown=0.0) if _slowdown(cost) > 0 else cost
+    if _slowdown(cost) <= 0:
+        return cost
+    try:
+        return _stripped(cost)
+    except TypeError:  # an unhashable cost: stripped, not kept
+        return dataclasses.replace(cost, compute_slowdown=0.0)
+
+
+@functools.lru_cache(maxsize=64)
+def _stripped(cost):
+    """``cost`` without its ``compute_slowdown`` (a cost is a frozen value: kept per cost)."""
+    return dataclasses.replace(cost, compute_slowdown=0.0)
 
 
 def interference_model(model, plan: Plan, cost, *, precision: str = "fp32", prefetch: bool = False,
@@ -211,8 +225,8 @@ class _RowTimelines:
     def __init__(self, timelines):
         self.timelines = timelines
 
-    def __call__(self, row: int = 0, shown: int | None = None):
-        return self.timelines[row](0, shown)
+    def __call__(self, row: int = 0, shown: int | None = None, layers: tuple | None = None):
+        return self.timelines[row](0, shown, layers)
 
 
 def _time_plan(model, plan: Plan, costs, *, precision: str, iterations: int, prefetch: bool, engine: str,
@@ -280,13 +294,18 @@ class _Timelines:
     def __init__(self, run, kept, iterations: int):
         self.run, self.kept, self.iterations = run, kept, iterations
 
-    def __call__(self, row: int = 0, shown: int | None = None):
+    def __call__(self, row: int = 0, shown: int | None = None, layers: tuple | None = None):
+        """Row ``row``'s timeline of ``shown`` iterations; ``layers``, a tensor view's
+        ``(layer_names, tensor_layers)``, shows each tensor's layer in the ``layer`` column
+        (`sim.tensors.layer_renamer`)."""
         shown = self.iterations if shown is None else shown
+        rename = None if layers is None else layer_renamer(*layers)
         if self.run is not None:
-            return self.run.timeline(row, shown)
+            return self.run.timeline(row, shown, rename)
         if not self.kept:
             raise SimInputError("this run kept no timeline")
-        return graph_timeline(*self.kept[row], shown)
+        timeline = graph_timeline(*self.kept[row], shown)
+        return timeline if rename is None else renamed_layers(timeline, rename)
 
 
 def single_gpu_iteration_s(model, precision: str = "fp32", prefetch: bool = False, engine: str = "auto") -> float:
@@ -294,14 +313,40 @@ def single_gpu_iteration_s(model, precision: str = "fp32", prefetch: bool = Fals
     from sim.core.cost import NO_COMM
 
     if engine == "auto" and model.num_layers:  # no message: the fast path's recurrences, on plain floats
-        return _single_gpu_scalar_s(float(model.io_s), float(model.h2d_s), float(model.update_s),
-                                    model.fwd_s.tolist(), model.bwd_s[::-1].tolist(), prefetch)
+        kept = _SINGLE_GPU_S.get(model) if _immutable_times(model) else None
+        if kept is not None and prefetch in kept:
+            return kept[prefetch]
+        value = _single_gpu_scalar_s(float(model.io_s), float(model.h2d_s), float(model.update_s),
+                                     model.fwd_s.tolist(), model.bwd_s[::-1].tolist(), prefetch)
+        if _immutable_times(model):
+            with _SINGLE_GPU_LOCK:
+                _SINGLE_GPU_S.setdefault(model, {})[bool(prefetch)] = value
+        return value
     if engine == "auto":
         run = fast.evaluate(model, Plan("", ()), NO_COMM, precision=precision, iterations=2, prefetch=prefetch)
         return float(run.iteration_time_s[0])
     timing = time_plan(model, Plan("", ()), [NO_COMM], precision=precision, iterations=2, prefetch=prefetch,
                        engine=engine, keep_timeline=False)
     return float(timing.iteration_time_s[0])
+
+
+#: One-GPU iteration times worked out, per model whose compute times cannot change (`_immutable_times`:
+#: a model is a frozen value, and `sim.core.workload.resolve_model` makes its own arrays read-only).
+_SINGLE_GPU_S: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_SINGLE_GPU_LOCK = threading.Lock()
+
+
+def forget_kept() -> None:
+    """Drop the values kept between runs: one-GPU iteration times and costs without interference."""
+    with _SINGLE_GPU_LOCK:
+        _SINGLE_GPU_S.clear()
+    _stripped.cache_clear()
+
+
+def _immutable_times(model) -> bool:
+    """True when ``model``'s forward and backward times are read-only arrays that own their data."""
+    return all(isinstance(a, np.ndarray) and a.base is None and not a.flags.writeable
+               for a in (model.fwd_s, model.bwd_s))
 
 
 def _single_gpu_scalar_s(io_s: float, h2d_s: float, update_s: float, fwd_s: list, bwd_rev_s: list,

@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # pandas is imported when a timeline is built, not with sim
 
 __all__ = [
     "COMPUTE_KINDS", "ROW_COLUMNS", "TIMELINE_COLUMNS", "coalesce", "frame", "from_rows", "graph_overlap",
-    "graph_timeline", "interval_overlap_s", "to_rows", "with_column",
+    "graph_timeline", "interval_overlap_s", "renamed_layers", "to_rows", "with_column",
 ]
 
 TIMELINE_COLUMNS = (
@@ -120,6 +120,15 @@ def with_column(timeline: pd.DataFrame, key: str, values: np.ndarray) -> pd.Data
     out = timeline.copy(deep=False)
     out.isetitem(out.columns.get_loc(key), pd.Series(values, dtype=values.dtype, index=out.index, copy=False))
     return out
+
+
+def renamed_layers(timeline: pd.DataFrame, rename) -> pd.DataFrame:
+    """A new timeline: ``timeline`` with each ``layer`` cell replaced by ``rename(cell)``
+    (each distinct cell renamed once); ``timeline`` itself is not changed."""
+    import pandas as pd
+
+    codes, cells = pd.factorize(timeline["layer"].to_numpy(), use_na_sentinel=False)
+    return with_column(timeline, "layer", np.array([rename(c) for c in cells], dtype=object)[codes])
 
 
 def from_rows(rows) -> pd.DataFrame:

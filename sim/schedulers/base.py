@@ -14,7 +14,7 @@ def plan_from_spans(name: str, grads: GradientLayers, spans: list[tuple[int, int
                     after_backward: bool = False) -> Plan:
     """Turn spans of gradient positions [hi down to lo] into a plan of model indices."""
     index = grads.index.tolist()
-    groups = tuple(tuple(index[lo:hi + 1][::-1]) for hi, lo in spans)
+    groups = tuple([(index[hi],) if hi == lo else tuple(index[lo:hi + 1][::-1]) for hi, lo in spans])
     return Plan(name, groups, after_backward)
 
 

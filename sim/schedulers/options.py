@@ -5,6 +5,7 @@ Its fields, defaults and validation come from `sim.schedulers.knobs.KNOBS`.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, fields
 
 from sim.errors import SimInputError
@@ -59,7 +60,7 @@ class SchedulerOptions:
     def of(cls, options) -> SchedulerOptions:
         """``options`` as given: None (defaults), a dict of fields or an instance."""
         if options is None:
-            return cls()
+            return _defaults(cls)
         if isinstance(options, cls):
             return options
         if isinstance(options, dict):
@@ -74,3 +75,9 @@ class SchedulerOptions:
 
 
 _FIELDS = {f.name for f in fields(SchedulerOptions)}
+
+
+@functools.cache
+def _defaults(cls) -> SchedulerOptions:
+    """Every knob at its default (a frozen value: made once per class)."""
+    return cls()
