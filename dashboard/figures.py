@@ -516,8 +516,8 @@ def gantt_stack_figure(timelines: Mapping[str, pd.DataFrame], titles: Mapping[st
 def breakdown_frame(metrics: pd.DataFrame) -> pd.DataFrame:
     """Per run: compute, hidden, exposed and idle time (ms), and overlap (%).
 
-    ``idle = iteration - compute - exposed`` (I/O, copies and waiting that is
-    neither), clipped at 0; ``over_ms`` is what was clipped, i.e. how far
+    ``idle = iteration - compute - exposed`` (I/O and host copies the GPU waits
+    for; a wait for communication, such as Horovod's tick, is in exposed), clipped at 0; ``over_ms`` is what was clipped, i.e. how far
     compute + exposed overshoots the iteration (0 when the breakdown is
     consistent). ``overlap_pct`` is hidden / all communication * 100 (HTA's
     definition), NaN without communication.

@@ -101,8 +101,9 @@ labelled = [{**r.metrics, "scheduler": name} for name, r in results.items()]
 metrics = pd.DataFrame(labelled)
 st.subheader("Where the time goes")
 ui.chart(figures.breakdown_figure(metrics), "breakdown_chart", f"breakdown-{cfg.model_label}-{cfg.gpus}gpus")
-st.caption("Along each row: compute, then exposed communication (time the GPUs wait), then idle time "
-           "(neither), adding up to the iteration (the diamond). The thin light bar inside compute is the "
+st.caption("Along each row: compute, then exposed communication (time the GPUs wait on it, a wait for "
+           "Horovod's cycle tick included), then idle time (I/O or host copies the GPU waits for), adding up "
+           "to the iteration (the diamond). The thin light bar inside compute is the "
            "communication hidden behind it; overlap = hidden ÷ all communication, as HTA reports it.")
 over = figures.breakdown_frame(metrics).query("over_ms > 0.01 * iteration_ms")
 if len(over):
