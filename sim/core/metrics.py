@@ -19,9 +19,9 @@ Definitions (Shi et al., ICPADS 2018; hidden and exposed as HTA reports them):
   ``comm_exposed_s = comm_s - comm_hidden_s``. ``comm_s`` includes
   ``comm_wait_s``: after the backward pass, time the GPU waits for its
   update with no message on the wire (a message held for Horovod's
-  negotiation tick; on a shared channel, a slower worker's gradients). No
-  kernel runs then, yet the step waits on communication, as an all-reduce
-  waiting for its peers counts as communication in a GPU trace; so
+  negotiation tick). No kernel runs then, yet the step waits on
+  communication, as an all-reduce waiting for its peers counts as
+  communication in a GPU trace; so with identical workers
   ``compute_s + comm_exposed_s`` is the iteration, I/O and copies aside.
 * ``speedup = P * T_1 / T_P``, ``scaling_efficiency = T_1 / T_P``,
   ``throughput_samples_per_s = batch * P / T_P``.

@@ -52,7 +52,7 @@ def hidden_s(c_start: np.ndarray, c_end: np.ndarray, backward_end_s: np.ndarray)
 def wait_s(c_start: np.ndarray, c_end: np.ndarray, after_s: np.ndarray, until_s: np.ndarray) -> np.ndarray:
     """Per row, the part of [after_s, until_s] with no message on the wire: after its
     backward pass, the time a GPU waits for communication that has not started
-    (Horovod's negotiation tick; on a shared channel, a slower worker's gradients).
+    (Horovod's negotiation tick).
 
     The messages of a row are disjoint and in time order (one channel); the
     pieces inside the span are summed in that order, as `sim.core.intervals.overlap_s`
