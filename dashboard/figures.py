@@ -224,23 +224,41 @@ def comm_wait_segments(bars: pd.DataFrame) -> pd.DataFrame:
     """The waits the metrics count as exposed communication (``comm_wait_s``): per worker and
     iteration with one update, the time from the end of backward to the update's start with no
     message on the wire (a message held for Horovod's negotiation tick), as exposed pieces
-    (``task`` -1) on the lane of the iteration's messages."""
-    workers = bars["worker"] if "worker" in bars.columns else pd.Series(0, index=bars.index)
+    (``task`` -1) on the lane of the iteration's messages.
+
+    Spans that one lane's messages fill (every scheduler without a tick) are set aside from
+    sums alone; only the others are cut message by message."""
+    kind = bars["kind"].to_numpy()
+    workers = bars["worker"].to_numpy() if "worker" in bars.columns else np.zeros(len(bars), np.int64)
+    own = workers[workers >= 0]
+    workers = np.where(workers >= 0, workers, own.min() if len(own) else 0)  # shared messages: the first worker's
+    _, key = np.unique(np.column_stack([workers, bars["iteration"].to_numpy()]), axis=0, return_inverse=True)
+    key = key.ravel()
+    n = int(key.max()) + 1 if len(key) else 0
+    start, end = bars["start_s"].to_numpy(float), bars["end_s"].to_numpy(float)
+    lo, hi = np.full(n, -np.inf), np.full(n, np.inf)
+    np.maximum.at(lo, key[kind == "backward"], end[kind == "backward"])
+    np.minimum.at(hi, key[kind == "update"], start[kind == "update"])
+    ok = (np.bincount(key[kind == "update"], minlength=n) == 1) & np.isfinite(lo) & (hi > lo)
+    comm = np.flatnonzero((kind == "comm") & ok[key])
+    if not len(comm):
+        return pd.DataFrame()
+    k = key[comm]
+    covered = np.bincount(k, np.clip(np.minimum(end[comm], hi[k]) - np.maximum(start[comm], lo[k]), 0.0, None), n)
+    lanes = bars["lane"].to_numpy()[comm]
+    pairs = np.unique(np.column_stack([k, pd.factorize(lanes)[0]]), axis=0)
+    several = np.bincount(pairs[:, 0], minlength=n) > 1  # two lanes at once may overlap: cut them exactly
     rows = []
-    for (worker, it), part in bars.groupby([workers, bars["iteration"]], sort=False):
-        mine = pd.concat([part, bars.loc[(workers == -1) & (bars["iteration"] == it)]]) if worker >= 0 else part
-        backward, update = mine.loc[mine["kind"] == "backward"], mine.loc[mine["kind"] == "update"]
-        comm = mine.loc[mine["kind"] == "comm"]
-        if len(update) != 1 or backward.empty or comm.empty:
-            continue
-        lo, hi = float(backward["end_s"].max()), float(update["start_s"].iloc[0])
-        cs, ce = union(comm["start_s"].to_numpy(float), comm["end_s"].to_numpy(float))
-        edges = np.concatenate([[lo], np.clip(np.ravel(np.column_stack([cs, ce])), lo, hi), [hi]])
+    for kk in np.flatnonzero(ok & (np.bincount(k, minlength=n) > 0) & ((covered < hi - lo) | several)).tolist():
+        mine = comm[k == kk]
+        a, b = lo[kk], hi[kk]
+        cs, ce = union(start[mine], end[mine])
+        edges = np.concatenate([[a], np.clip(np.ravel(np.column_stack([cs, ce])), a, b), [b]])
         gap_lo, gap_hi = edges[0::2], edges[1::2]  # the spans between messages, clipped to [lo, hi]
         keep = gap_hi > gap_lo
         rows.append(pd.DataFrame({"task": -1, "start_s": gap_lo[keep], "end_s": gap_hi[keep],
                                   "duration_s": gap_hi[keep] - gap_lo[keep], "hidden": False,
-                                  "lane": comm["lane"].iloc[-1]}))
+                                  "lane": lanes[k == kk][-1]}))
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
 
 
