@@ -156,6 +156,9 @@ class TaskGraph:
         count = int(np.prod(shape))
         lagged = lag > 0
         lag = np.where(lagged, lag, 0.0) if lagged.any() else 0.0  # no lag: one zero, not a column of them
+        # the ends as int32 copies (what `_successors` joins them into): the lowering's int64 arrays, and
+        # the blocks of task indices they are views of, are not kept alive until then
+        u, v = (x.astype(np.int32) if x.ndim and x.dtype != np.int32 else x for x in (u, v))
         for name, values in (("eu", u), ("ev", v), ("elag", lag)):
             self._chunks[name].append(_chunk(values, self._dtype(name), count))
 
