@@ -319,12 +319,12 @@ def _runs(tasks: np.ndarray, release: np.ndarray, lay: _RunLayout, ctx: _Times, 
         t, head = stacked_runs.serve(tasks, release, lay.run_of, lay.run_end, lay.inner, (S, E, D), free)
         return t if head is None else _back_to_back(tasks, head, lay.run_end, t, ctx)
     count = len(tasks)
-    check = min(count, 1024)  # when to check next whether the rest go in rank order (`stacked_runs.rest_released`)
+    check = 1024  # when to check next whether the rest go in rank order (`stacked_runs.rest_released`)
     may_lead = np.ones(count, dtype=bool)
     may_lead[1:] = ~lay.inner | (release[1:] > release[:-1])
     order = np.flatnonzero(may_lead)
     order = order[np.argsort(release[order], kind="stable")]
-    order, rel_o, n_rel = order.tolist(), release[order].tolist(), len(order)
+    order, rel_o, n_rel = memoryview(order), memoryview(release[order]), len(order)  # (a loop may read few)
     task, rel, run_of, run_end = memoryview(tasks), memoryview(release), memoryview(lay.run_of), memoryview(lay.run_end)
     head = memoryview(first)
     heap: list = []
@@ -342,7 +342,7 @@ def _runs(tasks: np.ndarray, release: np.ndarray, lay: _RunLayout, ctx: _Times, 
                                                                          ctx.duration)):
             return _back_to_back(tasks, first, lay.run_end, t, ctx)  # the rest in rank order, back to back
         if done >= check:
-            check *= 2
+            check = done + 1024
         if cur >= 0:  # the run goes on unless something of a smaller rank is released
             x = heapq.heappushpop(heap, cur) if heap else cur
         elif heap:

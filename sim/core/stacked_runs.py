@@ -37,8 +37,8 @@ def applies(release: np.ndarray, first: np.ndarray) -> bool:
 
 
 class _Untouched:
-    """The runs no part of which has been served: the first one from r on (`find`, with the
-    path halving of a union-find), and `touch` to mark one served."""
+    """The runs no part of which has been served (``touched[r]`` 0): the first one from r on (`find`,
+    with the path splitting of a union-find)."""
 
     def __init__(self, count: int) -> None:
         self.count = count
@@ -54,8 +54,6 @@ class _Untouched:
             r = nxt
         return r
 
-    def touch(self, r: int) -> None:
-        self.touched[r] = 1
 
 
 def serve(tasks: np.ndarray, release: np.ndarray, run_of: np.ndarray, run_end: np.ndarray, inner: np.ndarray,
@@ -96,6 +94,7 @@ class _State:
         head = memoryview(self.head_array)
         later, later_rel, first_rel, first = self.later, self.later_rel, self.first_rel, self.first
         untouched = self.untouched
+        touched = untouched.touched
         runs, n_later = len(first), len(later)
         heap: list = []
         push, pop = heapq.heappush, heapq.heappop
@@ -112,19 +111,24 @@ class _State:
             if p == n_later and released == runs:  # every part released: the rest back to back
                 break
             upcoming = min(later_rel[p] if p < n_later else _INF, first_rel[released] if released < runs else _INF)
-            u = untouched.find(runs - released) if released else runs
+            u = runs - released  # the last run released, or the first untouched one after it
+            if u < runs and touched[u]:
+                u = untouched.find(u)
             fresh = first[u] if u < runs else count
-            if cur >= 0:
-                push(heap, cur)
-            if heap and heap[0] < fresh:
-                x = pop(heap)
-            elif u < runs:
-                x = fresh
-                untouched.touch(u)
-            else:  # idle until the next release
-                cur = -1
-                t = upcoming
-                continue
+            if 0 <= cur < fresh and (not heap or cur < heap[0]):
+                x = cur  # the run goes on
+            else:
+                if cur >= 0:
+                    push(heap, cur)
+                if heap and heap[0] < fresh:
+                    x = pop(heap)
+                elif u < runs:
+                    x = fresh
+                    touched[u] = 1
+                else:  # idle until the next release
+                    cur = -1
+                    t = upcoming
+                    continue
             r = run_of[x]
             stop = run_end[r]
             while True:
@@ -151,18 +155,21 @@ def rest_positions(head: np.ndarray, run_end: np.ndarray) -> np.ndarray:
 
 
 def rest_released(by_rank: np.ndarray, release: np.ndarray, head: np.ndarray, run_end: np.ndarray, t: float,
-                  duration: np.ndarray, probe: int = 256) -> bool:
+                  duration: np.ndarray, probe: int = 64) -> bool:
     """True when the parts left (`rest_positions`), served in rank order back to back from ``t``, are
     each released by the time it starts: the list schedule from ``t`` is then that order (the part of
     smallest rank left is released whenever the lane is free). The starts are the running sum a loop
-    makes (`numpy.cumsum`, in order: the same bits); the first ``probe`` parts are checked first."""
-    pos = rest_positions(head, run_end)
-    for n in (min(probe, len(pos)), len(pos)):
-        times = np.empty(n)
-        if n:
+    makes (`numpy.cumsum`, in order: the same bits). The parts of the first ``probe`` runs with parts
+    left are checked first (a check that fails usually fails there, at little cost)."""
+    head = np.asarray(head)
+    live = np.flatnonzero(head < run_end)
+    for runs in (live[:probe], live):
+        pos = rest_positions(head[runs], run_end[runs])
+        times = np.empty(len(pos))
+        if len(pos):
             times[0] = t
-            times[1:] = duration[by_rank[pos[:n - 1]]]
+            times[1:] = duration[by_rank[pos[:-1]]]
             np.cumsum(times, out=times)
-        if np.any(release[pos[:n]] > times):
+        if np.any(release[pos] > times):
             return False
     return True
