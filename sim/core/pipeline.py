@@ -30,6 +30,7 @@ that both give the same times to the bit.
 from __future__ import annotations
 
 import heapq
+import itertools
 from typing import NamedTuple
 
 import numpy as np
@@ -415,6 +416,7 @@ def _compute_after_backward(it, nxt, release: np.ndarray, ctx: _Times, steps: Pi
     guesses = steps.guesses(k, "compute")
     if nxt is None and guesses and guesses[0] is not None:  # the last iteration's updates alone: k - 1's, in its order
         guesses.insert(1, guesses[0][guesses[0] < len(it["ups"])])
+    guesses = itertools.chain(guesses, (replay.updates_by_release(release, update_of) for _ in (0,)))  # (made if needed)
     got = replay.updates_then_forward(guesses, release, duration, update_of,
                                       max(ctx.E[int(nxt["h2d"])], t0) if nxt is not None else _INF, t0)
     if got is not None:

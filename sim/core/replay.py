@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["ENABLED", "by_value", "is_list_schedule", "order_of", "range_max", "replayed", "running_sums", "scan",
-           "sparse_max", "updates_then_forward"]
+           "sparse_max", "updates_by_release", "updates_then_forward"]
 
 #: Off: every lane is timed by its loop (the tests compare the two).
 ENABLED = True
@@ -196,6 +196,20 @@ def updates_then_forward(guesses, up_release: np.ndarray, duration: np.ndarray, 
         if is_list_schedule(*got, ready[order], order, free):
             return (order, *got)
     return None
+
+
+def updates_by_release(up_release: np.ndarray, update_of: np.ndarray) -> np.ndarray:
+    """A guess for `updates_then_forward` where the compute lane keeps up: the updates in release
+    order (ties by rank), each forward at once after the last update it or a forward before it
+    waits for (the forwards that wait for none first)."""
+    u_count, f_count = len(up_release), len(update_of)
+    place = np.empty(u_count, dtype=np.int64)
+    place[np.argsort(up_release, kind="stable")] = np.arange(u_count)
+    after = np.where(update_of >= 0, place[np.maximum(update_of, 0)] if u_count else -1, -1)
+    if f_count:
+        after = np.maximum.accumulate(after)
+    which = np.concatenate([np.zeros(u_count, np.int8), np.ones(f_count, np.int8)])  # an update before a forward
+    return np.lexsort((np.arange(u_count + f_count), which, np.concatenate([place, after])))
 
 
 def by_value(values: np.ndarray) -> tuple[list, list]:
