@@ -64,12 +64,16 @@ def scan(release: np.ndarray, duration: np.ndarray, free: float) -> tuple[np.nda
     n = len(release)
     if n == 0:
         return np.zeros(0), np.zeros(0)
-    before = np.cumsum(duration) - duration  # approximate: where the lane idles, not the times
-    lead = np.maximum.accumulate(release - before)
-    approx_end = np.maximum(lead, free) + before + duration
+    before = np.cumsum(duration)  # approximate: where the lane idles, not the times
+    before -= duration
+    approx_end = np.subtract(release, before)  # (in place from here: fewer arrays of n)
+    np.maximum.accumulate(approx_end, out=approx_end)
+    np.maximum(approx_end, free, out=approx_end)
+    approx_end += before
+    approx_end += duration
     new = np.empty(n, bool)
     new[0] = True
-    new[1:] = release[1:] > approx_end[:-1]
+    np.greater(release[1:], approx_end[:-1], out=new[1:])
     for _ in range(_FIXES):
         first = np.flatnonzero(new)
         value = release[first].copy()
@@ -77,7 +81,7 @@ def scan(release: np.ndarray, duration: np.ndarray, free: float) -> tuple[np.nda
         end = running_sums(first, value, duration)
         settled = np.empty(n, bool)
         settled[0] = True
-        settled[1:] = release[1:] > end[:-1]
+        np.greater(release[1:], end[:-1], out=settled[1:])
         if np.array_equal(settled, new):
             start = np.empty(n)
             start[0] = value[0]
