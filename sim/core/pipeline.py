@@ -329,16 +329,13 @@ def _runs(tasks: np.ndarray, release: np.ndarray, lay: _RunLayout, ctx: _Times, 
     task, rel, run_of, run_end = memoryview(tasks), memoryview(release), memoryview(lay.run_of), memoryview(lay.run_end)
     head = memoryview(first)
     heap: list = []
-    push, pop = heapq.heappush, heapq.heappop
+    pop = heapq.heappop
     t = -_INF if free is None else free
     p = done = 0
     cur = -1  # the position that would continue the run just served
     while done < count:
-        while p < n_rel and rel_o[p] <= t:
-            q = order[p]
-            p += 1
-            if q == head[run_of[q]] and q != cur:
-                push(heap, q)
+        if p < n_rel and rel_o[p] <= t:
+            p = stacked_runs.push_released(order, rel_o, p, t, head, run_of, cur, heap)
         if p == n_rel or (done >= check and stacked_runs.rest_released(tasks, release, first, lay.run_end, t,
                                                                          ctx.duration)):
             return _back_to_back(tasks, first, lay.run_end, t, ctx)  # the rest in rank order, back to back
@@ -353,18 +350,11 @@ def _runs(tasks: np.ndarray, release: np.ndarray, lay: _RunLayout, ctx: _Times, 
             continue
         # serve the run from x on until its next part is not yet released or something else is
         r = run_of[x]
-        stop, upcoming = run_end[r], rel_o[p]
-        while True:
-            i = task[x]
-            S[i] = t
-            t = t + D[i]
-            E[i] = t
-            done += 1
-            x += 1
-            if x >= stop or rel[x] > t or upcoming <= t:
-                break
-        head[r] = x
-        cur = x if x < stop and rel[x] <= t else -1
+        stop = run_end[r]
+        y, t = stacked_runs.serve_run(x, stop, t, rel_o[p], task, rel, S, E, D)
+        done += y - x
+        head[r] = y
+        cur = y if y < stop and rel[y] <= t else -1
     return t
 
 

@@ -24,7 +24,7 @@ from bisect import bisect_right
 
 import numpy as np
 
-__all__ = ["applies", "rest_positions", "rest_released", "serve"]
+__all__ = ["applies", "rest_positions", "rest_released", "push_released", "serve", "serve_run"]
 
 _INF = float("inf")
 
@@ -101,11 +101,8 @@ class _State:
         t, done, p, cur = self.t, 0, 0, -1
         released = bisect_right(first_rel, t)  # runs whose first part is released: runs - released on
         while done < count:
-            while p < n_later and later_rel[p] <= t:
-                q = later[p]
-                p += 1
-                if q == head[run_of[q]] and q != cur:
-                    push(heap, q)
+            if p < n_later and later_rel[p] <= t:
+                p = push_released(later, later_rel, p, t, head, run_of, cur, heap)
             if released < runs:
                 released = bisect_right(first_rel, t, released)
             if p == n_later and released == runs:  # every part released: the rest back to back
@@ -131,19 +128,38 @@ class _State:
                     continue
             r = run_of[x]
             stop = run_end[r]
-            while True:
-                i = task[x]
-                S[i] = t
-                t = t + D[i]
-                E[i] = t
-                done += 1
-                x += 1
-                if x >= stop or rel[x] > t or upcoming <= t:
-                    break
-            head[r] = x
-            cur = x if x < stop and rel[x] <= t else -1
+            y, t = serve_run(x, stop, t, upcoming, task, rel, S, E, D)
+            done += y - x
+            head[r] = y
+            cur = y if y < stop and rel[y] <= t else -1
         self.done = done
         return t
+
+
+def push_released(order, rel_o, p: int, t: float, head, run_of, cur: int, heap: list) -> int:
+    """Take the positions ``order[p:]`` released by ``t`` (``rel_o``: their releases, in order): each
+    that is still its run's head, and not the one that goes on (``cur``), onto the heap; the next p."""
+    n = len(order)
+    while p < n and rel_o[p] <= t:
+        q = order[p]
+        p += 1
+        if q == head[run_of[q]] and q != cur:
+            heapq.heappush(heap, q)
+    return p
+
+
+def serve_run(x: int, stop: int, t: float, upcoming: float, task, rel, S, E, D) -> tuple[int, float]:
+    """Serve a run from position x on (``task``, ``rel``: memoryviews by position; ``S``, ``E``, ``D``:
+    by task) until its end (``stop``), its next part is not yet released, or something else is
+    (at ``upcoming``); the next position and when the lane is free."""
+    while True:
+        i = task[x]
+        S[i] = t
+        t = t + D[i]
+        E[i] = t
+        x += 1
+        if x >= stop or rel[x] > t or upcoming <= t:
+            return x, t
 
 
 def rest_positions(head: np.ndarray, run_end: np.ndarray) -> np.ndarray:
