@@ -164,3 +164,41 @@ def test_the_graphs_overlap_is_the_timelines(seed):
         want = timeline_overlap(timeline, model.layer_names, ref)
         got = graph_overlap(graph, start, end, model.layer_names, ref)
         assert all(np.array_equal(a, b) for a, b in zip(want, got, strict=True))
+
+
+@pytest.mark.parametrize("replayed", [True, False])
+@pytest.mark.parametrize("alpha_s, rest_in_order", [(3e-4, True), (6e-5, False)])
+def test_bytescheduler_lanes_served_without_the_heap_agree_with_the_event_loop(monkeypatch, replayed, alpha_s,
+                                                                               rest_in_order):
+    """ByteScheduler's launches (released as backward reaches each layer, the layer nearest the input
+    first: each run released outranks the ones before) take `sim.core.stacked_runs.serve`; a channel
+    slower than the launches has its parts left all released by their turn early on and goes back to
+    back from there (`stacked_runs.rest_released`), one about as fast as they does not (going back to
+    back there would give other times). The times are the event loop's to the bit."""
+    from sim.core import replay, stacked_runs
+
+    used = {"serve": 0, "rest": 0, "by_release": 0}
+
+    def counted(name, fn):
+        def wrapper(*args, **kwargs):
+            got = fn(*args, **kwargs)
+            used[name] += 1 if name != "rest" else bool(got)
+            return got
+        return wrapper
+
+    monkeypatch.setattr(stacked_runs, "serve", counted("serve", stacked_runs.serve))
+    monkeypatch.setattr(stacked_runs, "rest_released", counted("rest", stacked_runs.rest_released))
+    monkeypatch.setattr(replay, "updates_by_release", counted("by_release", replay.updates_by_release))
+    monkeypatch.setattr(replay, "ENABLED", replayed)
+    rng = np.random.default_rng(7)
+    n = 300
+    fwd = rng.uniform(2e-5, 2e-4, n)
+    model = sim.Model("m", tuple(f"l{i}" for i in range(n)), rng.integers(100_000, 2_000_000, n), fwd, 2 * fwd)
+    plan = Plan("x", tuple((i,) for i in range(n - 1, -1, -1)), partition_bytes=500_000, priority="input_first",
+                per_layer_update=True, credit=4)
+    graph = lower(model, plan, CommCost(alpha_s, 4e-10).with_launch(2.5e-4), iterations=3)
+    start, end = engine.run(graph)
+    start_g, end_g = engine.run(graph, general=True)
+    assert np.array_equal(start, start_g) and np.array_equal(end, end_g)
+    assert used["serve"] >= 1 and (used["rest"] >= 1) == rest_in_order
+    assert used["by_release"] >= (1 if replayed else 0)

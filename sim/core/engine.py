@@ -53,16 +53,14 @@ def run(graph: TaskGraph, *, general: bool = False, out=None) -> tuple[np.ndarra
     graph.finish()
     n = len(graph)
     start, end = (np.empty(n), np.empty(n)) if out is None else out
-    start.fill(np.nan)
-    end.fill(np.nan)
     if n == 0:
         return start, end
     if graph.pipeline is not None and not general:
-        times = pipeline.run(graph, graph.pipeline, out=(start, end))
+        times = pipeline.run(graph, graph.pipeline, out=(start, end))  # (it times every task)
         if times is not None:
             return times
-        start.fill(np.nan)  # (the pipeline may have timed some tasks before it gave up)
-        end.fill(np.nan)
+    start.fill(np.nan)  # (the pipeline may have timed some tasks before it gave up)
+    end.fill(np.nan)
     if not general and rerun(graph, start, end):  # the orders of the last run hold (`sim.core.rerun`)
         return start, end
     started: list = []

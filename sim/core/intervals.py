@@ -14,10 +14,12 @@ __all__ = ["covered_before", "overlap_s", "union"]
 
 def union(start, end) -> tuple[np.ndarray, np.ndarray]:
     """The union of intervals [start, end) as sorted, disjoint intervals."""
-    order = np.argsort(start, kind="stable")
-    start, end = np.asarray(start, float)[order], np.asarray(end, float)[order]
+    start, end = np.asarray(start, float), np.asarray(end, float)
     if len(start) == 0:
         return start, end
+    if np.any(start[1:] < start[:-1]):  # (already in order: the stable sort would keep it)
+        order = np.argsort(start, kind="stable")
+        start, end = start[order], end[order]
     reach = np.maximum.accumulate(end)
     new = np.r_[True, start[1:] > reach[:-1]]
     return start[new], np.maximum.reduceat(end, np.flatnonzero(new))

@@ -126,7 +126,9 @@ def graph_figures(graph, start: np.ndarray, end: np.ndarray, pipelined: bool, wo
     t_iter = steady_iteration_s(update_end, pipelined) if np.isfinite(update_end).all() else float(np.max(end))
     ref = last - 1 if (pipelined and last >= 1) else last
     in_ref = (iters == ref) & (mine | (workers == -1))
-    dur = {KINDS[k]: (end - start)[in_ref & (kinds == k)] for k in np.unique(kinds[in_ref]).tolist()}
+    ref_tasks = np.flatnonzero(in_ref)  # (the same durations, in the same order, as masks over every task)
+    ref_kinds, ref_dur = kinds[ref_tasks], end[ref_tasks] - start[ref_tasks]
+    dur = {KINDS[k]: ref_dur[ref_kinds == k] for k in np.unique(ref_kinds).tolist()}
     comm = np.flatnonzero(in_ref & (kinds == KINDS.index("comm")))
     lanes = set(graph.resource[comm].tolist())
     c_start, c_end = start[comm], end[comm]

@@ -30,11 +30,12 @@ that both give the same times to the bit.
 from __future__ import annotations
 
 import heapq
+import itertools
 from typing import NamedTuple
 
 import numpy as np
 
-from sim.core import replay
+from sim.core import replay, stacked_runs
 from sim.core.decoupled import decoupled_step, timed_step
 from sim.core.replay import by_value
 
@@ -314,28 +315,32 @@ def _runs(tasks: np.ndarray, release: np.ndarray, lay: _RunLayout, ctx: _Times, 
     run when released (the rest go on with their run): only those are taken in release order. Once
     every part is released, the rest go back to back in rank order (`_back_to_back`)."""
     S, E, D = ctx.S, ctx.E, ctx.D
+    first = np.concatenate([[0], lay.run_end[:-1]]).astype(np.int64)  # each run's next position
+    if stacked_runs.applies(release, first):  # each run released outranks the ones before: no heap for those
+        t, head = stacked_runs.serve(tasks, release, lay.run_of, lay.run_end, lay.inner, (S, E, D), free)
+        return t if head is None else _back_to_back(tasks, head, lay.run_end, t, ctx)
     count = len(tasks)
+    check = 1024  # when to check next whether the rest go in rank order (`stacked_runs.rest_released`)
     may_lead = np.ones(count, dtype=bool)
     may_lead[1:] = ~lay.inner | (release[1:] > release[:-1])
     order = np.flatnonzero(may_lead)
     order = order[np.argsort(release[order], kind="stable")]
-    order, rel_o, n_rel = order.tolist(), release[order].tolist(), len(order)
+    order, rel_o, n_rel = memoryview(order), memoryview(release[order]), len(order)  # (a loop may read few)
     task, rel, run_of, run_end = memoryview(tasks), memoryview(release), memoryview(lay.run_of), memoryview(lay.run_end)
-    first = np.concatenate([[0], lay.run_end[:-1]]).astype(np.int64)  # each run's next position
     head = memoryview(first)
     heap: list = []
-    push, pop = heapq.heappush, heapq.heappop
+    pop = heapq.heappop
     t = -_INF if free is None else free
     p = done = 0
     cur = -1  # the position that would continue the run just served
     while done < count:
-        while p < n_rel and rel_o[p] <= t:
-            q = order[p]
-            p += 1
-            if q == head[run_of[q]] and q != cur:
-                push(heap, q)
-        if p == n_rel:  # every task released: whatever is left goes in rank order, back to back
-            return _back_to_back(tasks, first, lay.run_end, t, ctx)
+        if p < n_rel and rel_o[p] <= t:
+            p = stacked_runs.push_released(order, rel_o, p, t, head, run_of, cur, heap)
+        if p == n_rel or (done >= check and stacked_runs.rest_released(tasks, release, first, lay.run_end, t,
+                                                                         ctx.duration)):
+            return _back_to_back(tasks, first, lay.run_end, t, ctx)  # the rest in rank order, back to back
+        if done >= check:
+            check = done + 1024
         if cur >= 0:  # the run goes on unless something of a smaller rank is released
             x = heapq.heappushpop(heap, cur) if heap else cur
         elif heap:
@@ -345,30 +350,19 @@ def _runs(tasks: np.ndarray, release: np.ndarray, lay: _RunLayout, ctx: _Times, 
             continue
         # serve the run from x on until its next part is not yet released or something else is
         r = run_of[x]
-        stop, upcoming = run_end[r], rel_o[p]
-        while True:
-            i = task[x]
-            S[i] = t
-            t = t + D[i]
-            E[i] = t
-            done += 1
-            x += 1
-            if x >= stop or rel[x] > t or upcoming <= t:
-                break
-        head[r] = x
-        cur = x if x < stop and rel[x] <= t else -1
+        stop = run_end[r]
+        y, t = stacked_runs.serve_run(x, stop, t, rel_o[p], task, rel, S, E, D)
+        done += y - x
+        head[r] = y
+        cur = y if y < stop and rel[y] <= t else -1
     return t
 
 
 def _back_to_back(by_rank: np.ndarray, head: np.ndarray, run_end: np.ndarray, t: float, ctx: _Times) -> float:
     """The tasks at positions ``head[r] .. run_end[r] - 1`` of every run r, in order, one after the
     other from ``t`` (a running sum: the loop's additions in its order, so the same bits)."""
-    first, stop = np.asarray(head, dtype=np.int64), np.asarray(run_end, dtype=np.int64)
-    size = stop - first
-    if not size.sum():
-        return t
-    pos = np.repeat(first - (np.cumsum(size) - size), size) + np.arange(int(size.sum()), dtype=np.int64)
-    return _in_turn(by_rank[pos], t, ctx)
+    pos = stacked_runs.rest_positions(head, run_end)
+    return _in_turn(by_rank[pos], t, ctx) if len(pos) else t
 
 
 def _lane(tasks: list, release: list, then, ctx: _Times, free):
@@ -412,6 +406,7 @@ def _compute_after_backward(it, nxt, release: np.ndarray, ctx: _Times, steps: Pi
     guesses = steps.guesses(k, "compute")
     if nxt is None and guesses and guesses[0] is not None:  # the last iteration's updates alone: k - 1's, in its order
         guesses.insert(1, guesses[0][guesses[0] < len(it["ups"])])
+    guesses = itertools.chain(guesses, (replay.updates_by_release(release, update_of) for _ in (0,)))  # (made if needed)
     got = replay.updates_then_forward(guesses, release, duration, update_of,
                                       max(ctx.E[int(nxt["h2d"])], t0) if nxt is not None else _INF, t0)
     if got is not None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["ENABLED", "by_value", "is_list_schedule", "order_of", "range_max", "replayed", "running_sums", "scan",
-           "sparse_max", "updates_then_forward"]
+           "sparse_max", "updates_by_release", "updates_then_forward"]
 
 #: Off: every lane is timed by its loop (the tests compare the two).
 ENABLED = True
@@ -64,12 +64,16 @@ def scan(release: np.ndarray, duration: np.ndarray, free: float) -> tuple[np.nda
     n = len(release)
     if n == 0:
         return np.zeros(0), np.zeros(0)
-    before = np.cumsum(duration) - duration  # approximate: where the lane idles, not the times
-    lead = np.maximum.accumulate(release - before)
-    approx_end = np.maximum(lead, free) + before + duration
+    before = np.cumsum(duration)  # approximate: where the lane idles, not the times
+    before -= duration
+    approx_end = np.subtract(release, before)  # (in place from here: fewer arrays of n)
+    np.maximum.accumulate(approx_end, out=approx_end)
+    np.maximum(approx_end, free, out=approx_end)
+    approx_end += before
+    approx_end += duration
     new = np.empty(n, bool)
     new[0] = True
-    new[1:] = release[1:] > approx_end[:-1]
+    np.greater(release[1:], approx_end[:-1], out=new[1:])
     for _ in range(_FIXES):
         first = np.flatnonzero(new)
         value = release[first].copy()
@@ -77,7 +81,7 @@ def scan(release: np.ndarray, duration: np.ndarray, free: float) -> tuple[np.nda
         end = running_sums(first, value, duration)
         settled = np.empty(n, bool)
         settled[0] = True
-        settled[1:] = release[1:] > end[:-1]
+        np.greater(release[1:], end[:-1], out=settled[1:])
         if np.array_equal(settled, new):
             start = np.empty(n)
             start[0] = value[0]
@@ -196,6 +200,20 @@ def updates_then_forward(guesses, up_release: np.ndarray, duration: np.ndarray, 
         if is_list_schedule(*got, ready[order], order, free):
             return (order, *got)
     return None
+
+
+def updates_by_release(up_release: np.ndarray, update_of: np.ndarray) -> np.ndarray:
+    """A guess for `updates_then_forward` where the compute lane keeps up: the updates in release
+    order (ties by rank), each forward at once after the last update it or a forward before it
+    waits for (the forwards that wait for none first)."""
+    u_count, f_count = len(up_release), len(update_of)
+    place = np.empty(u_count, dtype=np.int64)
+    place[np.argsort(up_release, kind="stable")] = np.arange(u_count)
+    after = np.where(update_of >= 0, place[np.maximum(update_of, 0)] if u_count else -1, -1)
+    if f_count:
+        after = np.maximum.accumulate(after)
+    which = np.concatenate([np.zeros(u_count, np.int8), np.ones(f_count, np.int8)])  # an update before a forward
+    return np.lexsort((np.arange(u_count + f_count), which, np.concatenate([place, after])))
 
 
 def by_value(values: np.ndarray) -> tuple[list, list]:

@@ -71,6 +71,30 @@ def _narrow(chunks: list):
     return np.int32 if low >= -2**31 and top < 2**31 else np.int64
 
 
+def _bounds(chunks: list) -> tuple[int, int]:
+    """The smallest and largest value of a column from its chunks ((0, 0) for none)."""
+    if not chunks:
+        return 0, 0
+    return (min(int(np.min(v)) for _, v in chunks), max(int(np.max(v)) for _, v in chunks))
+
+
+def _combined(n: int, keys: list, bounds: list) -> np.ndarray:
+    """The keys as one integer per task, key by key: times the key's span, plus the key less its
+    smallest value (the same integers as from the joined columns, without joining them)."""
+    combined = np.zeros(n, dtype=np.int64)
+    for (parts, _), (lo, hi) in zip(keys, bounds, strict=True):
+        if hi > lo:  # in place, chunk by chunk: no column of the key, no temporary
+            combined *= hi - lo + 1
+            at = 0
+            for count, value in parts:
+                seg = combined[at:at + count]
+                np.add(seg, value, out=seg, casting="unsafe")
+                at += count
+            if lo:
+                combined -= lo
+    return combined
+
+
 class TaskGraph:
     """Tasks as parallel arrays; edges as arrays with optional lags (see the module doc).
 
@@ -156,6 +180,9 @@ class TaskGraph:
         count = int(np.prod(shape))
         lagged = lag > 0
         lag = np.where(lagged, lag, 0.0) if lagged.any() else 0.0  # no lag: one zero, not a column of them
+        # the ends as int32 copies (what `_successors` joins them into): the lowering's int64 arrays, and
+        # the blocks of task indices they are views of, are not kept alive until then
+        u, v = (x.astype(np.int32) if x.ndim and x.dtype != np.int32 else x for x in (u, v))
         for name, values in (("eu", u), ("ev", v), ("elag", lag)):
             self._chunks[name].append(_chunk(values, self._dtype(name), count))
 
@@ -183,11 +210,10 @@ class TaskGraph:
         # the successor lists are built on first use (a plain pipeline, `sim.core.pipeline`, needs none);
         # a copy (`sim.core.lower.retimed`) shares them
         self._edges = {"chunks": {name: chunks.pop(name) for name, _ in _EDGE_COLUMNS}}
-        # the keys, ranked and dropped, before the other columns are joined (less memory at once)
-        for name, dtype in _COLUMNS[2:7]:
-            setattr(self, name, _join(chunks.pop(name), dtype))
-        self._rank()
-        del self.key0, self.key1, self.key2, self.key3  # ranked
+        # the keys, ranked from their chunks and dropped, before the other columns are joined (less memory at once)
+        keys = [(chunks.pop(name), dtype) for name, dtype in _COLUMNS[2:6]]
+        self.resource = _join(chunks.pop("resource"), np.int32)
+        self._rank([([(self._n, self.resource)], np.int32), *keys])
         self._columns = {}  # the columns only a timeline reads, joined on first use (a copy shares them)
         for name, dtype in _COLUMNS:
             if name in chunks:
@@ -257,23 +283,20 @@ class TaskGraph:
         """Each task's rank among its resource's tasks, by key (then index): `finish`."""
         return self.finish()
 
-    def _rank(self) -> None:
+    def _rank(self, keys: list | None = None) -> None:
         """``order``: the tasks sorted by (resource, key, index); ``rank[t]``: t's place in it;
-        ``priority[t]``: t's rank among its resource's tasks."""
+        ``priority[t]``: t's rank among its resource's tasks. ``keys``: per column (resource, key0 ..
+        key3), its chunks (`_chunk`) and dtype; default the columns set as attributes."""
+        if keys is None:
+            keys = [([(self._n, getattr(self, name))], dtype) for name, dtype in (("resource", np.int32),) + _COLUMNS[2:6]]
+        keys = [([(count, np.asarray(v).astype(dtype, copy=False)) for count, v in parts if count], dtype)
+                for parts, dtype in keys]  # (each chunk as its column holds it)
         idx = np.arange(self._n, dtype=np.int32)
-        keys = (self.resource, self.key0, self.key1, self.key2, self.key3)
-        spans = [int(k.max()) - int(k.min()) + 1 if self._n else 1 for k in keys]
-        if np.prod([float(x) for x in spans]) < 2.0**62:  # the keys fit one integer: one stable sort, ties by index
-            combined = np.zeros(self._n, dtype=np.int64)
-            for k, span in zip(keys, spans, strict=True):
-                if span > 1:  # in place, no temporary column (the same integers)
-                    combined *= span
-                    np.add(combined, k, out=combined, casting="unsafe")
-                    if int(k.min()):
-                        combined -= int(k.min())
-            order = np.argsort(combined, kind="stable")
+        bounds = [_bounds(parts) for parts, _ in keys]
+        if np.prod([float(hi - lo + 1) for lo, hi in bounds]) < 2.0**62:  # one integer: one stable sort, ties by index
+            order = np.argsort(_combined(self._n, keys, bounds), kind="stable")
         else:
-            order = np.lexsort((idx, self.key3, self.key2, self.key1, self.key0, self.resource))
+            order = np.lexsort((idx, *(_join(parts, dtype) for parts, dtype in reversed(keys))))
         self.rank = np.empty(self._n, dtype=np.int32)
         self.rank[order] = idx
 
@@ -289,10 +312,8 @@ class TaskGraph:
     def priority(self, values) -> None:
         """Set the ranks directly (a graph read from networkx): the given values become the keys."""
         self.finish()
-        self.key0 = np.asarray(values, dtype=np.int64)
-        self.key1 = self.key2 = self.key3 = np.zeros(self._n, np.int64)
-        self._rank()
-        del self.key0, self.key1, self.key2, self.key3
+        self._rank([([(self._n, self.resource)], np.int32), ([(self._n, np.asarray(values, dtype=np.int64))], np.int64),
+                    *[([(self._n, np.int32(0))], np.int32)] * 3])
 
     # ------------------------------------------------------------------ views for timelines and drawings
     @property
