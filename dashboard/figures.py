@@ -189,6 +189,16 @@ def _split(starts: np.ndarray, ends: np.ndarray, cs: np.ndarray, ce: np.ndarray)
     return which[keep], a[keep], b[keep], (part[keep] % 2) == 1  # odd parts are compute intervals
 
 
+def _owners(timeline: pd.DataFrame) -> np.ndarray:
+    """Each task's worker, a task of worker -1 (shared by all) set against the first worker, as the
+    metrics do (0 without a ``worker`` column)."""
+    if "worker" not in timeline.columns:
+        return np.zeros(len(timeline), np.int64)
+    workers = timeline["worker"].to_numpy()
+    own = workers[workers >= 0]
+    return np.where(workers >= 0, workers, own.min() if len(own) else 0)
+
+
 def comm_overlap_segments(timeline: pd.DataFrame) -> pd.DataFrame:
     """Every communication task cut into the pieces hidden behind computation and the
     pieces exposed (no computation under way on the same worker), as HTA counts them.
@@ -201,9 +211,7 @@ def comm_overlap_segments(timeline: pd.DataFrame) -> pd.DataFrame:
     the metrics do. The hidden pieces of a task add up to its overlap with the
     union of the worker's compute intervals.
     """
-    workers = timeline["worker"] if "worker" in timeline.columns else pd.Series(0, index=timeline.index)
-    own = workers[workers >= 0]
-    workers = workers.where(workers >= 0, own.min() if len(own) else 0)
+    workers = pd.Series(_owners(timeline), index=timeline.index)
     rows = []
     for worker in pd.unique(workers):
         mine = timeline.loc[workers == worker]
@@ -229,10 +237,7 @@ def comm_wait_segments(bars: pd.DataFrame) -> pd.DataFrame:
     Spans that one lane's messages fill (every scheduler without a tick) are set aside from
     sums alone; only the others are cut message by message."""
     kind = bars["kind"].to_numpy()
-    workers = bars["worker"].to_numpy() if "worker" in bars.columns else np.zeros(len(bars), np.int64)
-    own = workers[workers >= 0]
-    workers = np.where(workers >= 0, workers, own.min() if len(own) else 0)  # shared messages: the first worker's
-    _, key = np.unique(np.column_stack([workers, bars["iteration"].to_numpy()]), axis=0, return_inverse=True)
+    _, key = np.unique(np.column_stack([_owners(bars), bars["iteration"].to_numpy()]), axis=0, return_inverse=True)
     key = key.ravel()
     n = int(key.max()) + 1 if len(key) else 0
     start, end = bars["start_s"].to_numpy(float), bars["end_s"].to_numpy(float)

@@ -265,11 +265,9 @@ def _presets_stamp() -> tuple:
         if len(_PRESETS_PATHS) >= _COSTS_KEPT:
             _PRESETS_PATHS.clear()
         path = _PRESETS_PATHS[where] = str(user_networks_path())
-    if not os.access(path, os.F_OK):
-        return (path,)
     try:
         stat = os.stat(path)
-    except OSError:
+    except OSError:  # no file (or none readable): the built-in table alone
         return (path,)
     return path, stat.st_mtime_ns, stat.st_size, stat.st_mode
 
