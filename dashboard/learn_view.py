@@ -197,6 +197,7 @@ MECHANISM_VARIANTS = (
     ("one gradient per layer, not per tensor", {}, "layer"),
     ("no framework costs (framework none)", {"framework": "none"}, None),
     ("no interference", {"interference": False}, None),
+    ("communication not slowed by compute (comm_slowdown 0)", {"comm_slowdown": 0.0}, None),
     ("none of the three (the papers' α-β DAG model)", {"framework": "none", "interference": False}, "layer"),
     ("per-iteration jitter of cv 0.02 between the GPUs (off by default)", {"sync_jitter_cv": 0.02}, None),
 )

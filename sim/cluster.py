@@ -21,7 +21,7 @@ from sim.comm import (
 from sim.core.cost import MAX_COMPUTE_SLOWDOWN
 from sim.errors import SimInputError
 from sim.frameworks import AUTO, MAX_LAUNCH_US, get_framework, resolve_framework, with_framework
-from sim.interference import compute_slowdown
+from sim.interference import comm_slowdown, compute_slowdown
 from sim.jitter import MAX_SYNC_JITTER_CV, default_sync_jitter_cv, sync_wait_factor
 from sim.topology import Topology, get_topology, network_regimes
 
@@ -73,9 +73,14 @@ class Cluster:
         Let compute overlapped by communication slow down
         (`sim.core.interference`), by the ``compute_slowdown`` of the link the
         messages cross (``data/interference.csv``: the network across nodes,
-        the intra-node link inside one).
+        the intra-node link inside one), and communication overlapped by
+        compute, by its ``comm_slowdown``. False turns both off.
     compute_slowdown : float, optional
-        Overrides that coefficient (0 turns interference off).
+        Overrides that coefficient (0 turns it off).
+    comm_slowdown : float, optional
+        Overrides the link's coefficient the other way: a message makes
+        ``1 / (1 + comm_slowdown)`` of its progress while its worker computes
+        (`sim.core.channel`; ``data/interference.csv``); 0 turns it off.
     network_gbps, intra_gbps : float, optional
         Override the effective rate of the ``network`` or ``intra`` preset
         (what-if: "my 100 GbE reaches only 20 Gb/s"), in Gb/s; the preset's
@@ -115,6 +120,7 @@ class Cluster:
     intra_gbps: float | None = None
     interference: bool = True
     compute_slowdown: float | None = None
+    comm_slowdown: float | None = None
     size_regimes: bool = False
     topology: str = "flat"
     nics_per_node: int | None = None
@@ -154,8 +160,9 @@ class Cluster:
             check_float("launch_us", self.launch_us, 0, MAX_LAUNCH_US)
         if not isinstance(self.interference, bool):
             raise SimInputError(f"interference must be True or False, got {self.interference!r}")
-        if self.compute_slowdown is not None:
-            check_float("compute_slowdown", self.compute_slowdown, 0, MAX_COMPUTE_SLOWDOWN)
+        for name in ("compute_slowdown", "comm_slowdown"):
+            if getattr(self, name) is not None:
+                check_float(name, getattr(self, name), 0, MAX_COMPUTE_SLOWDOWN)
         if self.sync_jitter_cv is not None:
             check_float("sync_jitter_cv", self.sync_jitter_cv, 0, MAX_SYNC_JITTER_CV)
         for name in ("network_gbps", "intra_gbps"):
@@ -226,12 +233,17 @@ class Cluster:
         if self.alpha_s is None:
             fw = resolve_framework(self.framework, scheduler, architecture, self.launch_us)
             cost = with_framework(cost, fw, gpu=self.gpu)
-        kappa = self.compute_slowdown_of_link()
         # a measured trace's compute already ran beside its communication: no stretch on top,
-        # unless a compute_slowdown is given for it
-        measured = getattr(cost, "is_measured", False) and self.compute_slowdown is None
-        if kappa > 0 and not getattr(cost, "is_free", False) and not measured:
+        # unless a coefficient is given for it
+        measured = getattr(cost, "is_measured", False)
+        if getattr(cost, "is_free", False):
+            return cost
+        kappa = self.compute_slowdown_of_link()
+        if kappa > 0 and not (measured and self.compute_slowdown is None):
             cost = dataclasses.replace(cost, compute_slowdown=kappa)
+        kappa_c = self.comm_slowdown_of_link()
+        if kappa_c > 0 and not (measured and self.comm_slowdown is None):
+            cost = dataclasses.replace(cost, comm_slowdown=kappa_c)
         return cost
 
     def sync_wait_factor(self) -> float:
@@ -249,6 +261,16 @@ class Cluster:
         if self.alpha_s is not None:  # a fixed alpha-beta names no link
             return 0.0
         return compute_slowdown(self.network if self.gpus > self.gpus_per_node else self.intra)
+
+    def comm_slowdown_of_link(self) -> float:
+        """The other way's coefficient for the link the messages cross (0 when switched off)."""
+        if not self.interference:
+            return 0.0
+        if self.comm_slowdown is not None:
+            return float(self.comm_slowdown)
+        if self.alpha_s is not None:
+            return 0.0
+        return comm_slowdown(self.network if self.gpus > self.gpus_per_node else self.intra)
 
     def with_gpus(self, gpus: int) -> Cluster:
         return dataclasses.replace(self, gpus=gpus)

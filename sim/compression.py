@@ -205,4 +205,4 @@ def compressed_cost(cost: CommCost, compression: Compression, layer_elems, *, el
     label = f"{cost.label}, compressed {compression}".lstrip(", ")
     # the framework's launches stay host work a plan may run ahead of the transfers (ByteScheduler's credit)
     return CompressedCost(alpha, beta, label, compute_slowdown=getattr(cost, "compute_slowdown", 0.0),
-                          launch_s=starts * cost.launch_s, **parts)
+                          comm_slowdown=getattr(cost, "comm_slowdown", 0.0), launch_s=starts * cost.launch_s, **parts)

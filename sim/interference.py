@@ -1,8 +1,10 @@
 """Interference coefficients per link preset, read from ``data/interference.csv``.
 
-Each row gives a link's ``compute_slowdown`` (see `sim.core.interference`),
-fitted on the validation's calibration cases or derived from a link of the
-same class, with its source.
+Each row gives a link's ``compute_slowdown`` (compute overlapped by
+communication runs longer: `sim.core.interference`) and ``comm_slowdown``
+(communication overlapped by compute progresses slower: `sim.core.channel`),
+each fitted on the validation's calibration cases or derived from a link of
+the same class, with its source.
 """
 
 from __future__ import annotations
@@ -14,27 +16,40 @@ import math
 from sim.catalog import DATA_DIR
 from sim.errors import SimInputError
 
-__all__ = ["INTERFERENCE_PATH", "compute_slowdown"]
+__all__ = ["COLUMNS", "INTERFERENCE_PATH", "comm_slowdown", "compute_slowdown"]
 
 INTERFERENCE_PATH = DATA_DIR / "interference.csv"
 
 
+#: The coefficients each row holds.
+COLUMNS = ("compute_slowdown", "comm_slowdown")
+
+
 @functools.lru_cache(maxsize=1)
-def _interference() -> dict[str, float]:
+def _interference() -> dict[str, dict[str, float]]:
     out = {}
     with open(INTERFERENCE_PATH, newline="", encoding="utf-8") as fh:
         for line, row in enumerate(csv.DictReader(fh), start=2):
-            try:
-                value = float(row["compute_slowdown"])
-            except (TypeError, ValueError):
-                raise SimInputError(f"interference.csv line {line}: compute_slowdown must be a number") from None
-            if not (math.isfinite(value) and value >= 0):
-                raise SimInputError(f"interference.csv line {line}: compute_slowdown must be >= 0, got {value}")
-            out[row["network"]] = value
+            values = {}
+            for column in COLUMNS:
+                try:
+                    value = float(row[column])
+                except (KeyError, TypeError, ValueError):
+                    raise SimInputError(f"interference.csv line {line}: {column} must be a number") from None
+                if not (math.isfinite(value) and value >= 0):
+                    raise SimInputError(f"interference.csv line {line}: {column} must be >= 0, got {value}")
+                values[column] = value
+            out[row["network"]] = values
     return out
 
 
 def compute_slowdown(network: str) -> float:
     """Interference coefficient of a link preset (``data/interference.csv``; 0 for a link it does not list,
-    such as a user preset)."""
-    return _interference().get(network, 0.0)
+    such as a user preset): overlapped compute runs ``1 + this x (overlapped fraction)`` times as long."""
+    return _interference().get(network, {}).get("compute_slowdown", 0.0)
+
+
+def comm_slowdown(network: str) -> float:
+    """Interference coefficient the other way (0 for a link the file does not list): a message makes
+    ``1 / (1 + this)`` of its progress while its worker computes."""
+    return _interference().get(network, {}).get("comm_slowdown", 0.0)

@@ -68,10 +68,13 @@ def models(draw, max_layers=7):
 def clusters(draw):
     gpus = draw(st.sampled_from([2, 4, 8, 16, 64]))
     per_node = draw(st.sampled_from([1, 2, 4]))
+    # communication slowed by compute: the links' own (None), off, or a given coefficient
+    comm_slowdown = draw(st.sampled_from([None, 0.0, 0.5, 3.0]))
     if draw(st.booleans()):
-        return sim.Cluster(gpus=gpus, gpus_per_node=per_node, network=draw(st.sampled_from(NETWORKS)))
+        return sim.Cluster(gpus=gpus, gpus_per_node=per_node, network=draw(st.sampled_from(NETWORKS)),
+                           comm_slowdown=comm_slowdown)
     return sim.Cluster(gpus=gpus, gpus_per_node=per_node, alpha_s=draw(st.floats(0.0, 5e-3)),
-                       beta_s_per_byte=draw(st.floats(1e-11, 5e-9)))
+                       beta_s_per_byte=draw(st.floats(1e-11, 5e-9)), comm_slowdown=comm_slowdown)
 
 
 def _union_length(starts, ends) -> float:

@@ -21,7 +21,7 @@ from sim.core import run as core_run
 from sim.core.backward_stretch import backward_times, backward_times_row
 from sim.core.plan import NO_GRADIENTS, gradient_layers
 from sim.errors import SimInputError
-from sim.interference import compute_slowdown
+from sim.interference import comm_slowdown, compute_slowdown
 from sim.model import model_from_frame
 
 
@@ -73,17 +73,58 @@ def test_message_reaching_past_the_task_end_by_hand():
     assert res.metrics["interference_s"] == pytest.approx((math.sqrt(10) - 2) * 1e-3, rel=1e-9)
 
 
+def _comm_run(kappa_c: float, engine: str = "auto"):
+    cluster = sim.Cluster(gpus=2, alpha_s=2e-3, beta_s_per_byte=0.0, compute_slowdown=0.0, comm_slowdown=kappa_c)
+    return sim.simulate(two_layers(3.0), cluster, "wfbp", batch_size=1, iterations=2, engine=engine)
+
+
+@pytest.mark.parametrize("engine", ["auto", "general"])
+def test_a_message_slowed_by_the_backward_pass_by_hand(engine):
+    """b's message (2 ms of work) starts at 4 ms, when b's backward ends; a's backward runs
+    from 4 to 7 ms. With comm_slowdown 1 the message makes half its progress while a's
+    backward runs: 1.5 ms of work by 7 ms, the other 0.5 ms alone, so it ends at 7.5 ms (not
+    6). a's message (2 ms) then starts at 7.5 ms, alone, and ends at 9.5 ms: forward 2 +
+    backward 5 + 2.5 ms exposed = 9.5 ms (without the slowdown, 9 ms)."""
+    plain, slowed = _comm_run(0.0, engine), _comm_run(1.0, engine)
+    assert plain.iteration_time_s == pytest.approx(9e-3, rel=1e-12)
+    assert slowed.iteration_time_s == pytest.approx(9.5e-3, rel=1e-12)
+    tl = slowed.timeline
+    comm = tl.loc[(tl.iteration == 0) & ~tl.kind.isin(["forward", "backward", "update", "io", "h2d"])]
+    assert sorted(zip(comm.start_s.round(12), comm.end_s.round(12), strict=True)) == [(4e-3, 7.5e-3), (7.5e-3, 9.5e-3)]
+    assert slowed.metrics["interference_s"] == 0  # compute is not stretched: only the message
+    assert slowed.metrics["comm_exposed_s"] == pytest.approx(2.5e-3, rel=1e-9)
+    assert slowed.metrics["comm_hidden_s"] == pytest.approx(3e-3, rel=1e-9)
+
+
+def test_a_message_wholly_inside_the_backward_pass_takes_one_plus_kappa_times_as_long():
+    """b's message (2 ms) inside a's backward of 10 ms: with comm_slowdown 0.5 it takes 3 ms."""
+    cluster = sim.Cluster(gpus=2, alpha_s=2e-3, beta_s_per_byte=0.0, compute_slowdown=0.0, comm_slowdown=0.5)
+    res = sim.simulate(two_layers(10.0), cluster, "wfbp", batch_size=1, iterations=2)
+    tl = res.timeline
+    comm = tl.loc[(tl.iteration == 0) & (tl.layer == "b") & ~tl.kind.isin(["forward", "backward"])]
+    assert float((comm.end_s - comm.start_s).iloc[0]) == pytest.approx(3e-3, rel=1e-12)
+
+
 def test_switch_and_override():
     model = sim.load_model("resnet50")
     on = sim.simulate(model, sim.Cluster(gpus=8, gpus_per_node=4, network="ib-edr-100"), "wfbp", batch_size=32)
     off = sim.simulate(model, sim.Cluster(gpus=8, gpus_per_node=4, network="ib-edr-100", interference=False),
                        "wfbp", batch_size=32)
-    zero = sim.simulate(model, sim.Cluster(gpus=8, gpus_per_node=4, network="ib-edr-100", compute_slowdown=0.0),
-                        "wfbp", batch_size=32)
+    zero = sim.simulate(model, sim.Cluster(gpus=8, gpus_per_node=4, network="ib-edr-100", compute_slowdown=0.0,
+                                           comm_slowdown=0.0), "wfbp", batch_size=32)
     assert on.metrics["interference_s"] > 0 and off.metrics["interference_s"] == 0
     assert off.iteration_time_s == zero.iteration_time_s <= on.iteration_time_s
-    with pytest.raises(SimInputError, match="compute_slowdown"):
-        sim.Cluster(gpus=2, compute_slowdown=-1.0)
+    # communication slowed by compute alone: no compute stretched, more communication exposed
+    comm_only = sim.simulate(model, sim.Cluster(gpus=8, gpus_per_node=4, network="ib-edr-100", compute_slowdown=0.0,
+                                                comm_slowdown=1.0), "wfbp", batch_size=32)
+    assert comm_only.metrics["interference_s"] == 0
+    assert comm_only.metrics["comm_exposed_s"] > zero.metrics["comm_exposed_s"]
+    assert comm_only.iteration_time_s > zero.iteration_time_s
+    for name in ("compute_slowdown", "comm_slowdown"):
+        with pytest.raises(SimInputError, match=name):
+            sim.Cluster(gpus=2, **{name: -1.0})
+        with pytest.raises(SimInputError, match=name):
+            sim.Cluster(gpus=2, **{name: 11.0})
     with pytest.raises(SimInputError, match="interference"):
         sim.Cluster(gpus=2, interference="yes")
 
@@ -105,6 +146,9 @@ def test_every_link_preset_has_a_sourced_coefficient():
     for name, row in rows.items():
         assert ("FITTED" in row["source"]) or ("DERIVED" in row["source"]), name
         assert compute_slowdown(name) == float(row["compute_slowdown"]) >= 0
+        # the coefficient the other way says where it comes from too
+        assert ("comm_slowdown: FITTED" in row["source"]) or ("comm_slowdown: DERIVED" in row["source"]), name
+        assert comm_slowdown(name) == float(row["comm_slowdown"]) >= 0
 
 
 def test_the_fraction_names_kept_from_the_earlier_rounds_by_hand():
@@ -258,7 +302,8 @@ def _interfering_runs(draw, high=sim.core.cost.MAX_COMPUTE_SLOWDOWN):
     cluster = dataclasses.replace(
         user_cluster(draw(st.sampled_from([2, 4, 16])), draw(st.one_of(st.just(0.0), st.floats(1e-6, 5e-3))),
                      draw(st.one_of(st.just(0.0), st.floats(1e-12, 5e-9)))),
-        compute_slowdown=draw(st.one_of(st.just(high), st.floats(0.0, high))))
+        compute_slowdown=draw(st.one_of(st.just(high), st.floats(0.0, high))),
+        comm_slowdown=draw(st.one_of(st.just(0.0), st.just(high), st.floats(0.0, high))))
     run = draw(fast_runs)
     if run["scheduler"] == "horovod":
         run = {**run, "options": draw(_HOROVOD_OPTIONS)}

@@ -87,8 +87,8 @@ def test_no_group_errs_all_one_way(results, by):
     """No source or method whose held-out errors all have one sign (a bias the model should explain).
 
     Known: NVIDIA's DGX-1 rows (one node, 4 or 8 V100-SXM2 over NVLink) are all predicted too fast, by
-    2.3 to 4.0 % on ResNet-50 and 5.7 to 21.0 % on BERT-Large SQuAD (measured weak-scaling efficiency
-    79.4 to 97.3 %, predicted 94.6 to 99.6 %): inside one NVLink node the simulator's only costs beyond
+    2.3 to 4.2 % on ResNet-50 and 5.6 to 21.0 % on BERT-Large SQuAD (measured weak-scaling efficiency
+    79.4 to 97.3 %, predicted 94.5 to 99.6 %): inside one NVLink node the simulator's only costs beyond
     compute are the all-reduce, the framework's launch and copies, and the interference coefficient
     (nvlink2's derived from pcie3's), and they are small there. See data/README.md, Validation cases."""
     summary = summarize(results, by).set_index("source").drop(index="all")

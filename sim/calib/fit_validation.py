@@ -35,7 +35,7 @@ import pandas as pd
 from sim.calib.validation import load_cases, run_validation, summarize
 from sim.catalog import get_network
 from sim.frameworks import get_framework
-from sim.interference import compute_slowdown
+from sim.interference import comm_slowdown, compute_slowdown
 from sim.jitter import default_sync_jitter_cv
 from sim.methods import METHODS
 from sim.schedulers.names import BYTESCHEDULER, HOROVOD
@@ -57,9 +57,10 @@ class FittedParameter:
     def selects(self, cases: pd.DataFrame) -> pd.Series:
         calib = cases["split"] == "calibration"
         one_node = cases["gpus"].astype(int) <= cases["gpus_per_node"].astype(int)
-        if self.kind == "slowdown":
+        if self.kind in ("slowdown", "comm"):
             crossed = cases["network"].where(~one_node, cases["intra"])
-            return calib & (cases["method"] == "MG-WFBP") & (crossed == self.name)
+            methods = ["MG-WFBP"] if self.kind == "slowdown" else ["MG-WFBP", "WFBP-A2A"]
+            return calib & cases["method"].isin(methods) & (crossed == self.name)
         if self.kind == "jitter":  # every case that has more GPUs than its calibration point
             return calib & (cases["gpus"].astype(int) > cases["calib_gpus"].astype(int))
         if self.kind == "ps":
@@ -80,6 +81,8 @@ FITTED = (
     FittedParameter("ps", "ps_link_efficiency", 0.05, 1.0, "parameter-server calibration rows (8 and 32 GPUs)"),
     *(FittedParameter("slowdown", link, 0.0, 1.0, f"MG-WFBP calibration rows over {link} ({gpus} GPUs)")
       for link, gpus in (("pcie3", 4), ("10gbe", 8), ("100gbe", 8), ("ib-edr-100", 8))),
+    *(FittedParameter("comm", link, 0.0, 3.0, f"WFBP-A2A and MG-WFBP calibration rows over {link}")
+      for link in ("pcie3", "10gbe", "100gbe", "ib-edr-100")),
     FittedParameter("jitter", "sync_jitter_cv", 0.0, 0.1, "every calibration row (more GPUs than its calibration)"),
 )
 
@@ -93,6 +96,8 @@ def stored_values() -> dict[tuple[str, str], float]:
             return BYTEPS_TCP_LINK_EFFICIENCY
         if p.kind == "slowdown":
             return compute_slowdown(p.name)
+        if p.kind == "comm":
+            return comm_slowdown(p.name)
         if p.kind == "jitter":
             return default_sync_jitter_cv()
         return get_network(p.name).effective_gbps if p.kind == "link" else get_framework(p.name).launch_us
@@ -111,6 +116,7 @@ def _kwargs(values: dict) -> dict:
     return {"links": {n: v for (k, n), v in values.items() if k == "link"},
             "launch_us": {n: v for (k, n), v in values.items() if k == "launch"}, "method_options": ps or None,
             "slowdowns": {n: v for (k, n), v in values.items() if k == "slowdown"},
+            "comm_slowdowns": {n: v for (k, n), v in values.items() if k == "comm"},
             "sync_jitter_cv": next((v for (k, _), v in values.items() if k == "jitter"), None)}
 
 
@@ -149,7 +155,7 @@ def fit_validation(cases: pd.DataFrame | None = None, rounds: int = 2) -> dict:
             if subset.empty:
                 continue
             tol, digits = {"link": (0.05, 1), "launch": (5.0, 0), "ps": (0.005, 2), "slowdown": (0.005, 2),
-                           "jitter": (0.0005, 3)}[p.kind]
+                           "comm": (0.005, 2), "jitter": (0.0005, 3)}[p.kind]
 
             def loss(x, p=p, subset=subset):
                 return _loss(subset, {**values, (p.kind, p.name): x})
@@ -161,7 +167,7 @@ def fit_validation(cases: pd.DataFrame | None = None, rounds: int = 2) -> dict:
         subset = _fitted_cases(cases, p)
         out = run_validation(subset, **_kwargs(values)) if len(subset) else pd.DataFrame({"error_pct": []})
         unit = {"link": "effective_gbps", "launch": "launch_us", "ps": "", "slowdown": "compute_slowdown",
-                "jitter": ""}[p.kind]
+                "comm": "comm_slowdown", "jitter": ""}[p.kind]
         rows.append({"parameter": f"{p.name} {unit}".strip(),
                      "fitted": values[(p.kind, p.name)], "stored": stored[(p.kind, p.name)],
                      "cases": len(subset), "rule": p.rule,
@@ -188,7 +194,8 @@ def ablation(cases: pd.DataFrame | None = None) -> pd.DataFrame:
     variants = {
         "all mechanisms (default)": (cases, {}),
         "no framework costs (framework none)": (cases, {"overrides": {"framework": "none"}}),
-        "no interference": (cases, {"slowdowns": dict.fromkeys(links, 0.0)}),
+        "no interference": (cases, {"slowdowns": dict.fromkeys(links, 0.0), "comm_slowdowns": dict.fromkeys(links, 0.0)}),
+        "no communication slowed by compute (comm_slowdown 0)": (cases, {"comm_slowdowns": dict.fromkeys(links, 0.0)}),
         "without ByteScheduler's per-partition launch (a bare NCCL call per partition)":
             (cases.assign(framework=cases["framework"].where(~bytescheduler, "nccl")), {}),
         **{f"waiting for the slowest GPU, sync_jitter_cv {cv} (a what-if: the fit gives 0)":

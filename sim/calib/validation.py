@@ -149,18 +149,20 @@ def _calibrated(row, model: Model, cluster: Cluster) -> Model:
 
 
 def _cluster(row, links: dict | None = None, slowdowns: dict | None = None,
-             sync_jitter_cv: float | None = None) -> Cluster:
+             sync_jitter_cv: float | None = None, comm_slowdowns: dict | None = None) -> Cluster:
     """The case's cluster; ``links`` maps a network preset to an effective rate
-    in Gb/s that replaces the preset's, ``slowdowns`` a link to its
-    interference coefficient, ``sync_jitter_cv`` replaces the default jitter
-    (all used when fitting them)."""
-    links, slowdowns = links or {}, slowdowns or {}
+    in Gb/s that replaces the preset's, ``slowdowns`` and ``comm_slowdowns`` a
+    link to its interference coefficients (compute slowed by communication,
+    communication slowed by compute), ``sync_jitter_cv`` replaces the default
+    jitter (all used when fitting them)."""
+    links, slowdowns, comm_slowdowns = links or {}, slowdowns or {}, comm_slowdowns or {}
     crossed = row.network if int(row.gpus) > int(row.gpus_per_node) else row.intra
     return Cluster(gpus=int(row.gpus), gpus_per_node=int(row.gpus_per_node), network=row.network,
                    intra=row.intra, collective=row.collective, gpu=row.gpu,
                    framework=getattr(row, "framework", "auto") or "auto",
                    network_gbps=links.get(row.network), intra_gbps=links.get(row.intra),
-                   compute_slowdown=slowdowns.get(crossed), sync_jitter_cv=sync_jitter_cv)
+                   compute_slowdown=slowdowns.get(crossed), comm_slowdown=comm_slowdowns.get(crossed),
+                   sync_jitter_cv=sync_jitter_cv)
 
 
 def case_model(case: str, reference_dir: Path | str | None = None) -> tuple[pd.Series, Model]:
@@ -178,7 +180,8 @@ def case_model(case: str, reference_dir: Path | str | None = None) -> tuple[pd.S
 def run_validation(cases: pd.DataFrame | None = None, reference_dir: Path | str | None = None,
                    overrides: dict | None = None, method_options: dict | None = None,
                    links: dict | None = None, launch_us: dict | None = None,
-                   slowdowns: dict | None = None, sync_jitter_cv: float | None = None) -> pd.DataFrame:
+                   slowdowns: dict | None = None, sync_jitter_cv: float | None = None,
+                   comm_slowdowns: dict | None = None) -> pd.DataFrame:
     """Simulate every case; one row each with measured, simulated and signed error.
 
     ``overrides`` replaces case columns for every case (e.g. ``{"collective":
@@ -187,8 +190,8 @@ def run_validation(cases: pd.DataFrame | None = None, reference_dir: Path | str 
     ``method_options`` are laid over the options of every method preset a case
     runs (e.g. ``{"ps_link_efficiency": 0.5}``), to fit or study one setting.
     ``links`` ({preset: effective Gb/s}), ``launch_us`` ({framework: us per
-    message}) and ``slowdowns`` ({link: interference coefficient}) replace
-    those presets' values, for fitting them.
+    message}), ``slowdowns`` and ``comm_slowdowns`` ({link: interference
+    coefficient}, `sim.interference`) replace those presets' values, for fitting them.
     """
     cases = load_cases() if cases is None else cases
     reference_dir = Path(reference_dir) if reference_dir is not None else DEFAULT_REFERENCE_DIR
@@ -202,7 +205,7 @@ def run_validation(cases: pd.DataFrame | None = None, reference_dir: Path | str 
                "network": row.network, "split": row.split, "measured": float(row.measured_samples_per_s),
                "simulated": np.nan, "error_pct": np.nan, "status": "ok", "citation": row.citation}
         try:
-            cluster = _cluster(row, links, slowdowns, sync_jitter_cv)
+            cluster = _cluster(row, links, slowdowns, sync_jitter_cv, comm_slowdowns)
             if launch_us:
                 preset = METHODS.get(row.method)
                 fw = resolve_framework(cluster.framework, preset.scheduler if preset else row.scheduler,

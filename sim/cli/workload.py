@@ -74,11 +74,13 @@ def add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
     p.add_argument("--launch-us", type=nonneg_float, default=None,
                    help="override the framework's launch cost per message, microseconds")
     p.add_argument("--no-interference", dest="interference", action="store_const", const=False, default=None,
-                   help="compute does not slow while communication overlaps it (default: it slows by the link's "
-                        "compute_slowdown, data/interference.csv)")
+                   help="compute does not slow while communication overlaps it, nor communication while compute "
+                        "does (default: by the link's compute_slowdown and comm_slowdown, data/interference.csv)")
     p.add_argument("--compute-slowdown", type=nonneg_float, default=None,
                    help="override the link's interference coefficient: overlapped compute runs 1 + this x the "
                         "overlapped fraction times as long")
+    p.add_argument("--comm-slowdown", type=nonneg_float, default=None, help="override the link's coefficient the "
+                   "other way: a message makes 1 / (1 + this) of its progress while its worker computes")
     p.add_argument("--sync-jitter-cv", type=nonneg_float, default=None,
                    help="per-iteration jitter of each GPU's compute (coefficient of variation): a step waits for "
                         "the slowest GPU (default: the fitted value, data/sync_jitter.csv; 0 turns it off)")
@@ -225,7 +227,7 @@ def warn_unused_links(args) -> None:
 #: The cluster flags' defaults (None on the command line, so that a flag given for nothing is seen).
 DEFAULTS = {f.name: f.default for f in fields(Cluster)
             if f.name in ("network", "intra", "collective", "gpu", "framework", "launch_us", "network_gbps",
-                          "intra_gbps", "interference", "compute_slowdown", "sync_jitter_cv")}
+                          "intra_gbps", "interference", "compute_slowdown", "comm_slowdown", "sync_jitter_cv")}
 
 
 def cluster(args, gpus: int) -> Cluster:

@@ -4,16 +4,28 @@ Shared by the fast path (`sim.core.fast`, many rows at once with numpy) and
 its one-row form on Python floats (`sim.core.scalar`): every start is a
 maximum of earlier ends and every end one addition, in the engine's order,
 so the times are the engine's to the last bit.
+
+Communication slowed by compute (``comm_slowdown``, `slowed_end`): while the
+worker's compute runs, a message makes ``1 / (1 + comm_slowdown)`` of its
+progress (NCCL's kernels get fewer SMs and less memory bandwidth; over TCP
+the CPU threads and the PCIe path that stage the data are shared with the
+running step). On the fast path the worker computes without a gap from the
+start of the backward pass to its end ``B``, and a message never starts
+before the backward pass, so a message of work ``t`` starting at ``s``
+ends at ``s + t (1 + k)`` if that is before ``B``, else at ``B + t - (B -
+s) / (1 + k)`` (the work left after ``B`` at full rate), and at ``s + t``
+when it starts after ``B``.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+import operator
 
 import numpy as np
 
-__all__ = ["chain_ends", "channel", "channel_by_priority", "channel_row"]
+__all__ = ["chain_ends", "channel", "channel_by_priority", "channel_row", "slowed_end"]
 
 #: Above this many rows the channel recurrence steps through messages with
 #: numpy over all rows; below it, plain floats row by row are faster.
@@ -32,7 +44,26 @@ def chain_ends(start: np.ndarray, durations: np.ndarray) -> np.ndarray:
     return np.cumsum(buf, axis=1)[:, 1:]
 
 
-def channel(free_s: np.ndarray, ready_s: np.ndarray, t_c_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def slowed_end(start_s: float, t_c_s: float, busy_until_s: float, k1: float) -> float:
+    """End of a message of work ``t_c_s`` started at ``start_s`` when compute runs until
+    ``busy_until_s`` and slows it ``k1 = 1 + comm_slowdown`` times while it does."""
+    if start_s >= busy_until_s:
+        return start_s + t_c_s
+    slowed = start_s + t_c_s * k1
+    if slowed <= busy_until_s:
+        return slowed
+    return busy_until_s + t_c_s - (busy_until_s - start_s) / k1
+
+
+def _slowed_ends(start: np.ndarray, t_c: np.ndarray, busy_until: np.ndarray, k1: np.ndarray) -> np.ndarray:
+    """`slowed_end` over rows."""
+    slowed = start + t_c * k1
+    crossing = busy_until + t_c - (busy_until - start) / k1
+    return np.where(start >= busy_until, start + t_c, np.where(slowed <= busy_until, slowed, crossing))
+
+
+def channel(free_s: np.ndarray, ready_s: np.ndarray, t_c_s: np.ndarray, busy_until_s: np.ndarray | None = None,
+            k1: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Start and end of each message on one channel, per row, in plan order.
 
     Messages released in plan order go in plan order: ``start[g] =
@@ -47,24 +78,35 @@ def channel(free_s: np.ndarray, ready_s: np.ndarray, t_c_s: np.ndarray) -> tuple
     in_order = np.all(ready_s[:, 1:] >= ready_s[:, :-1], axis=1)
     start = np.empty((rows, n_msg))
     end = np.empty((rows, n_msg))
+    slow = k1 is not None and bool(np.any(k1 != 1.0))
     if rows >= _ROWS_FOR_NUMPY_SCAN and in_order.all():
         e = free_s.copy()
+        t_c_s = np.broadcast_to(t_c_s, (rows, n_msg))
         for g in range(n_msg):
             s = np.maximum(e, ready_s[:, g])
-            e = s + t_c_s[:, g]
+            e = _slowed_ends(s, t_c_s[:, g], busy_until_s, k1) if slow else s + t_c_s[:, g]
             start[:, g] = s
             end[:, g] = e
         return start, end
+    t_c_s = np.broadcast_to(t_c_s, (rows, n_msg))
     for r in range(rows):
-        start[r], end[r] = channel_row(float(free_s[r]), ready_s[r].tolist(), t_c_s[r].tolist(), bool(in_order[r]))
+        busy = (float(busy_until_s[r]), float(k1[r])) if slow and k1[r] != 1.0 else None
+        start[r], end[r] = channel_row(float(free_s[r]), ready_s[r].tolist(), t_c_s[r].tolist(), bool(in_order[r]),
+                                       busy)
     return start, end
 
 
-def channel_row(free_s: float, ready_s: list[float], t_c_s: list[float], in_order: bool | None = None):
+def channel_row(free_s: float, ready_s: list[float], t_c_s: list[float], in_order: bool | None = None,
+                slowed: tuple[float, float] | None = None):
     """`channel` of one row on Python floats: the (start, end) lists of its messages.
-    ``in_order``: whether the messages are released in plan order (checked if None)."""
-    if in_order is False:
-        return channel_by_priority(free_s, ready_s, t_c_s)
+    ``in_order``: whether the messages are released in plan order (checked if None);
+    ``slowed``: ``(busy_until_s, k1)`` of `slowed_end`, or None (no slowdown)."""
+    if in_order is False or slowed is not None:
+        if in_order is None:
+            in_order = all(map(operator.le, ready_s, ready_s[1:]))
+        if not in_order:
+            return channel_by_priority(free_s, ready_s, t_c_s, slowed)
+        return _slowed_in_order(free_s, ready_s, t_c_s, *slowed)
     start: list[float] = []
     end: list[float] = []
     add_start, add_end = start.append, end.append
@@ -80,8 +122,24 @@ def channel_row(free_s: float, ready_s: list[float], t_c_s: list[float], in_orde
     return start, end
 
 
-def channel_by_priority(free_s: float, ready_s: list[float], t_c_s: list[float]) -> tuple[list, list]:
-    """One channel serving, whenever free, the released message first in plan order."""
+def _slowed_in_order(free_s: float, ready_s: list[float], t_c_s: list[float], busy_until_s: float,
+                     k1: float) -> tuple[list, list]:
+    """`channel_row` of messages released in plan order, slowed by compute (`slowed_end`)."""
+    start: list[float] = []
+    end: list[float] = []
+    e = free_s
+    for rd, tc in zip(ready_s, t_c_s, strict=True):
+        s = rd if rd > e else e
+        e = slowed_end(s, tc, busy_until_s, k1)
+        start.append(s)
+        end.append(e)
+    return start, end
+
+
+def channel_by_priority(free_s: float, ready_s: list[float], t_c_s: list[float],
+                        slowed: tuple[float, float] | None = None) -> tuple[list, list]:
+    """One channel serving, whenever free, the released message first in plan order
+    (``slowed``: as `channel_row`)."""
     n_msg = len(ready_s)
     by_release = sorted(range(n_msg), key=lambda g: (ready_s[g], g))
     start, end = [0.0] * n_msg, [0.0] * n_msg
@@ -95,7 +153,7 @@ def channel_by_priority(free_s: float, ready_s: list[float], t_c_s: list[float])
             nxt += 1
         g = heapq.heappop(waiting)
         start[g] = t
-        t = end[g] = t + t_c_s[g]
+        t = end[g] = t + t_c_s[g] if slowed is None else slowed_end(t, t_c_s[g], *slowed)
     return start, end
 
 

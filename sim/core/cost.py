@@ -35,9 +35,9 @@ STEPS = ("allreduce", "reduce-scatter", "all-gather", "push", "pull", "launch", 
 MAX_COMPUTE_SLOWDOWN = 10.0
 
 
-def _check_slowdown(value: float) -> None:
+def _check_slowdown(value: float, name: str = "compute_slowdown") -> None:
     if not value <= MAX_COMPUTE_SLOWDOWN:
-        raise SimInputError(f"compute_slowdown must be <= {MAX_COMPUTE_SLOWDOWN:g}, got {value}")
+        raise SimInputError(f"{name} must be <= {MAX_COMPUTE_SLOWDOWN:g}, got {value}")
 
 
 def _check_nonnegative(owner, **values) -> None:
@@ -113,6 +113,9 @@ class CommCost:
     #: Interference (`sim.core.interference`): compute overlapped by communication runs
     #: ``1 + compute_slowdown x (overlapped fraction)`` times as long; 0 turns it off.
     compute_slowdown: float = 0.0
+    #: Interference the other way (`sim.core.channel`): a message makes ``1 / (1 + comm_slowdown)``
+    #: of its progress while its worker computes, all of it otherwise; 0 turns it off.
+    comm_slowdown: float = 0.0
     #: The part of every message's start-up cost that is the framework's launch on the host (a
     #: Python call per partition, say: `sim.frameworks`), added by `with_launch`; the rest of
     #: ``alpha_s`` is the network's. It is in ``time_s`` either way; a plan whose launches run
@@ -121,8 +124,10 @@ class CommCost:
 
     def __post_init__(self) -> None:
         _check_nonnegative("", alpha_s=self.alpha_s, beta_s_per_byte=self.beta_s_per_byte,
-                           compute_slowdown=self.compute_slowdown, launch_s=self.launch_s)
+                           compute_slowdown=self.compute_slowdown, comm_slowdown=self.comm_slowdown,
+                           launch_s=self.launch_s)
         _check_slowdown(self.compute_slowdown)
+        _check_slowdown(self.comm_slowdown, "comm_slowdown")
         smallest = min([self.alpha_s] + [r.alpha_s for r in self.regimes])
         if self.launch_s > smallest:
             raise SimInputError(f"launch_s ({self.launch_s}) is part of every message's start-up cost and cannot "
@@ -313,11 +318,14 @@ class PSCost:
     shared_lane: bool = False
     label: str = "ps"
     compute_slowdown: float = 0.0  # as `CommCost.compute_slowdown`
+    comm_slowdown: float = 0.0  # as `CommCost.comm_slowdown`
 
     def __post_init__(self) -> None:
         _check_nonnegative("", **{name: getattr(self, name) for name in (
-            "push_alpha_s", "push_beta_s_per_byte", "pull_alpha_s", "pull_beta_s_per_byte", "compute_slowdown")})
+            "push_alpha_s", "push_beta_s_per_byte", "pull_alpha_s", "pull_beta_s_per_byte", "compute_slowdown",
+            "comm_slowdown")})
         _check_slowdown(self.compute_slowdown)
+        _check_slowdown(self.comm_slowdown, "comm_slowdown")
 
     def plus(self, alpha_s: float = 0.0, beta_s_per_byte: float = 0.0, label: str | None = None) -> PSCost:
         """This cost with ``alpha_s`` more per message and ``beta_s_per_byte`` more per byte on

@@ -213,10 +213,10 @@ def evaluate(
     model : Model
         A model with compute times (`Model.timed`).
     plan : Plan
-        Messages in sending order; ``Plan(name, ())`` for one GPU. Must pass
-        `supports`.
+        Messages in sending order; ``Plan(name, ())`` for one GPU. Must pass `supports`.
     costs : CommCost or sequence of K CommCost
-        The all-reduce cost of each row (see `message_times_s`).
+        The all-reduce cost of each row (see `message_times_s`); its ``comm_slowdown`` slows its
+        messages during the backward pass (`sim.core.channel`).
     iterations : int
         Iterations to time, >= 1.
     prefetch : bool
@@ -237,7 +237,7 @@ def evaluate(
     costs = [costs] if isinstance(costs, CommCost) else list(costs)
     group_bytes, lowest, t_c = prepared if prepared is not None else layout(model, plan, costs, precision)
     if times is None and t_c.shape[0] == 1:  # one row: the same recurrences on Python floats
-        return _one_row(model, plan, Layout(group_bytes, lowest, t_c), compute_s, precision, iterations, prefetch)
+        return _one_row(model, plan, Layout(group_bytes, lowest, t_c), compute_s, precision, iterations, prefetch, costs)
     if compute_s is not None:
         fwd, bwd = compute_s
         work = _Work(fwd.shape[0], float(model.io_s), float(model.h2d_s), float(model.update_s), fwd,
@@ -249,11 +249,11 @@ def evaluate(
     free = np.full(arrays.c_start.shape[0], -np.inf)  # when the channel is next free
     for k in range(iterations):
         arrays.compute(k, work, prefetch)
-        free = arrays.communicate(k, work, plan, t_c, lag, model.num_layers - 1 - lowest, free, times is not None)
+        free = arrays.communicate(k, work, plan, t_c, lag, model.num_layers - 1 - lowest, free, times is not None,
+                                  comm_k1(costs))
     a = arrays
-    return FastRun(model, plan.groups, model.gradient_bytes(precision), group_bytes, a.io_start, a.io_end,
-                   a.h2d_start, a.h2d_end, a.fwd_start, a.fwd_end, a.bwd_end, a.upd_start, a.upd_end, a.c_start,
-                   a.c_end)
+    return FastRun(model, plan.groups, model.gradient_bytes(precision), group_bytes, a.io_start, a.io_end, a.h2d_start,
+                   a.h2d_end, a.fwd_start, a.fwd_end, a.bwd_end, a.upd_start, a.upd_end, a.c_start, a.c_end)
 
 
 class Layout(NamedTuple):
@@ -271,15 +271,20 @@ def layout(model, plan: Plan, costs, precision: str = "fp32") -> Layout:
     return Layout(group_bytes, lowest, message_times_s(costs, plan.groups, group_bytes))
 
 
+def comm_k1(costs) -> np.ndarray:
+    """``1 + comm_slowdown`` of each cost (`sim.core.channel.slowed_end`)."""
+    return np.array([1.0 + float(getattr(c, "comm_slowdown", 0.0)) for c in costs])
+
+
 def _one_row(model, plan: Plan, prepared: Layout, compute_s, precision: str, iterations: int,
-             prefetch: bool) -> FastRun:
+             prefetch: bool, costs) -> FastRun:
     """`evaluate` of one row by `sim.core.scalar.evaluate_row`."""
     fwd, bwd = compute_s if compute_s is not None else (model.fwd_s[None], model.bwd_s[None])
     row = evaluate_row(fwd[0].tolist(), bwd[0, ::-1].tolist(), float(model.io_s), float(model.h2d_s),
                        float(model.update_s), prepared.t_c_s[0].tolist(),
                        (model.num_layers - 1 - prepared.lowest).tolist(),
                        list(plan.lag_s) if plan.lag_s else None, plan.after_backward,
-                       iterations, prefetch)
+                       iterations, prefetch, float(comm_k1(costs)[0]))
     return FastRun(model, plan.groups, model.gradient_bytes(precision), prepared.group_bytes, **row)
 
 
@@ -310,17 +315,20 @@ class _Arrays:
         self.fwd_end[:, k] = chain_ends(self.fwd_start[:, k], work.fwd_s(k))
         self.bwd_end[:, k] = chain_ends(self.fwd_end[:, k, -1], work.bwd_rev_s(k))
 
-    def communicate(self, k, work, plan, t_c, lag, lowest_at, free, shared: bool):
-        """The messages and the update of iteration k; returns when the channel is next free."""
+    def communicate(self, k, work, plan, t_c, lag, lowest_at, free, shared: bool, k1: np.ndarray):
+        """The messages and the update of iteration k; returns when the channel is next free
+        (``k1``: each cost's ``1 + comm_slowdown``; a message slows while the backward pass runs)."""
         backward_done = self.bwd_end[:, k, -1]
         if t_c.shape[1]:
             # released lag_s after the message's lowest layer (the last of its gradients) is ready
             ready = self.bwd_end[:, k, lowest_at] + lag
             if plan.after_backward:
                 ready = np.maximum(ready, backward_done[:, None])
-            if shared:  # every worker's gradients, on one shared channel
+            busy_until = backward_done
+            if shared:  # every worker's gradients, on one shared channel (slowed while any worker computes)
                 ready = ready.max(axis=0, keepdims=True)
-            self.c_start[:, k], self.c_end[:, k] = channel(free, ready, t_c * work.comm_scale(k))
+                busy_until = backward_done.max(keepdims=True)
+            self.c_start[:, k], self.c_end[:, k] = channel(free, ready, t_c * work.comm_scale(k), busy_until, k1)
             free = self.c_end[:, k].max(axis=1)
             self.upd_start[:, k] = np.maximum(backward_done, free)
         else:

@@ -37,9 +37,9 @@ import numpy as np
 from sim.core.intervals import covered_before, union
 from sim.core.lower import COMPUTE_LANES, LAUNCH_LANE
 
-__all__ = ["COMPUTE_KINDS", "PASSES", "TOLERANCE", "GraphOverlap", "Overlap", "fast_overlap", "fast_overlap_fractions", "fixed_point",
-           "overlap_fractions", "per_layer", "stretch", "stretched_model", "task_overlap", "timeline_overlap",
-           "with_times"]
+__all__ = ["COMPUTE_KINDS", "PASSES", "TOLERANCE", "CommFactors", "CommOverlap", "GraphOverlap", "Overlap", "comm_stretch",
+           "fast_overlap", "fast_overlap_fractions", "fixed_point", "message_keys", "overlap_fractions", "per_layer", "stretch",
+           "stretched_model", "task_overlap", "timeline_overlap", "with_times"]
 
 #: Lanes whose tasks do not slow compute: the worker's own, and the framework's launches on the host.
 _NOT_INTERFERING = COMPUTE_LANES + (LAUNCH_LANE,)
@@ -142,6 +142,97 @@ class GraphOverlap:
         got = [per_layer(idx, start[rows], end[rows], busy, self.layers) for rows, idx in self.tasks]
         (fwd_c, fwd_e, fwd_d), (bwd_c, bwd_e, bwd_d) = got
         return Overlap(fwd_c, bwd_c, fwd_e, bwd_e, fwd_d, bwd_d)
+
+
+class CommOverlap:
+    """A task graph's messages (every task on a communication lane) as `comm_stretch` reads them:
+    for those of the reference ``iteration``, how long compute (any worker's forward or backward)
+    covers each and whether it still runs at the message's end; and each message task's key (its
+    kind, message and part), so that the factor a message of the reference iteration is slowed by
+    applies to that message in every iteration, and in another graph of the same plan (a per-worker
+    run), as the compute stretch's per-layer times do."""
+
+    def __init__(self, graph, iteration: int) -> None:
+        graph.finish()
+        shared = np.array([lane not in _NOT_INTERFERING for _, lane in graph.resources] or [False])
+        self.comm = np.flatnonzero(shared[graph.resource])
+        kinds = [graph.kinds.index(k) for k in COMPUTE_KINDS if k in graph.kinds]
+        self.compute = np.flatnonzero(np.isin(graph.kind_id, kinds))
+        self.base_s = graph.duration_s[self.comm].copy()
+        self.key = message_keys(graph, self.comm)
+        self.ref = np.flatnonzero(graph.iteration[self.comm] == iteration)  # positions in ``comm``
+        self.keys, self.ref_key = np.unique(self.key[self.ref], return_inverse=True)
+        self.at_key = np.searchsorted(self.keys, self.key)  # each message task's key (where it has one)
+        self.keyed = (self.at_key < len(self.keys)) & (self.keys[np.minimum(self.at_key, len(self.keys) - 1)]
+                                                       == self.key) if len(self.keys) else np.zeros(len(self.key), bool)
+
+    def __call__(self, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Covered time and end-covered of the reference iteration's message tasks."""
+        begin = start[self.compute]
+        if np.any(begin[1:] < begin[:-1]):  # kept in the order they start: the next round's sorts have little to do
+            by_start = np.argsort(begin, kind="stable")
+            self.compute, begin = self.compute[by_start], begin[by_start]
+        busy = union(begin, end[self.compute])
+        ref = self.comm[self.ref]
+        return task_overlap(start[ref], end[ref], busy)
+
+    def factors(self, ref_s: np.ndarray) -> CommFactors:
+        """Per key, the factor the reference iteration's times ``ref_s`` slow its base time by."""
+        base = self.base_s[self.ref]
+        factor = np.divide(ref_s, base, out=np.ones_like(base), where=base > 0)
+        per_key = np.ones(len(self.keys))
+        np.maximum.at(per_key, self.ref_key, factor)
+        return CommFactors(self.keys, per_key)
+
+    def durations(self, factors: CommFactors) -> np.ndarray:
+        """Every message task's time under ``factors`` (a task whose key the reference iteration
+        lacks keeps its base time)."""
+        return self.base_s * np.where(self.keyed, factors.factor[np.minimum(self.at_key, len(self.keys) - 1)]
+                                      if len(self.keys) else 1.0, 1.0)
+
+
+class CommFactors(NamedTuple):
+    """Per message key (`message_keys`, sorted), the factor its time is slowed by."""
+
+    keys: np.ndarray
+    factor: np.ndarray
+
+    def apply(self, graph):
+        """A copy of ``graph`` whose message tasks take their base time times their key's factor."""
+        graph.finish()
+        out = copy.copy(graph)
+        out.duration_s = graph.duration_s.copy()
+        shared = np.array([lane not in _NOT_INTERFERING for _, lane in graph.resources] or [False])
+        comm = np.flatnonzero(shared[graph.resource])
+        if len(self.keys) and len(comm):
+            key = message_keys(graph, comm)
+            at = np.minimum(np.searchsorted(self.keys, key), len(self.keys) - 1)
+            out.duration_s[comm] *= np.where(self.keys[at] == key, self.factor[at], 1.0)
+        return out
+
+
+def message_keys(graph, tasks: np.ndarray) -> np.ndarray:
+    """One int64 per task from its kind (by name), message and part: the same message task gets the
+    same key in every iteration and in every graph lowered from the same plan."""
+    names = sorted(set(graph.kinds))
+    code = np.array([names.index(k) for k in graph.kinds], dtype=np.int64)
+    kind = code[graph.kind_id[tasks]]
+    message = graph.message[tasks].astype(np.int64) + 1
+    part = graph.part[tasks].astype(np.int64) + 1
+    return (kind << 42) | (message << 21) | part
+
+
+def comm_stretch(base_s: np.ndarray, current_s: np.ndarray, covered_s: np.ndarray, end_covered: np.ndarray,
+                 kappa_c: float) -> np.ndarray:
+    """The time ``d`` of a message of work ``base_s`` that makes ``1 / (1 + kappa_c)`` of its progress
+    while compute runs: ``d = t + k c(d)`` with ``k = kappa_c / (1 + kappa_c)`` and ``c`` the part of it
+    compute covers (`sim.core.channel.slowed_end`). From the last round (``current_s``, ``covered_s``,
+    ``end_covered``), ``c(d) = c + s (d - current)``, ``s`` 1 if compute ran at its end, else 0."""
+    k = kappa_c / (1.0 + kappa_c)
+    s = end_covered.astype(float)
+    covered = np.clip(covered_s, 0.0, current_s)
+    d = (base_s + k * (covered - s * current_s)) / (1.0 - k * s)
+    return np.clip(d, base_s, base_s * (1.0 + kappa_c))
 
 
 def fast_overlap(run, iteration: int) -> Overlap:

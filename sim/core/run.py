@@ -21,9 +21,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.core import engine as core_engine
-from sim.core import fast
+from sim.core import fast, interference
 from sim.core.backward_stretch import backward_times
-from sim.core.interference import GraphOverlap, fast_overlap, fixed_point, with_times
+from sim.core.interference import (
+    CommFactors,
+    CommOverlap,
+    GraphOverlap,
+    comm_stretch,
+    fast_overlap,
+    fixed_point,
+    stretch,
+    with_times,
+)
 from sim.core.lower import WorkerTimes, lower, retimed, task_count
 from sim.core.metrics import PHASE_KEYS, graph_figures, iterations_to_run
 from sim.core.plan import Plan
@@ -69,7 +78,7 @@ def time_plan(model, plan: Plan, costs, *, precision: str = "fp32", iterations: 
     if engine not in ENGINES:
         raise SimInputError(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}")
     costs = list(costs)
-    if plan.groups and any(_slowdown(c) > 0 for c in costs):
+    if plan.groups and any(_slowdown(c) > 0 or _comm_slowdown(c) > 0 for c in costs):
         return _time_with_interference(model, plan, costs, precision=precision, iterations=iterations,
                                        prefetch=prefetch, engine=engine, keep_timeline=keep_timeline)
     timing = _time_plan(model, plan, costs, precision=precision, iterations=iterations, prefetch=prefetch,
@@ -80,6 +89,10 @@ def time_plan(model, plan: Plan, costs, *, precision: str = "fp32", iterations: 
 
 def _slowdown(cost) -> float:
     return float(getattr(cost, "compute_slowdown", 0.0))
+
+
+def _comm_slowdown(cost) -> float:
+    return float(getattr(cost, "comm_slowdown", 0.0))
 
 
 def _without_slowdown(cost):
@@ -117,11 +130,14 @@ def interference_model(model, plan: Plan, cost, *, precision: str = "fp32", pref
 
 def _graph_fixed_point(model, plan: Plan, cost, precision: str, prefetch: bool):
     """`sim.core.interference.fixed_point` on the task graph: lowered once, each round re-timing
-    its compute tasks (`sim.core.lower.retimed`); the last round's ``(graph, start, end)``."""
+    its compute tasks (`sim.core.lower.retimed`); the last round's ``(graph, start, end)``.
+    With a ``comm_slowdown`` the rounds re-time the messages too (`graph_rounds`)."""
     kappa, cost = _slowdown(cost), _without_slowdown(cost)
     n_run = iterations_to_run(plan, 2)
     check_task_budget(model, plan, cost, precision, n_run)
     graph = lower(model, plan, cost, precision=precision, iterations=n_run, prefetch=prefetch)
+    if _comm_slowdown(cost) > 0:
+        return graph_rounds(graph, model, kappa, _comm_slowdown(cost), n_run - 2)[:3]
 
     rounds: list = []
 
@@ -144,6 +160,65 @@ def _graph_fixed_point(model, plan: Plan, cost, precision: str, prefetch: bool):
     solved = fixed_point(time_rows, overlap_of, model.fwd_s, model.bwd_s, np.array([kappa]))
     graph.forget()  # (the orders the rounds reused: not kept with the timeline)
     return solved
+
+
+def graph_rounds(graph, model, kappa: float, kappa_c: float, iteration: int):
+    """Interference both ways on a task graph, in rounds of one timing each: every round stretches
+    the compute of ``iteration`` as `sim.core.interference.fixed_point` does (``kappa``) and each
+    message of it by the compute it overlaps (`sim.core.interference.comm_stretch`, ``kappa_c``), a
+    factor per message that every iteration's copy of the message takes (as every iteration takes
+    the reference iteration's layer times); until no time moves by more than `TOLERANCE` of the
+    longest, at most `PASSES` + 1 timings. Returns ``(fwd, bwd, [graph, start, end], factors)``: the
+    last timing is of those compute times and message factors (`CommFactors`, None without ``kappa_c``)."""
+    fwd, bwd = np.asarray(model.fwd_s, float), np.asarray(model.bwd_s, float)
+    overlap = GraphOverlap(graph, model.layer_names, iteration) if kappa > 0 else None
+    comm = CommOverlap(graph, iteration) if kappa_c > 0 else None
+    factors = None if comm is None else CommFactors(comm.keys, np.ones(len(comm.keys)))
+    times = None
+    for n in range(interference.PASSES + 1):
+        # every round overwrites the graph's own durations (the messages' base times are kept apart)
+        timed = retimed(graph, fwd, bwd, graph.duration_s) if overlap is not None else graph
+        if comm is not None:
+            timed.duration_s[comm.comm] = comm.durations(factors)
+        start, end = core_engine.run(timed, out=times)
+        if n == interference.PASSES:
+            break
+        moved, scale = 0.0, max(float(np.max(fwd, initial=0.0)), float(np.max(bwd, initial=0.0)))
+        new_fwd, new_bwd, new_factors = fwd, bwd, factors
+        if overlap is not None:
+            ov = overlap(start, end)
+            new_fwd = stretch(model.fwd_s, fwd, ov.fwd_covered_s[0], ov.fwd_end_covered[0], kappa)
+            new_bwd = stretch(model.bwd_s, bwd, ov.bwd_covered_s[0], ov.bwd_end_covered[0], kappa)
+            moved = max(float(np.max(np.abs(new_fwd - fwd), initial=0.0)), float(np.max(np.abs(new_bwd - bwd), initial=0.0)))
+        if comm is not None:
+            covered, at_end = comm(start, end)
+            now = timed.duration_s[comm.comm[comm.ref]]
+            new = comm_stretch(comm.base_s[comm.ref], now, covered, at_end, kappa_c)
+            new_factors = comm.factors(new)
+            moved = max(moved, float(np.max(np.abs(new - now), initial=0.0)))
+            scale = max(scale, float(np.max(now, initial=0.0)))
+        if moved <= interference.TOLERANCE * scale:
+            break
+        fwd, bwd, factors = new_fwd, new_bwd, new_factors
+        times = (start, end)  # read no more: the next round's times go in them
+    graph.forget()
+    return fwd[None], bwd[None], [timed, start, end], factors
+
+
+def _general_interference(model, plan: Plan, cost, precision: str, prefetch: bool):
+    """Interference both ways for the general engine: ``(stretched model, message factors, the last round's
+    [graph, start, end] of the standard run)``. The compute stretch is `interference_model`'s (one pass where
+    the fast path's structure holds); the messages' factors come from rounds over the standard run's graph
+    (`graph_rounds`), jointly with the compute stretch elsewhere; any run of the plan applies them."""
+    kappa, kappa_c, bare = _slowdown(cost), _comm_slowdown(cost), _without_slowdown(cost)
+    n_run = iterations_to_run(plan, 2)
+    if fast.supports(plan, cost, model.num_layers):
+        model = interference_model(model, plan, cost, precision=precision, prefetch=prefetch, engine="general")
+        kappa = 0.0
+    check_task_budget(model, plan, bare, precision, n_run)
+    graph = lower(model, plan, bare, precision=precision, iterations=n_run, prefetch=prefetch)
+    fwd, bwd, kept, factors = graph_rounds(graph, model, kappa, kappa_c, n_run - 2)
+    return with_times(model, fwd[0], bwd[0]), factors, kept
 
 
 def _fast_fixed_point(model, plan: Plan, costs, precision: str, prefetch: bool, iterations: int):
@@ -169,7 +244,10 @@ def _solved_backward(model, plan: Plan, costs, prepared: fast.Layout, kappa=None
     """Per cost, the backward times interference stretches the model's to, solved task by task in
     one pass (`sim.core.backward_stretch`); None where a channel serves by priority (iterate instead)."""
     kappa = np.array([_slowdown(c) for c in costs]) if kappa is None else kappa
-    return backward_times(model.bwd_s, prepared.t_c_s, model.num_layers - 1 - prepared.lowest, plan.lag_s,
+    # while the backward pass runs, each message takes 1 + comm_slowdown times its time (`sim.core.channel`)
+    k1 = fast.comm_k1(costs)
+    t_c = prepared.t_c_s if np.all(k1 == 1.0) else prepared.t_c_s * k1[:, None]
+    return backward_times(model.bwd_s, t_c, model.num_layers - 1 - prepared.lowest, plan.lag_s,
                           plan.after_backward, kappa)
 
 
@@ -185,7 +263,16 @@ def _time_with_interference(model, plan: Plan, costs, **kw) -> Timing:
         return Timing(run.iteration_time_s, phases, _Timelines(run, None, kw["iterations"]), True)
     rows = []
     for cost in costs:
-        if _slowdown(cost) > 0 and _reuses_fixed_point(plan, cost, model.num_layers, **kw):
+        if _comm_slowdown(cost) > 0:  # the general engine, messages slowed by a factor each
+            stretched, factors, kept = _general_interference(model, plan, cost, kw["precision"], kw["prefetch"])
+            if iterations_to_run(plan, kw["iterations"]) != iterations_to_run(plan, 2):
+                n_run = iterations_to_run(plan, kw["iterations"])
+                graph = lower(stretched, plan, _without_slowdown(cost), precision=kw["precision"], iterations=n_run,
+                              prefetch=kw["prefetch"])
+                graph = factors.apply(graph)
+                kept = [graph, *core_engine.run(graph)]
+            timing = _graph_timing([kept], 1, plan, kw["iterations"], kw["keep_timeline"])
+        elif _slowdown(cost) > 0 and _reuses_fixed_point(plan, cost, model.num_layers, **kw):
             fwd, bwd, kept = _graph_fixed_point(model, plan, cost, kw["precision"], kw["prefetch"])
             stretched = with_times(model, fwd[0], bwd[0])  # its last round is the run of these times
             timing = _graph_timing([kept], 1, plan, kw["iterations"], kw["keep_timeline"])
@@ -380,11 +467,17 @@ def time_workers(model, plan: Plan, cost, times: WorkerTimes, *, precision: str 
     for all workers' gradients. With identical workers every worker's tasks
     take the aggregate run's times, to the bit.
     """
-    if _slowdown(cost) > 0:  # every worker's compute stretched as in the aggregate run (`interference_model`)
+    factors = None
+    general = not (engine == "auto" and fast.supports(plan, cost, model.num_layers))
+    if general and _comm_slowdown(cost) > 0:  # compute and messages as in the aggregate run (`_general_interference`)
+        stretched, factors, _ = _general_interference(model, plan, cost, precision, prefetch)
+        times = dataclasses.replace(times, models=tuple(_stretched_like(m, model, stretched) for m in times.models))
+        model, cost = stretched, _without_slowdown(dataclasses.replace(cost, comm_slowdown=0.0))
+    elif _slowdown(cost) > 0:  # every worker's compute stretched as in the aggregate run (`interference_model`)
         stretched = interference_model(model, plan, cost, precision=precision, prefetch=prefetch, engine=engine)
         times = dataclasses.replace(times, models=tuple(_stretched_like(m, model, stretched) for m in times.models))
         model, cost = stretched, _without_slowdown(cost)
-    if engine == "auto" and fast.supports(plan, cost, model.num_layers):
+    if not general:
         run = fast.evaluate(model, plan, [cost], precision=precision, iterations=iterations, prefetch=prefetch,
                             times=times)
         update_s = (run.update_end_s - run.update_start_s).T
@@ -392,6 +485,8 @@ def time_workers(model, plan: Plan, cost, times: WorkerTimes, *, precision: str 
                 functools.partial(run.timeline, None))
     check_task_budget(model, plan, cost, precision, iterations, times.workers)
     graph = lower(model, plan, cost, precision=precision, iterations=iterations, prefetch=prefetch, times=times)
+    if factors is not None:  # each message slowed by the aggregate run's factor
+        graph = factors.apply(graph)
     start, end = core_engine.run(graph)
     shape = (iterations, times.workers)
     update_end, backward_end, update_s = np.full(shape, -np.inf), np.full(shape, -np.inf), np.zeros(shape)

@@ -31,11 +31,12 @@ def running_ends(start: float, durations: list[float]) -> list[float]:
 
 def evaluate_row(fwd_s: list[float], bwd_rev_s: list[float], io_s: float, h2d_s: float, update_s: float,
                  t_c_s: list[float], lowest_at: list[int], lag_s: list[float] | None, after_backward: bool,
-                 iterations: int, prefetch: bool) -> dict[str, np.ndarray]:
+                 iterations: int, prefetch: bool, comm_k1: float = 1.0) -> dict[str, np.ndarray]:
     """Task times of ``iterations`` iterations of one row, as ``FastRun`` fields of shape (1, ...).
 
     ``bwd_rev_s`` runs in backward order (layer n-1 first); ``lowest_at`` is each
-    message's lowest layer's position in that order, ``lag_s`` its release lag (None: none).
+    message's lowest layer's position in that order, ``lag_s`` its release lag (None: none);
+    ``comm_k1``: ``1 + comm_slowdown`` (`sim.core.channel.slowed_end`).
     """
     n, n_b, n_msg = len(fwd_s), len(bwd_rev_s), len(t_c_s)
     flat: list[float] = []  # per iteration: the scalars, forward ends, backward ends, message starts and ends
@@ -55,7 +56,7 @@ def evaluate_row(fwd_s: list[float], bwd_rev_s: list[float], io_s: float, h2d_s:
                 ready = [r + lag for r, lag in zip(ready, lag_s, strict=True)]
             if after_backward:
                 ready = [r if r > done else done for r in ready]
-            c_start, c_end = channel_row(free, ready, t_c_s)
+            c_start, c_end = channel_row(free, ready, t_c_s, None, None if comm_k1 == 1.0 else (done, comm_k1))
             free = max(c_end)
             update_start = max(done, free)
         else:
