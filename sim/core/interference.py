@@ -155,16 +155,17 @@ class CommOverlap:
     def __init__(self, graph, iteration: int) -> None:
         graph.finish()
         shared = np.array([lane not in _NOT_INTERFERING for _, lane in graph.resources] or [False])
-        self.comm = np.flatnonzero(shared[graph.resource])
+        self.comm = np.flatnonzero(shared[graph.resource]).astype(np.int32)
         kinds = [graph.kinds.index(k) for k in COMPUTE_KINDS if k in graph.kinds]
-        self.compute = np.flatnonzero(np.isin(graph.kind_id, kinds))
-        self.base_s = graph.duration_s[self.comm].copy()
-        self.key = message_keys(graph, self.comm)
+        self.compute = np.flatnonzero(np.isin(graph.kind_id, kinds)).astype(np.int32)
+        self.base_s = graph.duration_s[self.comm]
+        key = message_keys(graph, self.comm)
         self.ref = np.flatnonzero(graph.iteration[self.comm] == iteration)  # positions in ``comm``
-        self.keys, self.ref_key = np.unique(self.key[self.ref], return_inverse=True)
-        self.at_key = np.searchsorted(self.keys, self.key)  # each message task's key (where it has one)
-        self.keyed = (self.at_key < len(self.keys)) & (self.keys[np.minimum(self.at_key, len(self.keys) - 1)]
-                                                       == self.key) if len(self.keys) else np.zeros(len(self.key), bool)
+        self.keys, self.ref_key = np.unique(key[self.ref], return_inverse=True)
+        # each message task's key, or len(keys) for a task whose key the reference iteration lacks
+        at = np.minimum(np.searchsorted(self.keys, key), max(len(self.keys) - 1, 0))
+        found = self.keys[at] == key if len(self.keys) else np.zeros(len(key), bool)
+        self.at_key = np.where(found, at, len(self.keys)).astype(np.int32)
 
     def __call__(self, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Covered time and end-covered of the reference iteration's message tasks."""
@@ -187,8 +188,7 @@ class CommOverlap:
     def durations(self, factors: CommFactors) -> np.ndarray:
         """Every message task's time under ``factors`` (a task whose key the reference iteration
         lacks keeps its base time)."""
-        return self.base_s * np.where(self.keyed, factors.factor[np.minimum(self.at_key, len(self.keys) - 1)]
-                                      if len(self.keys) else 1.0, 1.0)
+        return self.base_s * np.append(factors.factor, 1.0)[self.at_key]
 
 
 class CommFactors(NamedTuple):
