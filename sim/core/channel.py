@@ -46,20 +46,15 @@ def chain_ends(start: np.ndarray, durations: np.ndarray) -> np.ndarray:
 
 def slowed_end(start_s: float, t_c_s: float, busy_until_s: float, k1: float) -> float:
     """End of a message of work ``t_c_s`` started at ``start_s`` when compute runs until
-    ``busy_until_s`` and slows it ``k1 = 1 + comm_slowdown`` times while it does."""
-    if start_s >= busy_until_s:
+    ``busy_until_s`` and slows it ``k1 = 1 + comm_slowdown`` times while it does: ``start + t +
+    min(t (k1 - 1), max(busy_until - start, 0) (1 - 1/k1))`` (the first term while the whole
+    message runs beside compute, the second once compute ends first; 0 when it starts after)."""
+    left = busy_until_s - start_s
+    if left <= 0.0:
         return start_s + t_c_s
-    slowed = start_s + t_c_s * k1
-    if slowed <= busy_until_s:
-        return slowed
-    return busy_until_s + t_c_s - (busy_until_s - start_s) / k1
-
-
-def _slowed_ends(start: np.ndarray, t_c: np.ndarray, busy_until: np.ndarray, k1: np.ndarray) -> np.ndarray:
-    """`slowed_end` over rows."""
-    slowed = start + t_c * k1
-    crossing = busy_until + t_c - (busy_until - start) / k1
-    return np.where(start >= busy_until, start + t_c, np.where(slowed <= busy_until, slowed, crossing))
+    extra = t_c_s * (k1 - 1.0)
+    during = left * (1.0 - 1.0 / k1)
+    return start_s + t_c_s + (extra if extra < during else during)
 
 
 def channel(free_s: np.ndarray, ready_s: np.ndarray, t_c_s: np.ndarray, busy_until_s: np.ndarray | None = None,
@@ -82,9 +77,18 @@ def channel(free_s: np.ndarray, ready_s: np.ndarray, t_c_s: np.ndarray, busy_unt
     if rows >= _ROWS_FOR_NUMPY_SCAN and in_order.all():
         e = free_s.copy()
         t_c_s = np.broadcast_to(t_c_s, (rows, n_msg))
+        if slow:  # `slowed_end`'s arithmetic over rows: the extra time of each message if all slowed
+            extra = t_c_s * (k1 - 1.0)[:, None]
+            shrink = 1.0 - 1.0 / k1
+            left = np.empty(rows)
         for g in range(n_msg):
             s = np.maximum(e, ready_s[:, g])
-            e = _slowed_ends(s, t_c_s[:, g], busy_until_s, k1) if slow else s + t_c_s[:, g]
+            e = s + t_c_s[:, g]
+            if slow:
+                np.subtract(busy_until_s, s, out=left)
+                np.maximum(left, 0.0, out=left)
+                left *= shrink
+                e += np.minimum(extra[:, g], left)
             start[:, g] = s
             end[:, g] = e
         return start, end
@@ -127,12 +131,18 @@ def _slowed_in_order(free_s: float, ready_s: list[float], t_c_s: list[float], bu
     """`channel_row` of messages released in plan order, slowed by compute (`slowed_end`)."""
     start: list[float] = []
     end: list[float] = []
-    e = free_s
-    for rd, tc in zip(ready_s, t_c_s, strict=True):
+    add_start, add_end = start.append, end.append
+    e, shrink, k = free_s, 1.0 - 1.0 / k1, k1 - 1.0
+    for rd, tc in zip(ready_s, t_c_s, strict=True):  # `slowed_end`, inline
         s = rd if rd > e else e
-        e = slowed_end(s, tc, busy_until_s, k1)
-        start.append(s)
-        end.append(e)
+        left = busy_until_s - s
+        if left <= 0.0:
+            e = s + tc
+        else:
+            extra, during = tc * k, left * shrink
+            e = s + tc + (extra if extra < during else during)
+        add_start(s)
+        add_end(e)
     return start, end
 
 

@@ -246,11 +246,10 @@ def evaluate(
         work = _Work.of(model, times, len(costs), iterations)
     arrays = _Arrays(work.rows, iterations, model.num_layers, len(plan.groups), 1 if times is not None else work.rows)
     lag = np.asarray(plan.lag_s, dtype=float) if plan.lag_s else np.zeros(len(plan.groups))  # Horovod's ticks
-    free = np.full(arrays.c_start.shape[0], -np.inf)  # when the channel is next free
+    free, k1 = np.full(arrays.c_start.shape[0], -np.inf), comm_k1(costs)  # when the channel is next free
     for k in range(iterations):
         arrays.compute(k, work, prefetch)
-        free = arrays.communicate(k, work, plan, t_c, lag, model.num_layers - 1 - lowest, free, times is not None,
-                                  comm_k1(costs))
+        free = arrays.communicate(k, work, plan, t_c, lag, model.num_layers - 1 - lowest, free, times is not None, k1)
     a = arrays
     return FastRun(model, plan.groups, model.gradient_bytes(precision), group_bytes, a.io_start, a.io_end, a.h2d_start,
                    a.h2d_end, a.fwd_start, a.fwd_end, a.bwd_end, a.upd_start, a.upd_end, a.c_start, a.c_end)
