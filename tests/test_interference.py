@@ -362,3 +362,20 @@ def test_one_pass_is_what_the_general_engines_rounds_converge_to(case):
     assert fast_res.metrics["interference_s"] == pytest.approx(rounds.metrics["interference_s"], rel=1e-9,
                                                                abs=settled_s)
     assert fast_res.iteration_time_s == pytest.approx(rounds.iteration_time_s, rel=1e-9)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_interfering_runs(), st.floats(0.0, sim.core.cost.MAX_COMPUTE_SLOWDOWN))
+def test_communication_slowed_by_compute_never_shortens_an_iteration(case, kappa_c):
+    """On the fast path's schedulers (Horovod's ticks too), with compute slowed as well or not, a
+    message that runs slower beside the backward pass can only delay what follows it. (The general
+    engine's list schedules can finish sooner when a task is delayed, Graham's anomaly: not held.)"""
+    model, cluster, run = case
+    plain = dataclasses.replace(cluster, comm_slowdown=0.0)
+    slowed = dataclasses.replace(cluster, comm_slowdown=kappa_c)
+    pair = _both(lambda: sim.simulate(model, plain, batch_size=8, **run),
+                 lambda: sim.simulate(model, slowed, batch_size=8, **run))
+    assume(pair is not None)
+    before, after = pair
+    assert after.iteration_time_s >= before.iteration_time_s * (1 - 1e-12)
+    assert after.metrics["comm_s"] >= before.metrics["comm_s"] * (1 - 1e-12)
