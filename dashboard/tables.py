@@ -60,6 +60,19 @@ def short_layers(joined: str, limit: int = 3) -> str:
     return ", ".join(names[:limit]) + f" … (+{len(names) - limit} more)"
 
 
+def interference_note(metrics: Mapping, cluster) -> str:
+    """One sentence on the interference a run was timed with, both ways (``data/interference.csv``):
+    what the Timeline's bars already include, named so a reader can see and switch it."""
+    kappa, kappa_c = cluster.compute_slowdown_of_link(), cluster.comm_slowdown_of_link()
+    if kappa <= 0 and kappa_c <= 0:
+        return "Interference is off: compute and communication beside each other run at their own speed."
+    added_ms = 1e3 * float(metrics.get("interference_s", 0.0))
+    return (f"Interference is in the bars: compute beside communication runs up to {1 + kappa:.2f}× as long "
+            f"(κ = {kappa:g}; +{added_ms:.1f} ms of compute here), and a message beside the backward pass "
+            f"makes 1/{1 + kappa_c:.2f} of its progress (κc = {kappa_c:g}); `--no-interference` or "
+            "`interference=False` turns both off.")
+
+
 def overlap_pct(hidden_s, comm_s):
     """Hidden ÷ all communication × 100, as HTA reports overlap; NaN without communication.
 

@@ -48,7 +48,8 @@ with chart:
              svg=lambda: figures.gantt_svg(res.timeline, title), own_style=True)
     st.caption("Hover a bar for its layer, bytes, start and duration. All-reduce messages are outlined and filled "
                "light where they are hidden behind compute, red where they are exposed (the GPU waits); "
-               "a merged message is labelled with its group and layer count, e.g. *g3 (5 layers)*.")
+               "a merged message is labelled with its group and layer count, e.g. *g3 (5 layers)*. "
+               + tables.interference_note(m, res.cluster))
 
 
 with figures_col:

@@ -463,3 +463,18 @@ class TestLargeTimelines:
         assert merged["start_ms"].min() == pytest.approx(bars["start_ms"].min())
         assert end.max() == pytest.approx((bars["start_ms"] + bars["duration_ms"]).max())
         assert len(merged) <= 50 * bars.groupby(["lane", "kind"]).ngroups
+
+
+def test_the_timeline_names_the_interference_it_was_timed_with():
+    """The sentence under the Timeline states both coefficients the run used and the compute they added."""
+    from dashboard.tables import interference_note
+
+    model = sim.load_model("resnet50")
+    on = sim.Cluster(gpus=16, gpus_per_node=4, network="10gbe", compute_slowdown=0.5, comm_slowdown=0.25)
+    res = sim.simulate(model, on, "wfbp", batch_size=32)
+    note = interference_note(res.metrics, res.cluster)
+    assert "κ = 0.5;" in note and "κc = 0.25" in note and "1/1.25" in note
+    assert f"+{1e3 * res.metrics['interference_s']:.1f} ms" in note and res.metrics["interference_s"] > 0
+    off = sim.Cluster(gpus=16, gpus_per_node=4, network="10gbe", interference=False)
+    assert interference_note(sim.simulate(model, off, "wfbp", batch_size=32).metrics, off).startswith(
+        "Interference is off")
