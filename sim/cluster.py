@@ -21,7 +21,7 @@ from sim.comm import (
 from sim.core.cost import MAX_COMPUTE_SLOWDOWN
 from sim.errors import SimInputError
 from sim.frameworks import AUTO, MAX_LAUNCH_US, get_framework, resolve_framework, with_framework
-from sim.interference import comm_slowdown, compute_slowdown
+from sim.interference import coefficient
 from sim.jitter import MAX_SYNC_JITTER_CV, default_sync_jitter_cv, sync_wait_factor
 from sim.topology import Topology, get_topology, network_regimes
 
@@ -233,17 +233,15 @@ class Cluster:
         if self.alpha_s is None:
             fw = resolve_framework(self.framework, scheduler, architecture, self.launch_us)
             cost = with_framework(cost, fw, gpu=self.gpu)
-        # a measured trace's compute already ran beside its communication: no stretch on top,
-        # unless a coefficient is given for it
-        measured = getattr(cost, "is_measured", False)
         if getattr(cost, "is_free", False):
             return cost
-        kappa = self.compute_slowdown_of_link()
-        if kappa > 0 and not (measured and self.compute_slowdown is None):
-            cost = dataclasses.replace(cost, compute_slowdown=kappa)
-        kappa_c = self.comm_slowdown_of_link()
-        if kappa_c > 0 and not (measured and self.comm_slowdown is None):
-            cost = dataclasses.replace(cost, comm_slowdown=kappa_c)
+        # a measured trace's compute already ran beside its communication: no slowdown on top,
+        # either way, unless a coefficient is given for it
+        measured = getattr(cost, "is_measured", False)
+        for name in ("compute_slowdown", "comm_slowdown"):
+            kappa = self._slowdown_of_link(name)
+            if kappa > 0 and not (measured and getattr(self, name) is None):
+                cost = dataclasses.replace(cost, **{name: kappa})
         return cost
 
     def sync_wait_factor(self) -> float:
@@ -254,23 +252,22 @@ class Cluster:
 
     def compute_slowdown_of_link(self) -> float:
         """Interference coefficient of the link the messages cross (0 when switched off)."""
-        if not self.interference:
-            return 0.0
-        if self.compute_slowdown is not None:
-            return float(self.compute_slowdown)
-        if self.alpha_s is not None:  # a fixed alpha-beta names no link
-            return 0.0
-        return compute_slowdown(self.network if self.gpus > self.gpus_per_node else self.intra)
+        return self._slowdown_of_link("compute_slowdown")
 
     def comm_slowdown_of_link(self) -> float:
         """The other way's coefficient for the link the messages cross (0 when switched off)."""
+        return self._slowdown_of_link("comm_slowdown")
+
+    def _slowdown_of_link(self, name: str) -> float:
+        """``name`` (``compute_slowdown`` or ``comm_slowdown``) as given, else the crossed link's
+        (``data/interference.csv``); 0 with interference off or a fixed alpha-beta, which names no link."""
         if not self.interference:
             return 0.0
-        if self.comm_slowdown is not None:
-            return float(self.comm_slowdown)
+        if getattr(self, name) is not None:
+            return float(getattr(self, name))
         if self.alpha_s is not None:
             return 0.0
-        return comm_slowdown(self.network if self.gpus > self.gpus_per_node else self.intra)
+        return coefficient(self.network if self.gpus > self.gpus_per_node else self.intra, name)
 
     def with_gpus(self, gpus: int) -> Cluster:
         return dataclasses.replace(self, gpus=gpus)

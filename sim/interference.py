@@ -16,7 +16,7 @@ import math
 from sim.catalog import DATA_DIR
 from sim.errors import SimInputError
 
-__all__ = ["COLUMNS", "INTERFERENCE_PATH", "comm_slowdown", "compute_slowdown"]
+__all__ = ["COLUMNS", "INTERFERENCE_PATH", "coefficient", "comm_slowdown", "compute_slowdown"]
 
 INTERFERENCE_PATH = DATA_DIR / "interference.csv"
 
@@ -43,13 +43,18 @@ def _interference() -> dict[str, dict[str, float]]:
     return out
 
 
+def coefficient(network: str, column: str) -> float:
+    """One of `COLUMNS` for a link preset (0 for a link the file does not list, such as a user preset)."""
+    return _interference().get(network, {}).get(column, 0.0)
+
+
 def compute_slowdown(network: str) -> float:
-    """Interference coefficient of a link preset (``data/interference.csv``; 0 for a link it does not list,
-    such as a user preset): overlapped compute runs ``1 + this x (overlapped fraction)`` times as long."""
-    return _interference().get(network, {}).get("compute_slowdown", 0.0)
+    """Interference coefficient of a link preset (``data/interference.csv``; 0 for a link it does not list):
+    overlapped compute runs ``1 + this x (overlapped fraction)`` times as long."""
+    return coefficient(network, "compute_slowdown")
 
 
 def comm_slowdown(network: str) -> float:
     """Interference coefficient the other way (0 for a link the file does not list): a message makes
     ``1 / (1 + this)`` of its progress while its worker computes."""
-    return _interference().get(network, {}).get("comm_slowdown", 0.0)
+    return coefficient(network, "comm_slowdown")

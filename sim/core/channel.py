@@ -74,9 +74,9 @@ def channel(free_s: np.ndarray, ready_s: np.ndarray, t_c_s: np.ndarray, busy_unt
     start = np.empty((rows, n_msg))
     end = np.empty((rows, n_msg))
     slow = k1 is not None and bool(np.any(k1 != 1.0))
+    t_c_s = np.broadcast_to(t_c_s, (rows, n_msg))
     if rows >= _ROWS_FOR_NUMPY_SCAN and in_order.all():
         e = free_s.copy()
-        t_c_s = np.broadcast_to(t_c_s, (rows, n_msg))
         if slow:  # `slowed_end`'s arithmetic over rows: the extra time of each message if all slowed
             extra = t_c_s * (k1 - 1.0)[:, None]
             shrink = 1.0 - 1.0 / k1
@@ -92,7 +92,6 @@ def channel(free_s: np.ndarray, ready_s: np.ndarray, t_c_s: np.ndarray, busy_unt
             start[:, g] = s
             end[:, g] = e
         return start, end
-    t_c_s = np.broadcast_to(t_c_s, (rows, n_msg))
     for r in range(rows):
         busy = (float(busy_until_s[r]), float(k1[r])) if slow and k1[r] != 1.0 else None
         start[r], end[r] = channel_row(float(free_s[r]), ready_s[r].tolist(), t_c_s[r].tolist(), bool(in_order[r]),
@@ -105,12 +104,13 @@ def channel_row(free_s: float, ready_s: list[float], t_c_s: list[float], in_orde
     """`channel` of one row on Python floats: the (start, end) lists of its messages.
     ``in_order``: whether the messages are released in plan order (checked if None);
     ``slowed``: ``(busy_until_s, k1)`` of `slowed_end`, or None (no slowdown)."""
-    if in_order is False or slowed is not None:
+    if slowed is not None:
         if in_order is None:
             in_order = all(map(operator.le, ready_s, ready_s[1:]))
-        if not in_order:
-            return channel_by_priority(free_s, ready_s, t_c_s, slowed)
-        return _slowed_in_order(free_s, ready_s, t_c_s, *slowed)
+        return _slowed_in_order(free_s, ready_s, t_c_s, *slowed) if in_order else \
+            channel_by_priority(free_s, ready_s, t_c_s, slowed)
+    if in_order is False:
+        return channel_by_priority(free_s, ready_s, t_c_s)
     start: list[float] = []
     end: list[float] = []
     add_start, add_end = start.append, end.append

@@ -236,8 +236,9 @@ def evaluate(
     """
     costs = [costs] if isinstance(costs, CommCost) else list(costs)
     group_bytes, lowest, t_c = prepared if prepared is not None else layout(model, plan, costs, precision)
+    k1 = comm_k1(costs)
     if times is None and t_c.shape[0] == 1:  # one row: the same recurrences on Python floats
-        return _one_row(model, plan, Layout(group_bytes, lowest, t_c), compute_s, precision, iterations, prefetch, costs)
+        return _one_row(model, plan, Layout(group_bytes, lowest, t_c), compute_s, precision, iterations, prefetch, k1[0])
     if compute_s is not None:
         fwd, bwd = compute_s
         work = _Work(fwd.shape[0], float(model.io_s), float(model.h2d_s), float(model.update_s), fwd,
@@ -246,7 +247,7 @@ def evaluate(
         work = _Work.of(model, times, len(costs), iterations)
     arrays = _Arrays(work.rows, iterations, model.num_layers, len(plan.groups), 1 if times is not None else work.rows)
     lag = np.asarray(plan.lag_s, dtype=float) if plan.lag_s else np.zeros(len(plan.groups))  # Horovod's ticks
-    free, k1 = np.full(arrays.c_start.shape[0], -np.inf), comm_k1(costs)  # when the channel is next free
+    free = np.full(arrays.c_start.shape[0], -np.inf)  # when the channel is next free
     for k in range(iterations):
         arrays.compute(k, work, prefetch)
         free = arrays.communicate(k, work, plan, t_c, lag, model.num_layers - 1 - lowest, free, times is not None, k1)
@@ -276,14 +277,14 @@ def comm_k1(costs) -> np.ndarray:
 
 
 def _one_row(model, plan: Plan, prepared: Layout, compute_s, precision: str, iterations: int,
-             prefetch: bool, costs) -> FastRun:
+             prefetch: bool, k1: float) -> FastRun:
     """`evaluate` of one row by `sim.core.scalar.evaluate_row`."""
     fwd, bwd = compute_s if compute_s is not None else (model.fwd_s[None], model.bwd_s[None])
     row = evaluate_row(fwd[0].tolist(), bwd[0, ::-1].tolist(), float(model.io_s), float(model.h2d_s),
                        float(model.update_s), prepared.t_c_s[0].tolist(),
                        (model.num_layers - 1 - prepared.lowest).tolist(),
                        list(plan.lag_s) if plan.lag_s else None, plan.after_backward,
-                       iterations, prefetch, float(comm_k1(costs)[0]))
+                       iterations, prefetch, float(k1))
     return FastRun(model, plan.groups, model.gradient_bytes(precision), prepared.group_bytes, **row)
 
 

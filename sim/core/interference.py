@@ -37,9 +37,9 @@ import numpy as np
 from sim.core.intervals import covered_before, union
 from sim.core.lower import COMPUTE_LANES, LAUNCH_LANE
 
-__all__ = ["COMPUTE_KINDS", "PASSES", "TOLERANCE", "CommFactors", "CommOverlap", "GraphOverlap", "Overlap", "comm_stretch",
-           "fast_overlap", "fast_overlap_fractions", "fixed_point", "message_keys", "overlap_fractions", "per_layer", "stretch",
-           "stretched_model", "task_overlap", "timeline_overlap", "with_times"]
+__all__ = ["COMPUTE_KINDS", "PASSES", "TOLERANCE", "CommFactors", "CommOverlap", "GraphOverlap", "Overlap", "comm_mask",
+           "comm_stretch", "fast_overlap", "fast_overlap_fractions", "fixed_point", "key_positions", "message_keys",
+           "overlap_fractions", "per_layer", "stretch", "stretched_model", "task_overlap", "timeline_overlap", "with_times"]
 
 #: Lanes whose tasks do not slow compute: the worker's own, and the framework's launches on the host.
 _NOT_INTERFERING = COMPUTE_LANES + (LAUNCH_LANE,)
@@ -122,8 +122,7 @@ class GraphOverlap:
         graph.finish()
         near = np.abs(graph.iteration - iteration) <= 1
         # communication on any channel, this iteration or beside
-        shared = np.array([lane not in _NOT_INTERFERING for _, lane in graph.resources] or [False])
-        self.comm = np.flatnonzero(near & shared[graph.resource])
+        self.comm = np.flatnonzero(near & comm_mask(graph))
         place = {name: i for i, name in enumerate(layer_names)}
         to_layer = np.array([place.get(str(name), -1) for name in graph.layer_names] + [-1], dtype=np.int64)
         worker0 = (graph.iteration == iteration) & (graph.worker == 0)
@@ -154,18 +153,14 @@ class CommOverlap:
 
     def __init__(self, graph, iteration: int) -> None:
         graph.finish()
-        shared = np.array([lane not in _NOT_INTERFERING for _, lane in graph.resources] or [False])
-        self.comm = np.flatnonzero(shared[graph.resource]).astype(np.int32)
+        self.comm = np.flatnonzero(comm_mask(graph)).astype(np.int32)
         kinds = [graph.kinds.index(k) for k in COMPUTE_KINDS if k in graph.kinds]
         self.compute = np.flatnonzero(np.isin(graph.kind_id, kinds)).astype(np.int32)
         self.base_s = graph.duration_s[self.comm]
         key = message_keys(graph, self.comm)
         self.ref = np.flatnonzero(graph.iteration[self.comm] == iteration)  # positions in ``comm``
         self.keys, self.ref_key = np.unique(key[self.ref], return_inverse=True)
-        # each message task's key, or len(keys) for a task whose key the reference iteration lacks
-        at = np.minimum(np.searchsorted(self.keys, key), max(len(self.keys) - 1, 0))
-        found = self.keys[at] == key if len(self.keys) else np.zeros(len(key), bool)
-        self.at_key = np.where(found, at, len(self.keys)).astype(np.int32)
+        self.at_key = key_positions(self.keys, key)
 
     def __call__(self, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Covered time and end-covered of the reference iteration's message tasks."""
@@ -188,7 +183,7 @@ class CommOverlap:
     def durations(self, factors: CommFactors) -> np.ndarray:
         """Every message task's time under ``factors`` (a task whose key the reference iteration
         lacks keeps its base time)."""
-        return self.base_s * np.append(factors.factor, 1.0)[self.at_key]
+        return self.base_s * factors.of(self.at_key)
 
 
 class CommFactors(NamedTuple):
@@ -197,18 +192,32 @@ class CommFactors(NamedTuple):
     keys: np.ndarray
     factor: np.ndarray
 
+    def of(self, at_key: np.ndarray) -> np.ndarray:
+        """The factor at each of `key_positions`' positions (1 where a key is not here)."""
+        return np.append(self.factor, 1.0)[at_key]
+
     def apply(self, graph):
         """A copy of ``graph`` whose message tasks take their base time times their key's factor."""
         graph.finish()
         out = copy.copy(graph)
         out.duration_s = graph.duration_s.copy()
-        shared = np.array([lane not in _NOT_INTERFERING for _, lane in graph.resources] or [False])
-        comm = np.flatnonzero(shared[graph.resource])
-        if len(self.keys) and len(comm):
-            key = message_keys(graph, comm)
-            at = np.minimum(np.searchsorted(self.keys, key), len(self.keys) - 1)
-            out.duration_s[comm] *= np.where(self.keys[at] == key, self.factor[at], 1.0)
+        comm = np.flatnonzero(comm_mask(graph))
+        out.duration_s[comm] *= self.of(key_positions(self.keys, message_keys(graph, comm)))
         return out
+
+
+def comm_mask(graph) -> np.ndarray:
+    """Which of a (finished) graph's tasks are communication that interferes: on a lane other than a
+    worker's own and the framework's launches."""
+    shared = np.array([lane not in _NOT_INTERFERING for _, lane in graph.resources] or [False])
+    return shared[graph.resource]
+
+
+def key_positions(keys: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Where each of ``key`` sits in the sorted ``keys``, or ``len(keys)`` where it is not there."""
+    at = np.minimum(np.searchsorted(keys, key), max(len(keys) - 1, 0))
+    found = keys[at] == key if len(keys) else np.zeros(len(key), bool)
+    return np.where(found, at, len(keys)).astype(np.int32)
 
 
 def message_keys(graph, tasks: np.ndarray) -> np.ndarray:
