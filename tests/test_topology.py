@@ -16,7 +16,7 @@ from sim.topology import get_topology, topologies
 
 EDR = 8 / (96 * 1e9)  # ib-edr-100 effective 96 Gb/s
 PATH = get_network("pcie3").beta_s_per_byte  # pcie3's effective rate (fitted, data/networks.csv)
-NVL = 8 / (960 * 1e9)  # nvlink2 effective 960 Gb/s
+NVL = get_network("nvlink2").beta_s_per_byte  # nvlink2's effective rate (fitted, data/networks.csv)
 
 
 def cli(*argv):

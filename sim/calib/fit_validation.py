@@ -1,17 +1,19 @@
 """Fit the model's free parameters on the calibration cases; report the rest.
 
-Five values are not datasheet or micro-benchmark figures but fitted to
+These values are not datasheet or micro-benchmark figures but fitted to
 published training throughputs (`FITTED`): the effective rates of the
-``pcie3`` and ``100gbe`` presets and the per-message launch costs of the
-``horovod`` and ``bytescheduler`` frameworks (in ``data/``), and the share of
-the network's rate BytePS push and pull reach
+``pcie3``, ``100gbe`` and ``nvlink2`` presets, the per-message launch costs of
+the ``horovod`` and ``bytescheduler`` frameworks, the interference
+coefficients both ways and the jitter between GPUs (in ``data/``), and the
+share of the network's rate BytePS push and pull reach
 (`sim.methods.BYTEPS_TCP_LINK_EFFICIENCY`). Each is fitted on its own
 declared subset of the validation cases whose ``split`` is ``calibration``
 (``data/validation/cases.csv``), chosen so that the subset isolates it:
 
 * a link rate on the BSP-A2A rows (one fused all-reduce after the backward
   pass, so the iteration is compute plus one message): the one-node rows for
-  the intra-node link, the multi-node rows for the network;
+  the intra-node link, the multi-node rows for the network; ``nvlink2``, which
+  no survey row uses, on NVIDIA's DGX-1 calibration rows (one node, DDP);
 * a framework's launch on the 8-GPU rows of a method that sends one message
   per tensor (WFBP-A2A for Horovod) or per partition (ByteScheduler-A2A);
 * the parameter server's link efficiency on its 8- and 32-GPU rows.
@@ -67,6 +69,8 @@ class FittedParameter:
             return calib & cases["method"].map(lambda m: m in METHODS and METHODS[m].architecture == "ps")
         if self.kind == "link" and self.name == "pcie3":
             return calib & (cases["method"] == "BSP-A2A") & one_node & (cases["intra"] == self.name)
+        if self.kind == "link" and self.name == "nvlink2":  # NVIDIA's DGX-1 rows: no survey method there
+            return calib & one_node & (cases["intra"] == self.name)
         if self.kind == "link":
             return calib & (cases["method"] == "BSP-A2A") & ~one_node & (cases["network"] == self.name)
         method = {HOROVOD: "WFBP-A2A", BYTESCHEDULER: "ByteScheduler-A2A"}[self.name]
@@ -76,6 +80,8 @@ class FittedParameter:
 FITTED = (
     FittedParameter("link", "pcie3", 10.0, 126.0, "BSP-A2A calibration rows inside one node"),
     FittedParameter("link", "100gbe", 2.0, 100.0, "BSP-A2A calibration rows across 100 GbE nodes"),
+    FittedParameter("link", "nvlink2", 50.0, 1200.0,
+                    "DGX-1 calibration rows: BERT-Large SQuAD, 8 GPUs, the 16G table (DDP)"),
     FittedParameter("launch", HOROVOD, 0.0, 20_000.0, "WFBP-A2A calibration rows (8 GPUs)"),
     FittedParameter("launch", BYTESCHEDULER, 0.0, 20_000.0, "ByteScheduler-A2A calibration rows (8 GPUs)"),
     FittedParameter("ps", "ps_link_efficiency", 0.05, 1.0, "parameter-server calibration rows (8 and 32 GPUs)"),
@@ -196,6 +202,8 @@ def ablation(cases: pd.DataFrame | None = None) -> pd.DataFrame:
         "no framework costs (framework none)": (cases, {"overrides": {"framework": "none"}}),
         "no interference": (cases, {"slowdowns": dict.fromkeys(links, 0.0), "comm_slowdowns": dict.fromkeys(links, 0.0)}),
         "no communication slowed by compute (comm_slowdown 0)": (cases, {"comm_slowdowns": dict.fromkeys(links, 0.0)}),
+        "nvlink2 at 960 Gb/s (6 x 20 GB/s payload: an isolated all-reduce's rate, not fitted)":
+            (cases, {"links": {"nvlink2": 960.0}}),
         "without ByteScheduler's per-partition launch (a bare NCCL call per partition)":
             (cases.assign(framework=cases["framework"].where(~bytescheduler, "nccl")), {}),
         **{f"waiting for the slowest GPU, sync_jitter_cv {cv} (a what-if: the fit gives 0)":

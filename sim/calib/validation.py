@@ -64,8 +64,9 @@ CASE_COLUMNS = (
 )
 #: Optional case columns and their defaults: the framework the case ran on (`sim.frameworks`) and the
 #: case's part in fitting (`SPLITS`): parameters are fitted on ``calibration`` cases only
-#: (`sim.calib.fit_validation`), and the error is reported on the ``held-out`` rest.
-OPTIONAL_COLUMNS = {"framework": "auto", "split": "held-out"}
+#: (`sim.calib.fit_validation`), and the error is reported on the ``held-out`` rest; the node's
+#: topology (`sim.topology`: ``flat``, or ``dgx1-4nic`` for NVIDIA's DGX-1 rows). An empty cell takes the default.
+OPTIONAL_COLUMNS = {"framework": "auto", "split": "held-out", "topology": "flat"}
 SPLITS = ("calibration", "held-out")
 
 
@@ -81,8 +82,7 @@ def load_cases(path: Path | str = CASES_PATH) -> pd.DataFrame:
     if table["case"].duplicated().any():
         raise SimInputError(f"{Path(path).name}: duplicate case names")
     for column, default in OPTIONAL_COLUMNS.items():
-        if column not in table.columns:
-            table[column] = default
+        table[column] = table[column].replace("", default) if column in table.columns else default
     bad = table.loc[~table["split"].isin(SPLITS), "case"]
     if len(bad):
         raise SimInputError(f"{Path(path).name}: case {bad.iloc[0]}: split must be one of {', '.join(SPLITS)}")
@@ -160,6 +160,7 @@ def _cluster(row, links: dict | None = None, slowdowns: dict | None = None,
     return Cluster(gpus=int(row.gpus), gpus_per_node=int(row.gpus_per_node), network=row.network,
                    intra=row.intra, collective=row.collective, gpu=row.gpu,
                    framework=getattr(row, "framework", "auto") or "auto",
+                   topology=getattr(row, "topology", "flat") or "flat",
                    network_gbps=links.get(row.network), intra_gbps=links.get(row.intra),
                    compute_slowdown=slowdowns.get(crossed), comm_slowdown=comm_slowdowns.get(crossed),
                    sync_jitter_cv=sync_jitter_cv)
