@@ -16,6 +16,10 @@ from dashboard.upload import MAX_UPLOAD_MB, model_from_csv_text, read_layer_csv
 __all__ = ["render"]
 
 _BIND = "query-params"
+#: Help of the cluster's select boxes that need one.
+_HELP = {"topo": "How the node is built (data/topologies.csv): flat, the model without a topology; dgx1 and "
+                 "dgx1-4nic (NVLink hybrid cube-mesh: fewer rings over fewer GPUs; one or four NICs) need "
+                 "NVLink2 inside the node; pcie-2socket, 4 PCIe GPUs over two sockets and one NIC."}
 
 
 def _upload() -> None:
@@ -82,9 +86,11 @@ def render() -> None:
         for label, key, options in (
             ("Between nodes", "net", state.network_options("inter")),
             ("Inside a node", "intra", state.network_options("intra")),
+            ("Node topology", "topo", state.topology_options()),
             ("All-reduce", "coll", state.collective_options()),
         ):
-            st.selectbox(label, options, index=state.index_of(key, options), key=key, bind=_BIND)
+            st.selectbox(label, options, index=state.index_of(key, options), key=key, bind=_BIND,
+                         help=_HELP.get(key))
 
         with st.expander("α-β override and calibration"):
             st.toggle("Override α and β", value=state.default("ab"), key="ab", bind=_BIND,

@@ -77,6 +77,7 @@ DEFAULTS: dict[str, object] = {
     "per_node": 4,
     "net": "10gbe",
     "intra": "pcie3",
+    "topo": "flat",  # node topology (data/topologies.csv)
     "coll": "ring",
     "ab": False,  # override alpha and beta
     "alpha_us": 500.0,
@@ -211,6 +212,13 @@ def network_options(scope: str) -> list[str]:
     return [name for name, net in sim.catalog.networks().items() if net.scope in (scope, "any")]
 
 
+def topology_options() -> list[str]:
+    """Node topology presets (`sim.topology`)."""
+    from sim.topology import topologies
+
+    return [t.name for t in topologies()]
+
+
 def collective_options() -> list[str]:
     return list(sim.COLLECTIVES)
 
@@ -248,6 +256,7 @@ class Config:
     gpus_per_node: int = 4
     network: str = "10gbe"
     intra: str = "pcie3"
+    topology: str = "flat"
     collective: str = "ring"
     alpha_s: float | None = None
     beta_s_per_byte: float | None = None
@@ -269,6 +278,7 @@ class Config:
             gpus_per_node=self.gpus_per_node,
             network=self.network if network is None else network,
             intra=self.intra,
+            topology=self.topology,
             collective=self.collective,
             alpha_s=self.alpha_s,
             beta_s_per_byte=self.beta_s_per_byte,
@@ -331,6 +341,7 @@ def config_from_state(session: Mapping) -> Config:
         gpus_per_node=number(session, "per_node"),
         network=text(session, "net"),
         intra=text(session, "intra"),
+        topology=text(session, "topo"),
         collective=text(session, "coll"),
         alpha_s=number(session, "alpha_us", float) * 1e-6 if override else None,
         beta_s_per_byte=number(session, "beta_ns", float) * 1e-9 if override else None,

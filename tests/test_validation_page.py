@@ -7,8 +7,9 @@ from streamlit.testing.v1 import AppTest
 
 import sim
 from dashboard import validation_view
-from dashboard.state import UPLOAD
-from sim.validation import case_model, run_validation
+from dashboard.state import DEFAULTS, UPLOAD, config_from_state
+from sim.calib.validation import _cluster
+from sim.validation import case_model, load_cases, run_validation
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"  # copied into the repo, see its README
@@ -46,6 +47,16 @@ def test_a_plain_zoo_case_maps_exactly_onto_the_sidebar():
                        calibrate_iteration_s=settings["calib_s"])
     measured = run_validation(reference_dir=REF).set_index("case").loc["ddl-resnet50-MG-WFBP-16gpu"]
     assert res.metrics["throughput_samples_per_s"] == pytest.approx(measured.simulated, rel=1e-9)
+
+
+def test_every_case_hands_over_the_cluster_it_was_validated_on():
+    """Network, intra link, node topology (NVIDIA's DGX-1 rows: dgx1-4nic), collective and GPUs: the
+    Timeline's cluster costs each message as `validate` does (the compute goes over as above)."""
+    for row in load_cases().itertuples(index=False):
+        settings, _ = validation_view.case_settings(row._asdict(), sim.load_model("resnet50"))
+        shown = config_from_state({**DEFAULTS, **settings}).cluster()
+        assert shown.comm_cost() == _cluster(row).comm_cost(), row.case
+        assert shown.topology == row.topology
 
 
 def test_a_transformer_case_goes_over_as_a_layer_table():
