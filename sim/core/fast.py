@@ -46,7 +46,7 @@ from sim.core.fast_columns import comm_columns, row_columns, static_columns, wor
 from sim.core.lower import WorkerTimes
 from sim.core.overlap import hidden_s, time_order, wait_s
 from sim.core.plan import Plan
-from sim.core.scalar import evaluate_row
+from sim.core.scalar import LastRow, evaluate_row, row_phase_metrics
 from sim.core.timeline import frame
 
 if TYPE_CHECKING:
@@ -110,6 +110,8 @@ class FastRun:
     update_end_s: np.ndarray
     comm_start_s: np.ndarray
     comm_end_s: np.ndarray
+    #: a one-row run's last iteration as `sim.core.scalar.evaluate_row` recorded it (or None)
+    last: LastRow | None = None
 
     @property
     def iterations(self) -> int:
@@ -132,6 +134,9 @@ class FastRun:
         finds it (unions of touching intervals, overlaps summed in time order),
         so hidden and exposed time agree with it to the last bit.
         """
+        got = None if self.last is None else row_phase_metrics(self.last)  # one row: on its floats
+        if got is not None:
+            return got
         fwd_start = np.concatenate([self.fwd_start_s[:, -1, None], self.fwd_end_s[:, -1, :-1]], axis=1)
         fwd_end = self.fwd_end_s[:, -1]
         bwd_end = self.bwd_end_s[:, -1]
