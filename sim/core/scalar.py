@@ -13,7 +13,7 @@ import functools
 import operator
 import struct
 from bisect import bisect_left, bisect_right
-from itertools import accumulate
+from itertools import accumulate, repeat
 from typing import NamedTuple
 
 import numpy as np
@@ -124,14 +124,7 @@ def row_phase_metrics(last: LastRow) -> dict[str, np.ndarray] | None:
     comm = np.subtract(last.comm[:, m:], last.comm[:, :m]).sum(axis=1)
     after, until = last.backward_end_s, last.update_start_s
     span = until - after
-    covered = 0.0  # `sim.core.overlap.wait_s`: its pieces in order (those outside the span add 0.0: skipped)
-    for s, e in zip(c_start[bisect_right(c_end, after):bisect_left(c_start, until)],
-                    c_end[bisect_right(c_end, after):bisect_left(c_start, until)], strict=True):
-        lo = s if s >= after else after
-        hi = e if e <= until else until
-        if hi > lo:
-            covered += hi - lo
-    wait = (span if span >= 0.0 else 0.0) - covered
+    wait = (span if span >= 0.0 else 0.0) - _covered_s(c_start, c_end, after, until)
     wait = wait if wait >= 0.0 else 0.0
     comm = comm + wait
     hidden = np.minimum(hidden_row_s(c_start, c_end, after), comm)
@@ -142,3 +135,23 @@ def row_phase_metrics(last: LastRow) -> dict[str, np.ndarray] | None:
         "comm_s": comm, "comm_hidden_s": hidden, "comm_exposed_s": np.maximum(comm - hidden, 0.0),
         "comm_wait_s": np.array([wait]),
     }
+
+
+def _piece(start: float, end: float, after: float, until: float) -> float:
+    lo = start if start >= after else after
+    hi = end if end <= until else until
+    return hi - lo if hi > lo else 0.0
+
+
+def _covered_s(c_start: list, c_end: list, after: float, until: float) -> float:
+    """`sim.core.overlap.wait_s`'s time on the wire within [after, until] of one row's messages (in
+    time order): its pieces summed in order, those outside the span (0.0) skipped; a message inside
+    the span whole (all but the first and the last, when the second starts after ``after`` and the
+    last but one ends by ``until``) adds its end - start."""
+    i0, i1 = bisect_right(c_end, after), bisect_left(c_start, until)
+    if i1 - i0 > 2 and c_start[i0 + 1] >= after and c_end[i1 - 2] <= until:
+        inner = list(map(operator.sub, c_end[i0 + 1:i1 - 1], c_start[i0 + 1:i1 - 1]))
+        if min(inner) >= 0.0:
+            first = _piece(c_start[i0], c_end[i0], after, until)
+            return functools.reduce(operator.add, inner, first) + _piece(c_start[i1 - 1], c_end[i1 - 1], after, until)
+    return functools.reduce(operator.add, map(_piece, c_start[i0:i1], c_end[i0:i1], repeat(after), repeat(until)), 0.0)

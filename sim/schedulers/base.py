@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.core.plan import GradientLayers, Plan
+from sim.core.plan import GradientLayers, MessageLayers, Plan
 
-__all__ = ["comm_end_s", "fill_buckets", "plan_from_spans"]
+__all__ = ["comm_end_s", "fill_buckets", "plan_from_spans", "plan_per_gradient"]
 
 
 def plan_from_spans(name: str, grads: GradientLayers, spans: list[tuple[int, int]],
@@ -16,6 +16,20 @@ def plan_from_spans(name: str, grads: GradientLayers, spans: list[tuple[int, int
     index = grads.index.tolist()
     groups = tuple([(index[hi],) if hi == lo else tuple(index[lo:hi + 1][::-1]) for hi, lo in spans])
     return Plan(name, groups, after_backward)
+
+
+def plan_per_gradient(name: str, grads: GradientLayers, after_backward: bool = False) -> Plan:
+    """One message per gradient, in backward order (the plan of the spans ``[(n-1, n-1), ..., (0, 0)]``),
+    with its `Plan.message_layers` worked out from the gradients' index at once."""
+    index = grads.index.tolist()
+    plan = Plan(name, tuple(zip(reversed(index))), after_backward)
+    flat = np.array(index[::-1], dtype=np.int64)
+    repeats = bool(index) and (min(index) < 0 or len(set(index)) < len(index))
+    offsets = np.arange(len(index), dtype=np.int64)
+    for arr in (flat, offsets):
+        arr.flags.writeable = False
+    plan.__dict__["message_layers"] = MessageLayers(flat, offsets, flat, False, repeats)  # (a cached_property)
+    return plan
 
 
 def fill_buckets(grads: GradientLayers, first_cap_bytes: float, cap_bytes: float) -> list[tuple[int, int]]:
