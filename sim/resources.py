@@ -57,7 +57,7 @@ def _largest_merged_message_bytes(model: Model, precision: str, groups: Sequence
     if max(map(len, groups), default=0) <= 1:
         return 0
     sizes = _bytes_by_name(model, precision)
-    return max((sum(sizes[name] for name in group) for group in groups if len(group) > 1), default=0)
+    return max((sum(map(sizes.__getitem__, group)) for group in groups if len(group) > 1), default=0)
 
 
 def run_memory(model: Model, *, gpus: int, scheduler: str, groups: Sequence[Sequence[str]], batch_size: int,
