@@ -49,8 +49,7 @@ def horovod(grads: GradientLayers, cost: CommCost, options: SchedulerOptions | N
     if grads.n:
         spans.append((hi, 0))
         lags.append(tick_open - ready_s[0])
-    plan = plan_from_spans(HOROVOD, grads, spans)
-    return Plan(HOROVOD, plan.groups, lag_s=tuple(max(x, 0.0) for x in lags))
+    return plan_from_spans(HOROVOD, grads, spans, lag_s=tuple(max(x, 0.0) for x in lags))
 
 
 SPEC = register(SchedulerSpec(
