@@ -320,6 +320,8 @@ def group_names(plan: Plan, layer_names) -> list[list[str]]:
         return []
     layers = plan.message_layers
     names = list(map(layer_names.__getitem__, layers.flat.tolist()))
+    if len(names) == len(plan.groups) and not layers.has_empty:  # one layer each
+        return [[name] for name in names]
     bounds = layers.offsets.tolist()
     bounds.append(len(names))
     return [names[lo:hi] for lo, hi in zip(bounds, bounds[1:], strict=False)]

@@ -54,8 +54,10 @@ def _bytes_by_name(model: Model, precision: str) -> dict[str, int]:
 
 def _largest_merged_message_bytes(model: Model, precision: str, groups: Sequence[Sequence[str]]) -> int:
     """Bytes of the largest message that merges several layers (0 if every message is one layer)."""
+    if max(map(len, groups), default=0) <= 1:
+        return 0
     sizes = _bytes_by_name(model, precision)
-    return max((sum(sizes[name] for name in group) for group in groups if len(group) > 1), default=0)
+    return max((sum(map(sizes.__getitem__, group)) for group in groups if len(group) > 1), default=0)
 
 
 def run_memory(model: Model, *, gpus: int, scheduler: str, groups: Sequence[Sequence[str]], batch_size: int,

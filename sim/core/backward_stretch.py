@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections import deque
 
 import numpy as np
 
@@ -83,8 +84,11 @@ def backward_times_row(bwd_rev_s: list[float], t_c_s: list[float], lowest_at: li
         return None
     if lag_s is None:
         released = [0.0] * len(bwd_rev_s)
-        for at, t_c in zip(lowest_at, t_c_s, strict=True):
-            released[at] += t_c
+        if len(set(lowest_at)) == len(lowest_at) == len(t_c_s):  # one message per task at most: set, no sum
+            deque(map(released.__setitem__, lowest_at, t_c_s), maxlen=0)  # (0.0 + t is t; -0.0 releases nothing)
+        else:
+            for at, t_c in zip(lowest_at, t_c_s, strict=True):
+                released[at] += t_c
         return _without_lag(bwd_rev_s, released, kappa)
     starts: list[float] = []
     ends: list[float] = []
@@ -128,18 +132,18 @@ def _without_lag(bwd_rev_s: list[float], released_s: list[float], kappa: float) 
     start until ``free`` without a gap, ``c(x) = min(x, F)`` with ``F = free - start``, and
     ``x = b (1 + kappa)`` if that fits in F, else the root of ``x^2 = b x + b kappa F``."""
     out: list[float] = []
+    add, sqrt = out.append, math.sqrt
     t, free = 0.0, -_INF
     k1, k4 = 1.0 + kappa, 4.0 * kappa
     for b, released in zip(bwd_rev_s, released_s, strict=True):
         cover = free - t
         if cover <= 0.0 or b <= 0.0:
             x = b
-        elif b * k1 <= cover:
-            x = b * k1
-        else:
-            x = 0.5 * (b + math.sqrt(b * b + k4 * b * cover))
-            x = b if x < b else b * k1 if x > b * k1 else x
-        out.append(x)
+        elif (x := b * k1) > cover:  # else the whole stretch fits
+            cap = x
+            x = 0.5 * (b + sqrt(b * b + k4 * b * cover))
+            x = b if x < b else cap if x > cap else x
+        add(x)
         t += x
         if released:
             free = (t if t > free else free) + released

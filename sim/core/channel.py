@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import math
 import operator
+from itertools import accumulate
 
 import numpy as np
 
@@ -105,17 +106,18 @@ def channel_row(free_s: float, ready_s: list[float], t_c_s: list[float], in_orde
     ``in_order``: whether the messages are released in plan order (checked if None);
     ``slowed``: ``(busy_until_s, k1)`` of `slowed_end`, or None (no slowdown)."""
     if slowed is not None:
-        if in_order is None:
-            in_order = all(map(operator.le, ready_s, ready_s[1:]))
-        return _slowed_in_order(free_s, ready_s, t_c_s, *slowed) if in_order else \
-            channel_by_priority(free_s, ready_s, t_c_s, slowed)
+        if in_order is False:
+            return channel_by_priority(free_s, ready_s, t_c_s, slowed)
+        return _slowed_in_order(free_s, ready_s, t_c_s, *slowed, checked=bool(in_order))
     if in_order is False:
         return channel_by_priority(free_s, ready_s, t_c_s)
     start: list[float] = []
     end: list[float] = []
     add_start, add_end = start.append, end.append
     e, last = free_s, -math.inf
-    for rd, tc in zip(ready_s, t_c_s, strict=True):
+    # the last release, if they come in plan order (a running sum needs no negative time after it)
+    latest = ready_s[-1] if ready_s and min(t_c_s) >= 0.0 else math.inf
+    for g, (rd, tc) in enumerate(zip(ready_s, t_c_s, strict=True)):
         if rd < last:  # released out of plan order (checked as it goes when not told)
             return channel_by_priority(free_s, ready_s, t_c_s)
         last = rd
@@ -123,21 +125,47 @@ def channel_row(free_s: float, ready_s: list[float], t_c_s: list[float], in_orde
         e = s + tc
         add_start(s)
         add_end(e)
+        if e >= latest:  # every later message is released by now: the rest is a running sum
+            if in_order or all(map(operator.le, ready_s[g:], ready_s[g + 1:])):
+                return _backlogged(start, end, t_c_s, g + 1)
+            return channel_by_priority(free_s, ready_s, t_c_s)
+    return start, end
+
+
+def _backlogged(start: list, end: list, t_c_s: list[float], g: int) -> tuple[list, list]:
+    """``start``, ``end`` of messages 0 .. g-1 completed by messages g on, which all wait for the one
+    before (each released by the time the channel frees, plain, not slowed): ``start[h] = end[h-1]``
+    and ``end[h] = start[h] + t_c[h]``, a running sum (the recurrence's ``max`` picks ``end[h-1]``)."""
+    ends = list(accumulate(t_c_s[g:], initial=end[-1]))
+    start += ends[:-1]
+    del ends[0]
+    end += ends
     return start, end
 
 
 def _slowed_in_order(free_s: float, ready_s: list[float], t_c_s: list[float], busy_until_s: float,
-                     k1: float) -> tuple[list, list]:
-    """`channel_row` of messages released in plan order, slowed by compute (`slowed_end`)."""
+                     k1: float, checked: bool = True) -> tuple[list, list]:
+    """`channel_row` of messages released in plan order, slowed by compute (`slowed_end`); unless
+    ``checked``, the order is checked as it goes (out of it, `channel_by_priority` serves them)."""
     start: list[float] = []
     end: list[float] = []
     add_start, add_end = start.append, end.append
-    e, shrink, k = free_s, 1.0 - 1.0 / k1, k1 - 1.0
-    for rd, tc in zip(ready_s, t_c_s, strict=True):  # `slowed_end`, inline
+    e, last, shrink, k = free_s, -math.inf, 1.0 - 1.0 / k1, k1 - 1.0
+    latest = ready_s[-1] if ready_s and min(t_c_s) >= 0.0 else math.inf  # the last release (in plan order)
+    for g, (rd, tc) in enumerate(zip(ready_s, t_c_s, strict=True)):  # `slowed_end`, inline
+        if rd < last:
+            return channel_by_priority(free_s, ready_s, t_c_s, (busy_until_s, k1))
+        last = rd
         s = rd if rd > e else e
         left = busy_until_s - s
         if left <= 0.0:
             e = s + tc
+            if e >= latest:  # the rest starts after compute (s >= busy_until_s), each at the end before
+                if not (checked or all(map(operator.le, ready_s[g:], ready_s[g + 1:]))):
+                    return channel_by_priority(free_s, ready_s, t_c_s, (busy_until_s, k1))
+                add_start(s)
+                add_end(e)
+                return _backlogged(start, end, t_c_s, g + 1)
         else:
             extra, during = tc * k, left * shrink
             e = s + tc + (extra if extra < during else during)

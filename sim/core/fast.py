@@ -40,19 +40,20 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from sim.core.backward_stretch import backward_times_row
 from sim.core.channel import chain_ends, channel
 from sim.core.cost import NO_COMM, CommCost, PSCost
 from sim.core.fast_columns import comm_columns, row_columns, static_columns, worker_columns
 from sim.core.lower import WorkerTimes
 from sim.core.overlap import hidden_s, time_order, wait_s
 from sim.core.plan import Plan
-from sim.core.scalar import evaluate_row
+from sim.core.scalar import LastRow, evaluate_row, row_phase_metrics
 from sim.core.timeline import frame
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["FastRun", "Layout", "evaluate", "layout", "message_times_s", "single_gpu_iteration_s", "supports",
+__all__ = ["FastRun", "Layout", "evaluate", "layout", "message_times_s", "single_gpu_iteration_s", "solved_row", "supports",
            "supports_cost"]
 
 def supports(plan: Plan, cost, num_layers: int | None = None) -> bool:
@@ -110,6 +111,8 @@ class FastRun:
     update_end_s: np.ndarray
     comm_start_s: np.ndarray
     comm_end_s: np.ndarray
+    #: a one-row run's last iteration as `sim.core.scalar.evaluate_row` recorded it (or None)
+    last: LastRow | None = None
 
     @property
     def iterations(self) -> int:
@@ -132,6 +135,9 @@ class FastRun:
         finds it (unions of touching intervals, overlaps summed in time order),
         so hidden and exposed time agree with it to the last bit.
         """
+        got = None if self.last is None else row_phase_metrics(self.last)  # one row: on its floats
+        if got is not None:
+            return got
         fwd_start = np.concatenate([self.fwd_start_s[:, -1, None], self.fwd_end_s[:, -1, :-1]], axis=1)
         fwd_end = self.fwd_end_s[:, -1]
         bwd_end = self.bwd_end_s[:, -1]
@@ -274,6 +280,28 @@ def layout(model, plan: Plan, costs, precision: str = "fp32") -> Layout:
 def comm_k1(costs) -> np.ndarray:
     """``1 + comm_slowdown`` of each cost (`sim.core.channel.slowed_end`)."""
     return np.array([1.0 + float(getattr(c, "comm_slowdown", 0.0)) for c in costs])
+
+
+def solved_row(model, plan: Plan, prepared: Layout, kappa: float, k1: float, precision: str, iterations: int,
+               prefetch: bool) -> tuple[np.ndarray, np.ndarray, FastRun] | None:
+    """`sim.core.run`'s interference on one row (``prepared``'s one cost: compute slowdown ``kappa``,
+    ``k1 = 1 + comm_slowdown``), on Python floats throughout: the backward times it stretches the
+    model's to, solved in one pass (`sim.core.backward_stretch.backward_times_row`, each message
+    ``k1`` times slower while backward runs), and the run of them as `evaluate` times it (the same
+    values); ``(forward (1, n), backward (1, n), FastRun)``, or None where the channel serves by
+    priority (the caller iterates)."""
+    bwd_rev = model.bwd_s[::-1].tolist()
+    t_c, lag = prepared.t_c_s[0].tolist(), list(plan.lag_s) if plan.lag_s else None
+    lowest_at = (model.num_layers - 1 - prepared.lowest).tolist()
+    if t_c and not plan.after_backward:  # else no message runs beside a backward task
+        slowed = t_c if k1 == 1.0 else (prepared.t_c_s[0] * k1).tolist()
+        bwd_rev = backward_times_row(bwd_rev, slowed, lowest_at, lag, kappa)
+        if bwd_rev is None:
+            return None
+    row = evaluate_row(model.fwd_s.tolist(), bwd_rev, float(model.io_s), float(model.h2d_s), float(model.update_s),
+                       t_c, lowest_at, lag, plan.after_backward, iterations, prefetch, k1)
+    run = FastRun(model, plan.groups, model.gradient_bytes(precision), prepared.group_bytes, **row)
+    return np.tile(model.fwd_s, (1, 1)), np.array(bwd_rev[::-1], dtype=float)[None], run
 
 
 def _one_row(model, plan: Plan, prepared: Layout, compute_s, precision: str, iterations: int,

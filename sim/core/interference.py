@@ -30,6 +30,7 @@ rounds serve the rest.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import NamedTuple
 
 import numpy as np
@@ -39,7 +40,7 @@ from sim.core.lower import COMPUTE_LANES, LAUNCH_LANE
 
 __all__ = ["COMPUTE_KINDS", "PASSES", "TOLERANCE", "CommFactors", "CommOverlap", "GraphOverlap", "Overlap", "comm_mask",
            "comm_stretch", "fast_overlap", "fast_overlap_fractions", "fixed_point", "key_positions", "message_keys",
-           "overlap_fractions", "per_layer", "stretch", "stretched_model", "task_overlap", "timeline_overlap", "with_times"]
+           "overlap_fractions", "per_layer", "stretch", "stretched_like", "stretched_model", "task_overlap", "timeline_overlap", "with_times"]
 
 #: Lanes whose tasks do not slow compute: the worker's own, and the framework's launches on the host.
 _NOT_INTERFERING = COMPUTE_LANES + (LAUNCH_LANE,)
@@ -336,6 +337,16 @@ def fixed_point(time_rows, overlap_of, fwd_s: np.ndarray, bwd_s: np.ndarray, kap
         fwd = np.where(done[:, None], fwd, new_fwd)
         bwd = np.where(done[:, None], bwd, new_bwd)
     return fwd, bwd, time_rows(fwd, bwd)
+
+
+def stretched_like(worker_model, base, stretched):
+    """``worker_model`` with each layer's forward and backward stretched by the factor
+    that turned ``base`` into ``stretched`` (the aggregate run's interference)."""
+    def factor(new, old):
+        return np.divide(new, old, out=np.ones_like(old, dtype=float), where=old > 0)
+
+    return dataclasses.replace(worker_model, fwd_s=worker_model.fwd_s * factor(stretched.fwd_s, base.fwd_s),
+                               bwd_s=worker_model.bwd_s * factor(stretched.bwd_s, base.bwd_s))
 
 
 def with_times(model, fwd_s: np.ndarray, bwd_s: np.ndarray):

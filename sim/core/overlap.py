@@ -4,10 +4,11 @@ messages in the timeline's order, and the part of them hidden behind compute."""
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 
 import numpy as np
 
-__all__ = ["hidden_s", "time_order", "wait_s"]
+__all__ = ["hidden_row_s", "hidden_s", "time_order", "wait_s"]
 
 
 def time_order(c_start: np.ndarray, c_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -34,7 +35,7 @@ def hidden_s(c_start: np.ndarray, c_end: np.ndarray, backward_end_s: np.ndarray)
     if n_msg == 0:
         return np.zeros(rows)
     if rows == 1:  # one row: the same steps on Python floats (numpy's per-call cost dominates)
-        return np.array([_hidden_row_s(c_start[0].tolist(), c_end[0].tolist(), float(backward_end_s[0]))])
+        return np.array([hidden_row_s(c_start[0].tolist(), c_end[0].tolist(), float(backward_end_s[0]))])
     valid = c_end > c_start
     run_end = np.maximum.accumulate(np.where(valid, c_end, -np.inf), axis=1)
     before = np.concatenate([np.full((rows, 1), -np.inf), run_end[:, :-1]], axis=1)
@@ -67,10 +68,13 @@ def wait_s(c_start: np.ndarray, c_end: np.ndarray, after_s: np.ndarray, until_s:
     return np.maximum(span - covered, 0.0)
 
 
-def _hidden_row_s(c_start: list[float], c_end: list[float], backward_end_s: float) -> float:
-    """`hidden_s` of one row: the same busy periods, pieces and sum in the same order (the same bits)."""
+def hidden_row_s(c_start: list[float], c_end: list[float], backward_end_s: float) -> float:
+    """`hidden_s` of one row (messages in time order): the same busy periods, pieces and sum in the
+    same order (the same bits). Messages that start once compute has ended add nothing: the first of
+    them that takes time closes the loop (it may carry the open period past the end of compute)."""
     total, run_end, opened = 0.0, -math.inf, None
-    for s, e in zip(c_start, c_end, strict=True):
+    cut = bisect_left(c_start, backward_end_s)
+    for s, e in zip(c_start[:cut], c_end[:cut], strict=True):
         if not e > s:  # a message that takes no time opens nothing and extends nothing
             continue
         if s > run_end:  # a busy period opens: the one before ends at the running end
@@ -78,6 +82,11 @@ def _hidden_row_s(c_start: list[float], c_end: list[float], backward_end_s: floa
                 total = _add_piece(total, opened, run_end, backward_end_s)
             opened = s
         run_end = e if e > run_end else run_end
+    for g in range(cut, len(c_start)):
+        s, e = c_start[g], c_end[g]
+        if e > s:  # opening a period that hides nothing, or extending the open one
+            run_end = e if s <= run_end < e else run_end
+            break
     return total if opened is None else _add_piece(total, opened, run_end, backward_end_s)
 
 

@@ -31,6 +31,7 @@ from sim.core.interference import (
     fast_overlap,
     fixed_point,
     stretch,
+    stretched_like,
     with_times,
 )
 from sim.core.lower import WorkerTimes, lower, retimed, task_count
@@ -233,7 +234,12 @@ def _fast_fixed_point(model, plan: Plan, costs, precision: str, prefetch: bool, 
         return fast.evaluate(model, plan, costs, precision=precision, iterations=n_run, prefetch=prefetch,
                              compute_s=(fwd, bwd), prepared=prepared)
 
-    bwd = _solved_backward(model, plan, costs, prepared, kappa)
+    if len(costs) == 1:  # one row: on Python floats throughout (None: the channel serves by priority)
+        solved = fast.solved_row(model, plan, prepared, float(kappa[0]), float(fast.comm_k1(costs)[0]), precision,
+                                 n_run, prefetch)
+        if solved is not None:
+            return solved
+    bwd = None if len(costs) == 1 else _solved_backward(model, plan, costs, prepared, kappa)
     if bwd is not None:
         fwd = np.tile(model.fwd_s, (len(kappa), 1))
         return fwd, bwd, time_rows(fwd, bwd)
@@ -294,16 +300,6 @@ def _reuses_fixed_point(plan: Plan, cost, num_layers: int, *, iterations: int, *
     pass by `interference_model` instead, on either engine)."""
     return not fast.supports(plan, cost, num_layers) and iterations_to_run(plan, iterations) == iterations_to_run(
         plan, 2)
-
-
-def _stretched_like(worker_model, base, stretched):
-    """``worker_model`` with each layer's forward and backward stretched by the factor
-    that turned ``base`` into ``stretched`` (the aggregate run's interference)."""
-    def factor(new, old):
-        return np.divide(new, old, out=np.ones_like(old, dtype=float), where=old > 0)
-
-    return dataclasses.replace(worker_model, fwd_s=worker_model.fwd_s * factor(stretched.fwd_s, base.fwd_s),
-                               bwd_s=worker_model.bwd_s * factor(stretched.bwd_s, base.bwd_s))
 
 
 class _RowTimelines:
@@ -471,11 +467,11 @@ def time_workers(model, plan: Plan, cost, times: WorkerTimes, *, precision: str 
     general = not (engine == "auto" and fast.supports(plan, cost, model.num_layers))
     if general and _comm_slowdown(cost) > 0:  # compute and messages as in the aggregate run (`_general_interference`)
         stretched, factors, _ = _general_interference(model, plan, cost, precision, prefetch)
-        times = dataclasses.replace(times, models=tuple(_stretched_like(m, model, stretched) for m in times.models))
+        times = dataclasses.replace(times, models=tuple(stretched_like(m, model, stretched) for m in times.models))
         model, cost = stretched, _without_slowdown(dataclasses.replace(cost, comm_slowdown=0.0))
     elif _slowdown(cost) > 0:  # every worker's compute stretched as in the aggregate run (`interference_model`)
         stretched = interference_model(model, plan, cost, precision=precision, prefetch=prefetch, engine=engine)
-        times = dataclasses.replace(times, models=tuple(_stretched_like(m, model, stretched) for m in times.models))
+        times = dataclasses.replace(times, models=tuple(stretched_like(m, model, stretched) for m in times.models))
         model, cost = stretched, _without_slowdown(cost)
     if not general:
         run = fast.evaluate(model, plan, [cost], precision=precision, iterations=iterations, prefetch=prefetch,

@@ -9,17 +9,40 @@ same bits, and returns the arrays `sim.core.fast.FastRun` holds.
 
 from __future__ import annotations
 
-from array import array
-from itertools import accumulate
+import functools
+import operator
+import struct
+from bisect import bisect_left, bisect_right
+from itertools import accumulate, repeat
+from typing import NamedTuple
 
 import numpy as np
 
 from sim.core.channel import channel_row
+from sim.core.overlap import hidden_row_s
 
-__all__ = ["evaluate_row"]
+__all__ = ["LastRow", "evaluate_row", "row_phase_metrics"]
 
-#: The per-iteration scalars `evaluate_row` returns, in the order it records them.
-_SCALARS = ("io_start_s", "io_end_s", "h2d_start_s", "h2d_end_s", "fwd_start_s", "update_start_s", "update_end_s")
+#: The per-iteration scalars `evaluate_row` returns, in the order it records them (the forward
+#: pass's start last: it, the forward ends and the backward ends are one run of numbers).
+_SCALARS = ("io_start_s", "io_end_s", "h2d_start_s", "h2d_end_s", "update_start_s", "update_end_s", "fwd_start_s")
+
+
+class LastRow(NamedTuple):
+    """The last iteration of a one-row run as `evaluate_row` recorded it, for `row_phase_metrics`:
+    ``compute`` (1, 1 + 2n), the forward's start, the forward ends and the backward ends; ``comm``
+    (1, 2 messages), the messages' starts then ends; the same starts and ends as Python floats."""
+
+    n: int
+    compute: np.ndarray
+    comm: np.ndarray
+    c_start: list
+    c_end: list
+    io_s: float
+    h2d_s: float
+    update_start_s: float
+    update_end_s: float
+    backward_end_s: float
 
 
 def running_ends(start: float, durations: list[float]) -> list[float]:
@@ -29,10 +52,17 @@ def running_ends(start: float, durations: list[float]) -> list[float]:
     return ends
 
 
+@functools.lru_cache(maxsize=64)
+def _packer(count: int) -> struct.Struct:
+    """Packs ``count`` floats as doubles (faster than ``array("d", ...)`` or numpy from a list; the same values)."""
+    return struct.Struct(f"{count}d")
+
+
 def evaluate_row(fwd_s: list[float], bwd_rev_s: list[float], io_s: float, h2d_s: float, update_s: float,
                  t_c_s: list[float], lowest_at: list[int], lag_s: list[float] | None, after_backward: bool,
                  iterations: int, prefetch: bool, comm_k1: float = 1.0) -> dict[str, np.ndarray]:
-    """Task times of ``iterations`` iterations of one row, as ``FastRun`` fields of shape (1, ...).
+    """Task times of ``iterations`` iterations of one row, as ``FastRun`` fields of shape (1, ...)
+    (and ``last``, the `LastRow` of the last iteration, None without layers or messages).
 
     ``bwd_rev_s`` runs in backward order (layer n-1 first); ``lowest_at`` is each
     message's lowest layer's position in that order, ``lag_s`` its release lag (None: none);
@@ -41,6 +71,7 @@ def evaluate_row(fwd_s: list[float], bwd_rev_s: list[float], io_s: float, h2d_s:
     n, n_b, n_msg = len(fwd_s), len(bwd_rev_s), len(t_c_s)
     flat: list[float] = []  # per iteration: the scalars, forward ends, backward ends, message starts and ends
     io_end = h2d_end = update_end = free = -np.inf
+    c_start = c_end = ()
     for k in range(iterations):
         io_start = 0.0 if k == 0 else io_end if prefetch else max(update_end, io_end)
         io_end = io_start + io_s
@@ -60,18 +91,67 @@ def evaluate_row(fwd_s: list[float], bwd_rev_s: list[float], io_s: float, h2d_s:
             free = max(c_end)
             update_start = max(done, free)
         else:
-            c_start = c_end = ()
             update_start = done
         update_end = update_start + update_s
-        flat += (io_start, io_end, h2d_start, h2d_end, fwd_start, update_start, update_end)
+        flat += (io_start, io_end, h2d_start, h2d_end, update_start, update_end, fwd_start)
         flat += fwd_end
         flat += bwd_end
         flat += c_start
         flat += c_end
-    # one conversion (through a C array of doubles: the same values, faster than numpy's from a list)
-    per_it = np.frombuffer(array("d", flat), dtype=np.float64).reshape(1, iterations, -1)
+    # one conversion (packed as doubles: the same values), into a writable buffer
+    per_it = np.frombuffer(bytearray(_packer(len(flat)).pack(*flat)), dtype=np.float64).reshape(1, iterations, -1)
     out = {key: per_it[:, :, i] for i, key in enumerate(_SCALARS)}
-    cut = np.cumsum([len(_SCALARS), n, n_b, n_msg, n_msg])
-    for key, lo, hi in zip(("fwd_end_s", "bwd_end_s", "comm_start_s", "comm_end_s"), cut[:-1], cut[1:], strict=True):
+    cut = (len(_SCALARS), len(_SCALARS) + n, len(_SCALARS) + n + n_b, len(_SCALARS) + n + n_b + n_msg)
+    for key, lo, hi in zip(("fwd_end_s", "bwd_end_s", "comm_start_s"), cut[:-1], cut[1:], strict=True):
         out[key] = per_it[:, :, lo:hi]
+    out["comm_end_s"] = per_it[:, :, cut[3]:]
+    last = per_it[:, -1]
+    out["last"] = LastRow(n, last[:, cut[0] - 1:cut[2]], last[:, cut[2]:], c_start, c_end, io_end - io_start,
+                          h2d_end - h2d_start, update_start, update_end, done) if n and n_msg and n == n_b else None
     return out
+
+
+def row_phase_metrics(last: LastRow) -> dict[str, np.ndarray] | None:
+    """`sim.core.fast.FastRun.phase_metrics` of a one-row run from its `LastRow`: the same
+    differences, sums (numpy's, over the same arrays), maxima and additions in the same order,
+    so the same bits; None when its messages did not run in plan order (the arrays' way then)."""
+    c_start, c_end, n = last.c_start, last.c_end, last.n
+    if not (all(map(operator.le, c_start, c_start[1:])) and all(map(operator.le, c_end, c_end[1:]))):
+        return None
+    compute, m = last.compute, len(c_start)
+    forward = np.subtract(compute[:, 1:n + 1], compute[:, :n]).sum(axis=1)
+    backward = np.subtract(compute[:, n + 1:], compute[:, n:-1]).sum(axis=1)
+    comm = np.subtract(last.comm[:, m:], last.comm[:, :m]).sum(axis=1)
+    after, until = last.backward_end_s, last.update_start_s
+    span = until - after
+    wait = (span if span >= 0.0 else 0.0) - _covered_s(c_start, c_end, after, until)
+    wait = wait if wait >= 0.0 else 0.0
+    comm = comm + wait
+    hidden = np.minimum(hidden_row_s(c_start, c_end, after), comm)
+    update = last.update_end_s - last.update_start_s
+    return {
+        "compute_s": forward + backward + update, "forward_s": forward, "backward_s": backward,
+        "update_s": np.array([update]), "io_s": np.array([last.io_s]), "h2d_s": np.array([last.h2d_s]),
+        "comm_s": comm, "comm_hidden_s": hidden, "comm_exposed_s": np.maximum(comm - hidden, 0.0),
+        "comm_wait_s": np.array([wait]),
+    }
+
+
+def _piece(start: float, end: float, after: float, until: float) -> float:
+    lo = start if start >= after else after
+    hi = end if end <= until else until
+    return hi - lo if hi > lo else 0.0
+
+
+def _covered_s(c_start: list, c_end: list, after: float, until: float) -> float:
+    """`sim.core.overlap.wait_s`'s time on the wire within [after, until] of one row's messages (in
+    time order): its pieces summed in order, those outside the span (0.0) skipped; a message inside
+    the span whole (all but the first and the last, when the second starts after ``after`` and the
+    last but one ends by ``until``) adds its end - start."""
+    i0, i1 = bisect_right(c_end, after), bisect_left(c_start, until)
+    if i1 - i0 > 2 and c_start[i0 + 1] >= after and c_end[i1 - 2] <= until:
+        inner = list(map(operator.sub, c_end[i0 + 1:i1 - 1], c_start[i0 + 1:i1 - 1]))
+        if min(inner) >= 0.0:
+            first = _piece(c_start[i0], c_end[i0], after, until)
+            return functools.reduce(operator.add, inner, first) + _piece(c_start[i1 - 1], c_end[i1 - 1], after, until)
+    return functools.reduce(operator.add, map(_piece, c_start[i0:i1], c_end[i0:i1], repeat(after), repeat(until)), 0.0)

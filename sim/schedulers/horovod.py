@@ -34,22 +34,22 @@ def horovod(grads: GradientLayers, cost: CommCost, options: SchedulerOptions | N
     spans: list[tuple[int, int]] = []
     lags: list[float] = []
     hi, filled, tick_open = grads.n - 1, 0.0, None
-    ready_s, nbytes = grads.ready_s.tolist(), grads.nbytes.tolist()  # (Python numbers: the same values)
+    # Python floats: the same values (byte counts exact as doubles, as float() made them)
+    ready_s, nbytes = grads.ready_s.astype(float).tolist(), grads.nbytes.astype(float).tolist()
     for l in range(grads.n - 1, -1, -1):
-        r = float(ready_s[l])
+        r = ready_s[l]
         tick = r if cycle_s == 0 else math.ceil(r / cycle_s - 1e-9) * cycle_s
-        b = float(nbytes[l])
+        b = nbytes[l]
         if tick_open is not None and (tick != tick_open or filled + b > cap):
             spans.append((hi, l + 1))
-            lags.append(tick_open - float(ready_s[l + 1]))
+            lags.append(tick_open - ready_s[l + 1])
             hi, filled = l, 0.0
         tick_open = tick
         filled += b
     if grads.n:
         spans.append((hi, 0))
-        lags.append(tick_open - float(ready_s[0]))
-    plan = plan_from_spans(HOROVOD, grads, spans)
-    return Plan(HOROVOD, plan.groups, lag_s=tuple(max(x, 0.0) for x in lags))
+        lags.append(tick_open - ready_s[0])
+    return plan_from_spans(HOROVOD, grads, spans, lag_s=tuple(max(x, 0.0) for x in lags))
 
 
 SPEC = register(SchedulerSpec(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sim.comm import CommCost
 from sim.core.plan import GradientLayers, Plan
-from sim.schedulers.base import plan_from_spans
+from sim.schedulers.base import plan_per_gradient
 from sim.schedulers.names import SEQUENTIAL
 from sim.schedulers.registry import SchedulerSpec, ignoring_options, register
 
@@ -13,7 +13,7 @@ __all__ = ["sequential"]
 
 def sequential(grads: GradientLayers, cost: CommCost) -> Plan:
     """No overlap: one message per layer, all sent after backward ends."""
-    return plan_from_spans(SEQUENTIAL, grads, [(i, i) for i in range(grads.n - 1, -1, -1)], after_backward=True)
+    return plan_per_gradient(SEQUENTIAL, grads, after_backward=True)
 
 
 SPEC = register(SchedulerSpec(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sim.comm import CommCost
 from sim.core.plan import GradientLayers, Plan
-from sim.schedulers.base import plan_from_spans
+from sim.schedulers.base import plan_per_gradient
 from sim.schedulers.names import WFBP
 from sim.schedulers.registry import SchedulerSpec, ignoring_options, register
 
@@ -17,7 +17,7 @@ def wfbp(grads: GradientLayers, cost: CommCost) -> Plan:
 
     tau_c(l) = max(tau_c(l+1) + t_c(l+1), tau_b(l) + t_b(l))  (MG-WFBP, Eq. 5).
     """
-    return plan_from_spans(WFBP, grads, [(i, i) for i in range(grads.n - 1, -1, -1)])
+    return plan_per_gradient(WFBP, grads)
 
 
 SPEC = register(SchedulerSpec(
