@@ -120,18 +120,8 @@ Every view is a link: copy the address bar to share exactly what you see.
 
 #: Narrow screens (a 390 px phone): tighter margins, smaller headings, wide formulas and
 #: tables scroll inside their own box instead of being cut off. (And the zoom relay takes no room.)
-#: Every element is also its own compositing layer (`will-change: opacity`): at every rerun Streamlit
-#: starts fading each element the run has not redrawn yet (an opacity transition, 0.5 s delayed), and
-#: Chromium moved each of the ~30 elements to a layer of its own for that and back, repainting them
-#: and the page around them. With the layers, a GPU change on the Timeline paints 29 times and runs 25
-#: raster tasks instead of 67-74 and 81-89 (`bench/profile_change.py --trace`; issue 15, item 6); the
-#: fade itself is unchanged. A chart's element keeps no layer of its own (its full-screen frame does):
-#: a layer would be a stacking context that traps the full-screen frame under the elements after it.
 PHONE_CSS = """<style>
 .st-key-zoom_relay { display: none; }
-[data-testid="stElementContainer"]:not(:has([data-testid="stFullScreenFrame"])), [data-testid="stFullScreenFrame"] {
-  will-change: opacity;
-}
 @media (max-width: 640px) {
   [data-testid="stMainBlockContainer"] { padding-left: 0.75rem; padding-right: 0.75rem; }
   [data-testid="stMain"] h1 { font-size: 1.75rem; }
