@@ -38,10 +38,12 @@ TIMING_LOG = os.environ.get("DASHBOARD_TIMING_LOG")
 def main() -> None:
     warmup.freeze_imports()  # once per process: Streamlit's collection after each run skips the imports
     if not TIMING_LOG:
-        return frame()
+        with ui.framed():  # the page below runs inside the frame (`ui.ensure_frame`)
+            return frame()
     started, cpu_started = time.perf_counter(), time.thread_time()
     try:
-        frame()
+        with ui.framed():
+            frame()
     finally:  # also when the page stops early (st.stop) or a rerun interrupts it
         with open(TIMING_LOG, "a", encoding="utf-8") as log:
             log.write(json.dumps({"path": st.context.url if hasattr(st.context, "url") else "",

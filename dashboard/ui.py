@@ -9,8 +9,10 @@ import json
 import os
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import pandas as pd
@@ -82,6 +84,22 @@ def fmt_alpha(seconds: float) -> str:
     return f"{seconds * 1e6:.3g} µs" if seconds < 1e-3 else f"{seconds * 1e3:.3g} ms"
 
 
+#: Whether the script run on this thread is going through ``app.py``'s frame (`framed`): a
+#: session's script runs one at a time on its own thread.
+_FRAME = threading.local()
+
+
+@contextlib.contextmanager
+def framed():
+    """``app.py`` runs its frame (and the page inside it) in this context, so `ensure_frame`
+    can tell a page run inside the frame from one Streamlit started on its own."""
+    _FRAME.active = True
+    try:
+        yield
+    finally:
+        _FRAME.active = False
+
+
 def ensure_frame(rerun: bool = True) -> None:
     """Make sure ``app.py`` (the frame with the sidebar) runs around every page.
 
@@ -93,15 +111,25 @@ def ensure_frame(rerun: bool = True) -> None:
     clears it too and reruns, so the next run goes through ``app.py``; ``app.py``
     itself, about to call ``st.navigation``, passes ``rerun=False`` (a rerun there
     would drop a button's click).
+
+    Whether this run is a page on its own is told by this run (`framed`), not by the
+    flag: sessions that open together on a fresh server all start on their own
+    before the first of them clears the flag, and each must rerun through the frame.
+    A page that is itself the main script (an AppTest of one page) runs as it is.
     """
     try:
         from streamlit.runtime.pages_manager import PagesManager
+        from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
     except ImportError:  # a later Streamlit without the flag
         return
     if getattr(PagesManager, "uses_pages_directory", False):
         PagesManager.uses_pages_directory = False
-        if rerun:
-            st.rerun()
+    if not rerun or getattr(_FRAME, "active", False):
+        return
+    ctx = get_script_run_ctx()
+    main = getattr(getattr(ctx, "pages_manager", None), "main_script_path", None)
+    if main is not None and Path(main).name == "app.py":  # a page Streamlit ran without the frame
+        st.rerun()
 
 
 START_HERE = """\

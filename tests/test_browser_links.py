@@ -99,3 +99,24 @@ def test_a_compare_row_opens_at_a_timeline_link(page, server):
     page.wait_for_function("() => location.search.includes('scheduler=optimal')")
     wait_idle(page)
     assert "· 32 GPUs" in chart_title(page, "timeline_chart") and "optimal" in chart_title(page, "timeline_chart")
+
+
+def test_sessions_opening_together_on_a_fresh_server_all_get_the_frame(browser):
+    """Streamlit 1.67 starts every session of a fresh server as a legacy multipage app until one
+    run calls st.navigation: sessions that open at once all begin with a bare page, and each must
+    rerun through app.py (`dashboard.ui.ensure_frame`), not only the first to clear the flag."""
+    from browser_util import streamlit_server
+
+    with streamlit_server() as url:
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        context.set_default_timeout(90_000)
+        pages = [context.new_page() for _ in range(4)]
+        for i, p in enumerate(pages):  # the navigations overlap: each returns once its response starts
+            p.goto(f"{url}/{PAGES[i]}?gpus=8", wait_until="commit")
+        try:
+            for p in pages:
+                p.wait_for_selector(".st-key-gpus input", state="attached", timeout=90_000)
+                assert p.locator(".st-key-gpus input").input_value() == "8"
+                assert_no_exception(p)
+        finally:
+            context.close()
