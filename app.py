@@ -38,12 +38,10 @@ TIMING_LOG = os.environ.get("DASHBOARD_TIMING_LOG")
 def main() -> None:
     warmup.freeze_imports()  # once per process: Streamlit's collection after each run skips the imports
     if not TIMING_LOG:
-        with ui.framed():  # the page below runs inside the frame (`ui.ensure_frame`)
-            return frame()
+        return frame()
     started, cpu_started = time.perf_counter(), time.thread_time()
     try:
-        with ui.framed():
-            frame()
+        frame()
     finally:  # also when the page stops early (st.stop) or a rerun interrupts it
         with open(TIMING_LOG, "a", encoding="utf-8") as log:
             log.write(json.dumps({"path": st.context.url if hasattr(st.context, "url") else "",
@@ -52,6 +50,7 @@ def main() -> None:
                                   "t0": started, "t1": time.perf_counter()}) + "\n")
 
 
+@ui.framed()  # the page below runs inside the frame (`ui.ensure_frame`)
 def frame() -> None:
     ui.ensure_frame(rerun=False)
     st.set_page_config(page_title="S-SGD Scaling Explorer", page_icon=":material/hub:", layout="wide")

@@ -160,9 +160,8 @@ def _server_runs(path: Path, since: int) -> dict:
     return {**stats([run["ms"] for run in runs]), **({"cpu_median_ms": round(statistics.median(cpu), 1)} if cpu else {})}
 
 
-def _cpu_s(port: int) -> tuple[float, float]:
-    """CPU seconds so far (user + system, Linux /proc) of the streamlit server on ``port`` and of
-    the Chromium processes this process started."""
+def proc_table() -> dict[int, tuple[int, float, list[bytes]]]:
+    """Every process (Linux /proc): pid -> (parent pid, CPU seconds so far, user + system, command line)."""
     tick = os.sysconf("SC_CLK_TCK")
     procs = {}
     for proc in Path("/proc").iterdir():
@@ -175,14 +174,26 @@ def _cpu_s(port: int) -> tuple[float, float]:
                                      (proc / "cmdline").read_bytes().split(b"\0"))
         except (OSError, ValueError):
             continue
-    mine, todo = set(), [os.getpid()]
+    return procs
+
+
+def descendants(procs: dict, root: int) -> set[int]:
+    """The pids below ``root`` in `proc_table`'s tree."""
+    mine, todo = set(), [root]
     while todo:
         parent = todo.pop()
         children = [pid for pid, (ppid, _, _) in procs.items() if ppid == parent and pid not in mine]
         mine.update(children)
         todo.extend(children)
+    return mine
+
+
+def _cpu_s(port: int) -> tuple[float, float]:
+    """CPU seconds so far of the streamlit server on ``port`` and of the Chromium processes
+    this process started."""
+    procs = proc_table()
     server = sum(cpu for _, cpu, cmd in procs.values() if b"streamlit" in b" ".join(cmd) and str(port).encode() in cmd)
-    browser = sum(procs[pid][1] for pid in mine if b"chrom" in b" ".join(procs[pid][2]))
+    browser = sum(procs[pid][1] for pid in descendants(procs, os.getpid()) if b"chrom" in b" ".join(procs[pid][2]))
     return server, browser
 
 

@@ -43,14 +43,7 @@ from browser_util import (  # noqa: E402
     streamlit_server,
     wait_quietly,
 )
-
-CHART_OF = {"timeline": "timeline_chart", "scaling": "scaling_timeline"}
-COUNTS = [32, 64, 8, 128, 16]
-TITLE_HAS = """([key, needle]) => {
-    const el = document.querySelector(`.st-key-${key} .js-plotly-plot`);
-    return !!(el && el.layout && el.layout.title && String(el.layout.title.text).includes(needle)
-              && el.querySelector('.main-svg'));
-}"""
+from latency import CHART_OF, COUNTS, TITLE_HAS, descendants, proc_table  # noqa: E402
 
 #: Counts React commits (a stand-in for React DevTools' hook, installed before the page's scripts).
 REACT_HOOK_JS = """(() => {
@@ -136,26 +129,9 @@ READ_JS = """(key) => {
 
 def chromium_cpu(root_pid: int) -> dict[str, float]:
     """CPU seconds by Chromium process type among the descendants of ``root_pid``."""
-    tick = os.sysconf("SC_CLK_TCK")
-    procs = {}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            stat = (proc / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()
-            cmd = (proc / "cmdline").read_bytes().split(b"\0")
-            procs[int(proc.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick, cmd)
-        except (OSError, ValueError):
-            continue
-    mine, todo = set(), [root_pid]
-    while todo:
-        parent = todo.pop()
-        kids = [pid for pid, (ppid, _, _) in procs.items() if ppid == parent and pid not in mine]
-        mine.update(kids)
-        todo.extend(kids)
+    procs = proc_table()
     out: dict[str, float] = collections.defaultdict(float)
-    for pid in mine:
+    for pid in descendants(procs, root_pid):
         _, cpu, cmd = procs[pid]
         if b"chrom" not in b" ".join(cmd):
             continue

@@ -67,10 +67,9 @@ class FittedParameter:
             return calib & (cases["gpus"].astype(int) > cases["calib_gpus"].astype(int))
         if self.kind == "ps":
             return calib & cases["method"].map(lambda m: m in METHODS and METHODS[m].architecture == "ps")
-        if self.kind == "link" and self.name == "pcie3":
-            return calib & (cases["method"] == "BSP-A2A") & one_node & (cases["intra"] == self.name)
-        if self.kind == "link" and self.name == "nvlink2":  # NVIDIA's DGX-1 rows: no survey method there
-            return calib & one_node & (cases["intra"] == self.name)
+        if self.kind == "link" and get_network(self.name).scope == "intra":
+            # one node: BSP-A2A's one fused all-reduce, or a framework's own step (NVIDIA's DGX-1 rows: no method)
+            return calib & cases["method"].isin(["BSP-A2A", ""]) & one_node & (cases["intra"] == self.name)
         if self.kind == "link":
             return calib & (cases["method"] == "BSP-A2A") & ~one_node & (cases["network"] == self.name)
         method = {HOROVOD: "WFBP-A2A", BYTESCHEDULER: "ByteScheduler-A2A"}[self.name]
