@@ -120,23 +120,14 @@ class Grid:
     """The validated grid: per row, its cluster, workload and evaluation ids (public for the benchmarks)."""
 
     def __init__(self, configs: Sequence[dict]):
-        self.clusters: list[tuple[Cluster, CommCost]] = []
-        self.workloads: list[Workload] = []
-        self.units: list[tuple] = []  # (workload id, scheduler or None, bucket_mb or None, cost)
-        self._models: dict[str, Model] = {}
-        self._cluster_ids: dict[tuple, int] = {}
-        self._runs: dict[tuple, tuple] = {}
-        self._workload_ids: dict[tuple, int] = {}
-        self._unit_ids: dict[tuple, int] = {}
-        self._costs: dict[tuple, tuple[CommCost, int]] = {}  # (cluster id, scheduler) -> (cost, its id)
-        self._cost_ids: dict[CommCost, int] = {}
-        self._cost_of: list[CommCost] = []
-        cids, wids, uids = array("q"), array("q"), array("q")  # per row, compact (a million rows: 24 MB)
-        self.schedulers: list[str] = []  # the distinct scheduler names, by code
-        codes = array("q")
-        code_of: dict[str, int] = {}
+        self._reset()
         product = isinstance(configs, ConfigProduct)
         self._typed = not product or any(map(_mixes_types, configs.values))
+        if product and not self._typed and len(configs) and self._resolve_product(configs):
+            return
+        cids, wids, uids = array("q"), array("q"), array("q")  # per row, compact (a million rows: 24 MB)
+        codes = array("q")
+        code_of: dict[str, int] = {}
         rows = configs.grid_rows() if product else map(_values_of, configs)
         values: tuple = ()
         try:
@@ -156,7 +147,111 @@ class Grid:
         self.workload_of_row = np.frombuffer(wids, dtype=np.int64).copy()
         self.unit_of_row = np.frombuffer(uids, dtype=np.int64).copy()
         self.scheduler_code_of_row = np.frombuffer(codes, dtype=np.int64).copy()
-        self._unit_ids, self._costs, self._cost_ids, self._cost_of = {}, {}, {}, []  # only while rows resolve
+        self._drop_lookups()
+
+    def _reset(self) -> None:
+        """Nothing resolved yet."""
+        self.clusters: list[tuple[Cluster, CommCost]] = []
+        self.workloads: list[Workload] = []
+        self.units: list[tuple] = []  # (workload id, scheduler or None, bucket_mb or None, cost)
+        self.schedulers: list[str] = []  # the distinct scheduler names, by code
+        self._models: dict[str, Model] = {}
+        self._cluster_ids: dict[tuple, int] = {}
+        self._runs: dict[tuple, tuple] = {}
+        self._workload_ids: dict[tuple, int] = {}
+        self._unit_ids: dict[tuple, int] = {}
+        self._costs: dict[tuple, tuple[CommCost, int]] = {}  # (cluster id, scheduler) -> (cost, its id)
+        self._cost_ids: dict[CommCost, int] = {}
+        self._cost_of: list[CommCost] = []
+
+    def _drop_lookups(self) -> None:
+        """Forget what is needed only while rows resolve."""
+        self._unit_ids, self._costs, self._cost_ids, self._cost_of = {}, {}, {}, []
+
+    def _resolve_product(self, configs: ConfigProduct) -> bool:
+        """Resolve a product by its axes instead of row by row: each distinct run setting, cluster,
+        workload and evaluation once (in the order the rows first show them, as `_resolve` would),
+        every row's ids by numpy. False, with nothing kept, where a value fails or a model brings its
+        own communication times: then the rows resolve one by one (and the first bad one is named)."""
+        try:
+            ids = self._product_ids(configs)
+        except (SimInputError, TypeError):
+            ids = None
+        if ids is None:
+            self._reset()
+            return False
+        self.cluster_of_row, self.workload_of_row, self.unit_of_row, self.scheduler_code_of_row = ids
+        self._drop_lookups()
+        return True
+
+    def _product_ids(self, configs: ConfigProduct) -> tuple | None:
+        """(cluster, workload, evaluation, scheduler code) of every row of a product whose axes mix no
+        types, or None for a trace-driven model."""
+        run_values, run_row = _combos(configs, GRID_KEYS[2:N_RUN])
+        cluster_values, cluster_row = _combos(configs, GRID_KEYS[N_RUN:])
+        runs = []
+        for values in run_values:
+            if values not in self._runs:
+                self._runs[values] = _run_settings(values)
+            runs.append(self._runs[values])
+        cids = []
+        for values in cluster_values:
+            cid = self._cluster_ids.get(values)
+            cids.append(self._add_cluster(values, values) if cid is None else cid)
+        code_of: dict[str, int] = {}
+        for run in runs:
+            if run[0] not in code_of:
+                code_of[run[0]] = len(self.schedulers)
+                self.schedulers.append(run[0])
+        wid_row = self._product_workloads(configs, runs, cids, run_row, cluster_row)
+        if any(w.model.comm_s is not None for w in self.workloads):
+            return None
+        uid_row = self._product_units(runs, cids, wid_row, run_row, cluster_row)
+        codes = np.array([code_of[run[0]] for run in runs], dtype=np.int64)
+        return np.array(cids, dtype=np.int64)[cluster_row], wid_row, uid_row, codes[run_row]
+
+    def _product_workloads(self, configs: ConfigProduct, runs: list, cids: list, run_row, cluster_row) -> np.ndarray:
+        """Every row's workload id: a workload is the model, batch, the run's precision, prefetch and
+        calibration and the cluster's GPU and wait factor, so rows are told apart by those only."""
+        models, model_row = _combos(configs, ("model",))
+        batches, batch_row = _combos(configs, ("batch_size",))
+        run_part, run_key = _first_ids([run[1:4] for run in runs])
+        clusters = [self.clusters[cid][0] for cid in cids]
+        cluster_part, cluster_key = _first_ids([(c.gpu, c.sync_wait_factor()) for c in clusters])
+        key = ((model_row * len(batches) + batch_row) * len(run_key) + run_part[run_row]) * len(cluster_key)
+        key += cluster_part[cluster_row]
+        first, inverse = _first_appearance(key)
+        wids = np.empty(len(first), dtype=np.int64)
+        for j, r in enumerate(first.tolist()):
+            run, cluster = runs[run_row[r]], clusters[cluster_row[r]]
+            wkey = (models[model_row[r]][0], cluster.gpu, batches[batch_row[r]][0], *run[1:4], None,
+                    cluster.sync_wait_factor())
+            wid = self._workload_ids.get(wkey)
+            wids[j] = self._add_workload(wkey, cluster) if wid is None else wid
+        return wids[inverse]
+
+    def _product_units(self, runs: list, cids: list, wid_row, run_row, cluster_row) -> np.ndarray:
+        """Every row's evaluation id: (workload, scheduler and bucket, cost), none on one GPU."""
+        sched_part, sched_key = _first_ids([(run[0], run[4]) for run in runs])
+        one_gpu = np.array([self.clusters[cid][0].gpus == 1 for cid in cids])
+        cost_ids = np.full((len(cids), len(runs)), -1, dtype=np.int64)
+        for c, cid in enumerate(cids):
+            for r, run in enumerate(runs):
+                if not one_gpu[c]:
+                    found = self._costs.get((cid, run[0]))
+                    if found is None:
+                        cost = self.clusters[cid][0].framework_cost(self.clusters[cid][1], run[0])
+                        found = self._costs[(cid, run[0])] = (cost, self._cost_id(cost))
+                    cost_ids[c, r] = found[1]
+        alone = one_gpu[cluster_row]
+        sched = np.where(alone, len(sched_key), sched_part[run_row])
+        cost = np.where(alone, -1, cost_ids[cluster_row, run_row]) + 1
+        first, inverse = _first_appearance((wid_row * (len(sched_key) + 1) + sched) * (len(self._cost_of) + 1) + cost)
+        costs = [NO_COMM, *self._cost_of]
+        self.units.extend((wid, None, None, NO_COMM) if one else (wid, runs[r][0], runs[r][4], costs[c])
+                          for wid, r, one, c in zip(wid_row[first].tolist(), run_row[first].tolist(),
+                                                    alone[first].tolist(), cost[first].tolist(), strict=True))
+        return inverse
 
     @property
     def scheduler_of_row(self) -> list[str]:
@@ -239,25 +334,67 @@ class Grid:
 
     def work(self, unit_ids) -> float:
         """Estimated work of some evaluations, in layer units (see `SERIAL_WORK_LIMIT`)."""
-        return float(sum(self.workloads[self.units[uid][0]].model.num_layers for uid in unit_ids))
+        return float(self._layers_of(np.fromiter(unit_ids, dtype=np.int64)).sum())
+
+    def _layers_of(self, unit_ids: np.ndarray) -> np.ndarray:
+        """Each evaluation's layers (its workload's), as floats."""
+        layers = np.array([float(w.model.num_layers) for w in self.workloads])
+        wids = np.fromiter((u[0] for u in self.units), dtype=np.int64, count=len(self.units))
+        return layers[wids[unit_ids]] if len(unit_ids) else np.zeros(0)
 
     def chunks(self, parts: int) -> list[list[int]]:
         """Evaluation ids in ``parts`` runs of about equal work, evaluations
-        that may share a plan kept next to each other."""
-        def key(uid):
-            wid, scheduler, bucket_mb, cost = self.units[uid]
-            return wid, str(scheduler), bucket_mb or 0.0, cost.alpha_s, cost.beta_s_per_byte
-
-        order = sorted(range(len(self.units)), key=key)
-        weights = np.array([self.work([u]) for u in order])
+        that may share a plan kept next to each other (sorted by workload, scheduler,
+        bucket size, alpha and beta)."""
+        units = self.units
+        names = sorted({str(u[1]) for u in units})
+        rank = {name: i for i, name in enumerate(names)}
+        columns = [[u[3].beta_s_per_byte for u in units], [u[3].alpha_s for u in units],
+                   [u[2] or 0.0 for u in units], [rank[str(u[1])] for u in units], [u[0] for u in units]]
+        order = np.lexsort([np.array(c) for c in columns])  # the last column first; stable
+        weights = self._layers_of(order)
         bounds = np.searchsorted(np.cumsum(weights), np.linspace(0, weights.sum(), parts + 1)[1:-1], side="right")
-        return [chunk.tolist() for chunk in np.split(np.asarray(order, dtype=np.int64), bounds) if chunk.size]
+        return [chunk.tolist() for chunk in np.split(order.astype(np.int64), bounds) if chunk.size]
 
     def payload(self, unit_ids: list[int]) -> tuple[dict, list[tuple]]:
         """What a worker needs for these evaluations: their workloads and keys."""
         units = [(uid, *self.units[uid]) for uid in unit_ids]
         workloads = {wid: self.workloads[wid] for _, wid, *_ in units}
         return workloads, units
+
+
+def _combos(configs: ConfigProduct, keys: tuple) -> tuple[list[tuple], np.ndarray]:
+    """The distinct combinations of ``keys``' values in a product, in the order its rows first show
+    them, as value tuples in ``keys`` order (absent: `MISSING`), and each row's combination: the
+    rows run through the axes' values with the last axis fastest, so the combinations of some axes
+    first appear in their own product's order."""
+    shape = [len(v) for v in configs.values]
+    on = [a for a, k in enumerate(configs.keys) if k in keys]
+    ids = np.zeros([1] * len(shape), dtype=np.int64)
+    step = 1
+    for a in reversed(on):
+        ids = ids + (np.arange(shape[a], dtype=np.int64) * step).reshape([-1 if b == a else 1 for b in range(len(shape))])
+        step *= shape[a]
+    rows = np.broadcast_to(ids, shape).ravel()
+    where = {configs.keys[a]: j for j, a in enumerate(on)}
+    combos = [tuple(combo[where[k]] if k in where else MISSING for k in keys)
+              for combo in itertools.product(*(configs.values[a] for a in on))]
+    return combos, rows
+
+
+def _first_ids(values: list) -> tuple[np.ndarray, dict]:
+    """An id per value, equal values one id (numbered as they first come)."""
+    ids: dict = {}
+    return np.array([ids.setdefault(v, len(ids)) for v in values], dtype=np.int64), ids
+
+
+def _first_appearance(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each distinct key first appears, in that order, and each key's rank in it."""
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return first[order], rank[inverse.ravel()]
 
 
 def _values_of(config) -> tuple:

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import sim
 from sim.grid import ConfigProduct, Grid
@@ -77,3 +79,43 @@ def test_a_product_of_no_axes_is_no_configuration():
     empty = ConfigProduct()
     assert len(empty) == 0 and list(empty) == [] and list(empty.grid_rows()) == []
     assert list(run_grid(empty).columns) == list(sim.METRIC_KEYS) and len(run_grid(empty)) == 0
+
+
+_AXES = {
+    "model": [TINY, "alexnet"],
+    "batch_size": [8, 16, 3],
+    "gpus": [1, 2, 4, 16],
+    "gpus_per_node": [1, 4],
+    "network": ["10gbe", "ib-edr-100"],
+    "scheduler": ["wfbp", "mgwfbp", "bucket", "horovod", "sequential"],
+    "precision": ["fp32", "fp16"],
+    "bucket_mb": [1.0, 25.0],
+    "prefetch": [False, True],
+    "sync_jitter_cv": [0.0, 0.02],
+}
+
+
+def _row_by_row(configs) -> Grid:
+    """The grid as `Grid` resolves a list of configurations: one row at a time."""
+    return Grid(list(configs))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.fixed_dictionaries({}, optional={k: st.lists(st.sampled_from(v), min_size=1, max_size=3, unique=True)
+                                           for k, v in _AXES.items()}),
+       st.sampled_from([TINY, "alexnet"]), st.sampled_from([8, 4]))
+def test_a_product_resolved_by_its_axes_is_the_grid_row_by_row(axes, model, batch):
+    """A `ConfigProduct` is resolved axis group by axis group (each distinct run, cluster, workload and
+    evaluation once, the rows' ids by numpy); every id, in order, and every evaluation are those of
+    resolving its configurations one by one."""
+    product = ConfigProduct(**{"model": model, "batch_size": batch, **axes})
+    fast, slow = Grid(product), _row_by_row(product)
+    for name in ("cluster_of_row", "workload_of_row", "unit_of_row", "scheduler_code_of_row"):
+        assert np.array_equal(getattr(fast, name), getattr(slow, name)), name
+    assert fast.schedulers == slow.schedulers and fast.units == slow.units
+    assert [c for c, _ in fast.clusters] == [c for c, _ in slow.clusters]
+    assert [(w.batch_size, w.precision, w.prefetch, w.single_gpu_iteration_s) for w in fast.workloads] == \
+           [(w.batch_size, w.precision, w.prefetch, w.single_gpu_iteration_s) for w in slow.workloads]
+    assert all(np.array_equal(a.model.bwd_s, b.model.bwd_s) for a, b in zip(fast.workloads, slow.workloads, strict=True))
+    parts = min(5, len(fast.units))
+    assert not parts or fast.chunks(parts) == slow.chunks(parts)
