@@ -356,11 +356,11 @@ class Grid:
         bounds = np.searchsorted(np.cumsum(weights), np.linspace(0, weights.sum(), parts + 1)[1:-1], side="right")
         return [chunk.tolist() for chunk in np.split(order.astype(np.int64), bounds) if chunk.size]
 
-    def payload(self, unit_ids: list[int]) -> tuple[dict, list[tuple]]:
-        """What a worker needs for these evaluations: their workloads and keys."""
-        units = [(uid, *self.units[uid]) for uid in unit_ids]
-        workloads = {wid: self.workloads[wid] for _, wid, *_ in units}
-        return workloads, units
+    def payload(self, unit_ids: list[int]) -> tuple[dict, np.ndarray, list[tuple]]:
+        """What a worker needs for these evaluations: their workloads, ids and keys."""
+        units = list(map(self.units.__getitem__, unit_ids))
+        workloads = {wid: self.workloads[wid] for wid in dict.fromkeys(u[0] for u in units)}
+        return workloads, np.asarray(unit_ids, dtype=np.int64), units
 
 
 def _combos(configs: ConfigProduct, keys: tuple) -> tuple[list[tuple], np.ndarray]:

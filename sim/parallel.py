@@ -84,17 +84,17 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict]:
+def _evaluate_units(payload: tuple[dict, np.ndarray, list[tuple]]) -> tuple[np.ndarray, dict]:
     """Plan and time evaluations (the worker's task; pure, picklable in and out).
 
     Evaluations of one workload with the same plan are timed in one pass.
     Returns the evaluation ids and, per evaluation, ``iteration_time_s``,
     the phase metrics, ``num_messages`` and ``groups`` (layer names).
     """
-    workloads, units = payload
+    workloads, ids, units = payload
     plans = PlanCache(workloads)
     by_plan: dict[tuple, list[int]] = {}
-    for pos, (_, wid, scheduler, bucket_mb, cost) in enumerate(units):
+    for pos, (wid, scheduler, bucket_mb, cost) in enumerate(units):
         by_plan.setdefault((wid, plans.get(wid, scheduler, bucket_mb, cost)), []).append(pos)
     size = len(units)
     out: dict = {k: np.empty(size) for k in ("iteration_time_s", *_PHASES)}
@@ -103,7 +103,7 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
     out["plans"], coded = [], {}  # each plan's messages once, as `_coded_groups`
     for (wid, plan_id), positions in by_plan.items():
         plan, w = plans.by_id[plan_id], workloads[wid]
-        costs = [units[p][4] for p in positions]
+        costs = [units[p][3] for p in positions]
         idx = np.asarray(positions)
         timing = time_plan(w.model, plan, costs, precision=w.precision, iterations=1, prefetch=w.prefetch,
                            keep_timeline=False)
@@ -116,7 +116,7 @@ def _evaluate_units(payload: tuple[dict, list[tuple]]) -> tuple[np.ndarray, dict
             out["plans"].append(_coded_groups(plan.groups))
         out["num_messages"][idx] = len(plan.groups)
         out["groups"][idx] = code
-    return np.array([u[0] for u in units], dtype=np.int64), out
+    return ids, out
 
 
 def _coded_groups(groups) -> tuple[bytes, bytes]:
