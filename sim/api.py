@@ -415,7 +415,7 @@ def sweep(
     for name, values in (("gpus", gpus), ("schedulers", schedulers), ("networks", networks), ("bucket_mbs", bucket_mbs)):
         if values is not None and (isinstance(values, (str, bytes)) or not hasattr(values, "__len__")):
             raise SimInputError(f"sweep: {name} must be a list, got {type(values).__name__} {values!r}")
-    if not gpus or not schedulers:
+    if len(gpus) == 0 or len(schedulers) == 0:
         raise SimInputError("sweep needs at least one GPU count and one scheduler")
     if networks is not None and not networks:
         raise SimInputError("networks, when given, needs at least one network")
@@ -423,7 +423,8 @@ def sweep(
         raise SimInputError("bucket_mbs, when given, needs at least one bucket size")
     check_run_args(batch_size, 1, precision)
     resources = check_resource_args(optimizer, price_usd_per_hour, power_w)
-    check_grid_size(len(networks or [0]) * len(gpus) * len(schedulers) * len(bucket_mbs or [0]))
+    check_grid_size(len(networks or [0]) * len(gpus) * len(schedulers) * len(bucket_mbs or [0]),
+                    clusters=len(networks or [0]) * len(gpus))
     model = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate_iteration_s, gradients,
                           optimizer=resources["optimizer"])
     base = dataclasses.asdict(cluster)

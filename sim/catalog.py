@@ -31,6 +31,11 @@ from stat import S_ISREG
 
 from sim.errors import SimInputError
 
+#: A link rate beyond this is absurd (1 Pb/s), and below this (10 kb/s); a start-up time over 10 s too.
+MAX_LINK_GBPS = 1e6
+MIN_LINK_GBPS = 1e-5
+MAX_ALPHA_S = 10.0
+
 __all__ = [
     "DATA_DIR",
     "GPU",
@@ -108,12 +113,18 @@ class Network:
             raise SimInputError(f"{owner}: scope must be intra, inter or any, got {self.scope!r}")
         for field in ("line_rate_gbps", "effective_gbps"):
             _check_positive(owner, field, getattr(self, field))
+            if not MIN_LINK_GBPS <= getattr(self, field) <= MAX_LINK_GBPS:
+                raise SimInputError(f"{owner}: {field} must be in [{MIN_LINK_GBPS:g}, {MAX_LINK_GBPS:g}] Gb/s, "
+                                    f"got {getattr(self, field)!r}")
         if self.effective_gbps > self.line_rate_gbps:
             raise SimInputError(
                 f"{owner}: effective_gbps {self.effective_gbps} exceeds line_rate_gbps {self.line_rate_gbps}"
             )
         if not (isinstance(self.alpha_s, (int, float)) and math.isfinite(self.alpha_s) and self.alpha_s >= 0):
             raise SimInputError(f"{owner}: alpha must be a finite number >= 0, got {self.alpha_s!r}")
+        if self.alpha_s > MAX_ALPHA_S:
+            raise SimInputError(f"{owner}: alpha_us must be at most {MAX_ALPHA_S * 1e6:,.0f} us ({MAX_ALPHA_S:g} s), "
+                                f"got {self.alpha_s * 1e6:g}")
 
     @classmethod
     def from_row(cls, row: Mapping[str, object]) -> Network:
@@ -285,6 +296,9 @@ def _read_networks(path: Path, builtin: Mapping[str, Network] | None = None) -> 
             raise SimInputError(f"{where}: duplicate network name {net.name!r}")
         if builtin is not None:
             check_preset_name(net.name, f"{at}: name")
+            if _text(row, OVERRIDES_BUILTIN_COLUMN).lower() not in ("", "yes", "no"):
+                raise SimInputError(f"{where}: {OVERRIDES_BUILTIN_COLUMN} must be yes, no or empty, "
+                                    f"got {_text(row, OVERRIDES_BUILTIN_COLUMN)[:40]!r}")
             if net.name in builtin and _text(row, OVERRIDES_BUILTIN_COLUMN).lower() != "yes":
                 raise SimInputError(
                     f"{where}: user preset {net.name} reuses a built-in name; rename it (e.g. add a "

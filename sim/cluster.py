@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from sim.catalog import get_gpu, get_network
+from sim.catalog import MAX_LINK_GBPS, MIN_LINK_GBPS, get_gpu, get_network
 from sim.checks import check_float, check_int
 from sim.comm import (
     COLLECTIVES,
@@ -28,10 +28,8 @@ from sim.topology import Topology, get_topology, network_regimes
 __all__ = ["MAX_GPUS", "Cluster"]
 
 MAX_GPUS = 1 << 20
-#: A link rate beyond this is absurd (1 Pb/s).
-MAX_LINK_GBPS = 1e6
-#: A link rate below this is absurd (10 kb/s), and so a time per byte above `MAX_S_PER_BYTE` (0.8 ms).
-MIN_LINK_GBPS = 1e-5
+#: A link rate above `MAX_LINK_GBPS` (1 Pb/s) or below `MIN_LINK_GBPS` is absurd (10 kb/s), and so a time per
+#: byte above `MAX_S_PER_BYTE` (0.8 ms); both bounds are `sim.catalog`'s, which a preset file's rows meet too.
 MAX_S_PER_BYTE = 8 / (MIN_LINK_GBPS * 1e9)
 
 

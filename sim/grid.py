@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import operator
+import os
 from array import array
 from collections.abc import Sequence
 from itertools import repeat
@@ -32,7 +33,8 @@ from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
 from sim.schedulers.names import WFBP
 from sim.schedulers.registry import knob_reads
 
-__all__ = ["CLUSTER_DEFAULTS", "GRID_KEYS", "MISSING", "ConfigProduct", "Grid", "Workload", "timing_cost"]
+__all__ = ["CLUSTER_DEFAULTS", "GRID_KEYS", "MAX_CLUSTERS", "MAX_WORKLOADS", "MISSING", "ConfigProduct", "Grid",
+           "Workload", "check_distinct", "timing_cost"]
 
 #: An absent key in a configuration's value tuple.
 MISSING = object()
@@ -47,6 +49,26 @@ RUN_DEFAULTS = {
 #: Keys a configuration may hold; ``model`` and ``batch_size`` are required.
 GRID_KEYS = ("model", "batch_size", *RUN_DEFAULTS, *CLUSTER_DEFAULTS)
 N_RUN = 2 + len(RUN_DEFAULTS)
+#: Distinct clusters and workloads a grid may have at most (raise them here). Each is worked out once,
+#: in the caller's process, before the workers start: a cluster (its costs) about 0.4 ms, a workload (the
+#: model timed for its GPU, batch and precision, and kept) 0.5-1.2 ms and 9-27 KB on the 2-core
+#: development machine, so the limits keep that under about 5 and 25 seconds. The zoo's million-
+#: configuration sweep has 88 clusters and 1,900 workloads.
+MAX_CLUSTERS = 10_000
+MAX_WORKLOADS = 20_000
+_LIMITS = {"clusters": "MAX_CLUSTERS", "workloads": "MAX_WORKLOADS"}
+
+
+class GridTooBig(SimInputError):
+    """A grid over `MAX_CLUSTERS` or `MAX_WORKLOADS`: refused as a whole, not by a row."""
+
+
+def check_distinct(what: str, count: int) -> None:
+    """Refuse a grid of more distinct ``what`` (clusters or workloads) than its limit."""
+    limit = globals()[_LIMITS[what]]
+    if count > limit:
+        raise GridTooBig(f"the sweep has {count:,} distinct {what}; at most {limit:,} are allowed "
+                            f"(sim.grid.{_LIMITS[what]}): split it, or take fewer GPU counts, networks or batch sizes")
 
 
 class ConfigProduct(Sequence):
@@ -175,6 +197,8 @@ class Grid:
         own communication times: then the rows resolve one by one (and the first bad one is named)."""
         try:
             ids = self._product_ids(configs)
+        except GridTooBig:
+            raise
         except (SimInputError, TypeError):
             ids = None
         if ids is None:
@@ -189,6 +213,7 @@ class Grid:
         types, or None for a trace-driven model."""
         run_values, run_row = _combos(configs, GRID_KEYS[2:N_RUN])
         cluster_values, cluster_row = _combos(configs, GRID_KEYS[N_RUN:])
+        check_distinct("clusters", len(set(cluster_values)))
         runs = []
         for values in run_values:
             if values not in self._runs:
@@ -215,12 +240,16 @@ class Grid:
         calibration and the cluster's GPU and wait factor, so rows are told apart by those only."""
         models, model_row = _combos(configs, ("model",))
         batches, batch_row = _combos(configs, ("batch_size",))
+        model_part, model_key = _first_ids(models)  # (an axis may repeat a value)
+        batch_part, batch_key = _first_ids(batches)
         run_part, run_key = _first_ids([run[1:4] for run in runs])
         clusters = [self.clusters[cid][0] for cid in cids]
         cluster_part, cluster_key = _first_ids([(c.gpu, c.sync_wait_factor()) for c in clusters])
-        key = ((model_row * len(batches) + batch_row) * len(run_key) + run_part[run_row]) * len(cluster_key)
+        key = ((model_part[model_row] * len(batch_key) + batch_part[batch_row]) * len(run_key) + run_part[run_row])
+        key *= len(cluster_key)
         key += cluster_part[cluster_row]
         first, inverse = _first_appearance(key)
+        check_distinct("workloads", len(first))
         wids = np.empty(len(first), dtype=np.int64)
         for j, r in enumerate(first.tolist()):
             run, cluster = runs[run_row[r]], clusters[cluster_row[r]]
@@ -308,6 +337,7 @@ class Grid:
         return cid
 
     def _add_cluster(self, cluster_key: tuple, cluster_values: tuple) -> int:
+        check_distinct("clusters", len(self.clusters) + 1)
         given = {k: v for k, v in zip(CLUSTER_DEFAULTS, cluster_values, strict=True) if v is not MISSING}
         cluster = Cluster(**given)
         cid = self._cluster_ids[cluster_key] = len(self.clusters)
@@ -319,6 +349,8 @@ class Grid:
         for key, value in (("model", model), ("batch_size", batch_size)):
             if value is MISSING:
                 raise SimInputError(f"{key!r} is required")
+        if isinstance(model, os.PathLike):  # a CSV path, as `load_model` takes it
+            model = os.fspath(model)
         if isinstance(model, str):
             if model not in self._models:
                 self._models[model] = load_model(model)
@@ -326,6 +358,7 @@ class Grid:
         elif not isinstance(model, Model):
             raise SimInputError(f"model must be a sim.Model or a name, got {type(model).__name__}")
         check_run_args(batch_size, 1, precision)
+        check_distinct("workloads", len(self.workloads) + 1)
         timed = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate)
         single = single_gpu_iteration_s(timed, precision, prefetch)
         wid = self._workload_ids[wkey] = len(self.workloads)

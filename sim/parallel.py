@@ -39,7 +39,7 @@ from sim.core.metrics import METRIC_KEYS, PHASE_KEYS, rates
 from sim.core.run import time_plan
 from sim.errors import SimInputError
 from sim.frameworks import framework_name
-from sim.grid import GRID_KEYS, ConfigProduct, Grid
+from sim.grid import GRID_KEYS, ConfigProduct, Grid, check_distinct
 from sim.sweep_plans import PlanCache
 from sim.tensors import gradients_of
 
@@ -69,11 +69,13 @@ def max_jobs() -> int:
     return MAX_JOBS_PER_CORE * default_jobs()
 
 
-def check_grid_size(count: int) -> None:
-    """Refuse a grid of more than `MAX_CONFIGS` configurations before any work."""
+def check_grid_size(count: int, clusters: int = 0) -> None:
+    """Refuse a grid of more than `MAX_CONFIGS` configurations, or of more than
+    `sim.grid.MAX_CLUSTERS` distinct clusters, before any work."""
     if count > MAX_CONFIGS:
         raise SimInputError(f"the sweep has {count:,} configurations; at most {MAX_CONFIGS:,} are allowed "
                             "(sim.parallel.MAX_CONFIGS): split it")
+    check_distinct("clusters", clusters)
 
 
 def default_jobs() -> int:
@@ -235,7 +237,14 @@ def run_grid(
     """
     if jobs is not None:
         check_int("jobs", jobs, 1, max_jobs())
+    if client is not None and not (hasattr(client, "submit") and hasattr(client, "nthreads")):
+        raise SimInputError(f"client must be a dask.distributed.Client, got {type(client).__name__}")
+    if progress is not None and not callable(progress):
+        raise SimInputError(f"progress must be a function progress(done, total), got {type(progress).__name__}")
     if not isinstance(configs, ConfigProduct):
+        if isinstance(configs, (str, bytes, dict)) or not hasattr(configs, "__iter__"):
+            raise SimInputError(f"configs must be a list of configuration dicts or a ConfigProduct, got "
+                                f"{type(configs).__name__}")
         configs = list(configs)
     check_grid_size(len(configs))
     grid = Grid(configs)
@@ -305,8 +314,10 @@ def _frame(grid: Grid, results: dict) -> pd.DataFrame:
     """The rows, from each row's cluster, workload and evaluation."""
     unit, wl, cl = grid.unit_of_row, grid.workload_of_row, grid.cluster_of_row
     t_iter = results["iteration_time_s"][unit]
-    if not np.all(np.isfinite(t_iter) & (t_iter > 0)):
-        raise SimInputError("the iteration takes no time: give the model non-zero compute times")
+    bad = np.flatnonzero(~(np.isfinite(t_iter) & (t_iter > 0)))
+    if bad.size:
+        raise SimInputError(f"configuration {int(bad[0])}: the iteration takes no time: give the model non-zero "
+                            "compute times")
 
     def per_cluster(get, dtype=None):
         values = [get(c, cost) for c, cost in grid.clusters]

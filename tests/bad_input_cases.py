@@ -363,6 +363,13 @@ CLI_CASES: list[tuple[str, str]] = [
     ("algorithms " + M + " --gpus 256 --steps 100 --algorithms AR-SGD", "tasks"),
     ("run " + M + " --gpus 8 --network-gbps 1e-300", "network_gbps must be >= 1e-05"),
     ("run " + M + " --gpus 8 --gpus-per-node 4 --intra-gbps 1e-300", "intra_gbps must be >= 1e-05"),
+    # found by the hostile review of 2026-11-25
+    ("run " + M + " --gpus 8 --compression powersgd:\u00b2", "the PowerSGD rank must be a whole number in 1..65,536"),
+    ("run " + M + " --gpus 8 --compression powersgd:" + "9" * 5000, "the PowerSGD rank must be"),
+    ("trace " + M + " --gpus 1024 --scheduler bytescheduler --partition-bytes 4096 --iterations 30 -o {d}/big_trace.json",
+     "at most 1,000,000 (sim.cli.trace.MAX_TRACE_EVENTS)"),
+    ("algorithms " + M + " --gpus 8 --lr 1e308", "lr must be <= 100"),
+    ("run " + M + " --gpus 8 --network " + LONG_NAME, "characters)"),
 ]
 
 #: Valid input that does nothing for the run: a link or collective that describes the cluster but that
@@ -551,6 +558,25 @@ API_CASES: list[tuple[str, str, str]] = [
      "layer_names must be a sequence of names"),
     ("model_from_frame_none", "sim.model_from_frame(None, 'm')", "a layer table must be a pandas DataFrame"),
     ("load_model_image_huge", "load_model('vgg16', image_size=2**40)", "image_size must be a whole number <= 65536"),
+    # found by the hostile review of 2026-11-25
+    ("grid_clusters", "sim.parallel.run_grid(sim.parallel.ConfigProduct(model=tiny, batch_size=8, gpus=list(range(1, 20001))))",
+     "at most 10,000 are allowed (sim.grid.MAX_CLUSTERS)"),
+    ("grid_clusters_rows", "sim.parallel.run_grid([dict(model=tiny, batch_size=8, gpus=g) for g in range(1, 10002)])",
+     "configuration 10000: the sweep has 10,001 distinct clusters"),
+    ("grid_workloads", "sim.parallel.run_grid(sim.parallel.ConfigProduct(model=tiny, batch_size=list(range(1, 20002)), gpus=2))",
+     "at most 20,000 are allowed (sim.grid.MAX_WORKLOADS)"),
+    ("sweep_many_gpus", "sweep(tiny, Cluster(), gpus=list(range(1, 10**6)), schedulers=['wfbp'], batch_size=8)",
+     "distinct clusters"),
+    ("grid_client_text", "sim.parallel.run_grid([dict(model=tiny, batch_size=8)], client='x')",
+     "client must be a dask.distributed.Client"),
+    ("grid_progress_int", "sim.parallel.run_grid([dict(model=tiny, batch_size=8)], progress=5)", "progress must be a function"),
+    ("grid_configs_int", "sim.parallel.run_grid(5)", "configs must be a list of configuration dicts"),
+    ("simulate_powersgd_superscript", "simulate(tiny, Cluster(gpus=8), batch_size=8, compression='powersgd:\u00b2')",
+     "PowerSGD rank"),
+    ("cluster_network_huge_name", "Cluster(network='x' * 10**6)", "characters)"),
+    ("grid_zero_times", "sim.parallel.run_grid([dict(model=tiny, batch_size=8, gpus=2), "
+     "dict(model=load_model(d + '/zero_times.csv'), batch_size=8, gpus=1)], jobs=1)",
+     "configuration 1: the iteration takes no time"),
 ]
 
 #: (id, session keys as the URL or the sidebar sets them, text of the `SimInputError`);

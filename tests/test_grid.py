@@ -119,3 +119,10 @@ def test_a_product_resolved_by_its_axes_is_the_grid_row_by_row(axes, model, batc
     assert all(np.array_equal(a.model.bwd_s, b.model.bwd_s) for a, b in zip(fast.workloads, slow.workloads, strict=True))
     parts = min(5, len(fast.units))
     assert not parts or fast.chunks(parts) == slow.chunks(parts)
+
+
+def test_a_model_given_as_a_path_is_read_as_its_name_is():
+    """`load_model` takes a `pathlib.Path`; so does a grid (it once refused one: 'got PosixPath')."""
+    by_path = run_grid([{**BASE, "model": Path(TINY)}], jobs=1)
+    by_name = run_grid([BASE], jobs=1)
+    assert by_path["iteration_time_s"].tolist() == by_name["iteration_time_s"].tolist()

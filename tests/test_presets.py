@@ -180,3 +180,20 @@ class TestMalformedUserFile:
         unknown = sim_cli("run", "--model", "tests/data/tiny.csv", "--gpus", "8", "--network", "lab")
         assert unknown.returncode == 2 and "Traceback" not in unknown.stderr
         assert f"the user presets cannot be read: {bad} line " in unknown.stderr
+
+
+@pytest.mark.parametrize(("row", "expected"), [
+    ("n1,inter,100,10,1e308,s,,", "alpha_us must be at most 10,000,000 us"),
+    ("n1,inter,100,1e-300,5,s,,", "effective_gbps must be in [1e-05, 1e+06] Gb/s"),
+    ("n1,inter,1e300,10,5,s,,", "line_rate_gbps must be in [1e-05, 1e+06] Gb/s"),
+    ("n1,inter,100,10,5,s,,maybe", "overrides_builtin must be yes, no or empty"),
+])
+def test_a_preset_row_with_an_absurd_value_is_refused_naming_its_line(presets_file, row, expected):
+    """A hand-written preset file meets the bounds the flags have (found by the hostile review of
+    2026-11-25: a start-up time of 1e308 us gave an iteration of 1e304 s, without a word)."""
+    presets_file.parent.mkdir()
+    presets_file.write_text("name,scope,line_rate_gbps,effective_gbps,alpha_us,source,note,overrides_builtin\n" + row + "\n")
+    error = user_networks_error()
+    assert error.startswith(f"{presets_file} line 2") and expected in error, error
+    with pytest.raises(SimInputError, match="unknown network 'n1', and the user presets cannot be read"):
+        get_network("n1")

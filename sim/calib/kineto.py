@@ -286,10 +286,11 @@ def _assign_steps(gpu: pd.DataFrame, step_frame: pd.DataFrame) -> pd.DataFrame:
     valid = (idx >= 0) & (when <= step_frame["end_us"].to_numpy()[np.clip(idx, 0, None)])
     gpu["step"] = np.where(valid, step_frame["step"].to_numpy()[np.clip(idx, 0, None)], -1)
     spans = step_frame.set_index("step").reindex(gpu["step"]).reset_index(drop=True)
-    conditions = [
-        (when >= spans[f"{p}_start_us"].to_numpy()) & (when <= spans[f"{p}_end_us"].to_numpy())
-        for p in ("backward", "optimizer", "forward")
-    ]
+    with np.errstate(invalid="ignore"):  # a step without the phase has NaN bounds: no activity falls in it
+        conditions = [
+            (when >= spans[f"{p}_start_us"].to_numpy()) & (when <= spans[f"{p}_end_us"].to_numpy())
+            for p in ("backward", "optimizer", "forward")
+        ]
     gpu["phase"] = np.select(conditions, ["backward", "optimizer", "forward"], default="other")
     return gpu
 

@@ -63,6 +63,9 @@ __all__ = [
     "train_algorithms",
 ]
 
+#: The largest learning rate the replay takes: past it softmax regression only diverges (its loss overflows).
+MAX_LR = 100.0
+
 CURVE_COLUMNS = ("algorithm", "time_s", "gradients", "loss", "accuracy")
 #: Learning rate per gradient step (our choice: on the default dataset BSP
 #: comes within 0.02 of the Bayes accuracy in 30 to 60 rounds; at 1.0 the
@@ -184,7 +187,7 @@ def replay(result: AlgorithmResult, data: Dataset | None = None, *, lr: float = 
         `CURVE_COLUMNS`: the consensus model's test loss and accuracy at
         time 0 and after every ``eval_every`` gradients, and at the end.
     """
-    lr = check_float("lr", lr, 0, low_open=True)
+    lr = check_float("lr", lr, 0, MAX_LR, low_open=True)
     batch_size = check_int("batch_size", batch_size, 1)
     seed = check_seed(seed)
     every = result.workers if eval_every is None else check_int("eval_every", eval_every, 1)
