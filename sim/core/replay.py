@@ -64,6 +64,9 @@ def scan(release: np.ndarray, duration: np.ndarray, free: float) -> tuple[np.nda
     n = len(release)
     if n == 0:
         return np.zeros(0), np.zeros(0)
+    got = _busy(release, duration, free)
+    if got is not None:
+        return got
     before = np.cumsum(duration)  # approximate: where the lane idles, not the times
     before -= duration
     approx_end = np.subtract(release, before)  # (in place from here: fewer arrays of n)
@@ -89,6 +92,21 @@ def scan(release: np.ndarray, duration: np.ndarray, free: float) -> tuple[np.nda
             return start, end
         new = settled
     return None
+
+
+def _busy(release: np.ndarray, duration: np.ndarray, free: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """`scan` of a lane that never idles after its first task starts (a channel that is behind): one
+    running sum from the first start (`running_sums` of one run, the same additions); None if the
+    lane would idle."""
+    end = duration.copy()
+    end[0] += max(float(release[0]), free)
+    np.cumsum(end, out=end)
+    if np.any(release[1:] > end[:-1]):
+        return None
+    start = np.empty(len(end))
+    start[0] = max(float(release[0]), free)
+    start[1:] = end[:-1]
+    return start, end
 
 
 def sparse_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -137,12 +155,14 @@ def is_list_schedule(start: np.ndarray, end: np.ndarray, release: np.ndarray, ra
     waits_from, waited = waits_from[waited], check[waited]
     if len(waited) and np.any(range_max(rank, waits_from, waited) >= rank[waited]):
         return False
-    prev_end = np.empty(n)
-    prev_end[0] = free
-    prev_end[1:] = end[:-1]
-    idle = start > prev_end
-    left_min = np.minimum.accumulate(release[::-1])[::-1]  # the earliest release of what is left
-    return not np.any(left_min[idle] < start[idle])
+    idle = np.flatnonzero(start[1:] > end[:-1]) + 1  # where the lane idled before a task
+    if start[0] > free:
+        idle = np.concatenate([[0], idle])
+    if not len(idle):
+        return True
+    # the earliest release of what is left at each of them: the minimum of each stretch, then from the last back
+    left_min = np.minimum.accumulate(np.minimum.reduceat(release, idle)[::-1])[::-1]
+    return not np.any(left_min < start[idle])
 
 
 def order_of(start: np.ndarray, end: np.ndarray) -> np.ndarray:
