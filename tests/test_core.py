@@ -262,3 +262,19 @@ def test_interval_overlap_is_the_merges_to_the_bit(a, b):
     a_start, a_end = [s for s, _ in a], [s + d for s, d in a]
     b_start, b_end = [s for s, _ in b], [s + d for s, d in b]
     assert overlap_s(a_start, a_end, b_start, b_end) == _merged_overlap_s(a_start, a_end, b_start, b_end)
+
+
+@pytest.mark.parametrize("cost", [COST, PSCost(1 * MS, 1e-7, 1 * MS, 1e-7)])
+def test_rows_of_a_column_not_joined_are_the_joined_columns_rows(cost):
+    """`TaskGraph.rows_of` reads some rows of a column the timeline joins lazily from its chunks: the
+    rows of the joined column, in its dtype."""
+    plan = Plan("bytescheduler", WFBP_GROUPS, partition_bytes=6000, priority="input_first", credit=4,
+                per_layer_update=True)
+    lazy, joined = (lower(three_layers(), plan, cost, iterations=3) for _ in range(2))
+    rng = np.random.default_rng(0)
+    for rows in (np.arange(len(lazy)), np.flatnonzero(rng.random(len(lazy)) < 0.3), np.zeros(0, np.int64),
+                 np.array([len(lazy) - 1])):
+        for name in ("message", "part", "tag", "nbytes"):
+            got, want = lazy.rows_of(name, rows), getattr(joined, name)[rows]
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+    assert np.array_equal(lazy.rows_of("message", np.array([3, 1])), joined.message[[3, 1]])  # any order

@@ -226,10 +226,13 @@ def message_keys(graph, tasks: np.ndarray) -> np.ndarray:
     same key in every iteration and in every graph lowered from the same plan."""
     names = sorted(set(graph.kinds))
     code = np.array([names.index(k) for k in graph.kinds], dtype=np.int64)
-    kind = code[graph.kind_id[tasks]]
-    message = graph.message[tasks].astype(np.int64) + 1
-    part = graph.part[tasks].astype(np.int64) + 1
-    return (kind << 42) | (message << 21) | part
+    key = code[graph.kind_id[tasks]]  # (kind << 42) | (message << 21) | part, in place
+    for column in ("message", "part"):
+        values = graph.rows_of(column, tasks)
+        values += 1
+        key <<= 21
+        key |= values
+    return key
 
 
 def comm_stretch(base_s: np.ndarray, current_s: np.ndarray, covered_s: np.ndarray, end_covered: np.ndarray,

@@ -234,6 +234,21 @@ class TaskGraph:
             columns[name] = _join(parts, _narrow(parts) if name == "nbytes" else dtype)
         return columns[name]
 
+    def rows_of(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """``getattr(self, name)[rows]`` for increasing ``rows``: a column not joined yet is read from its
+        chunks (the rows alone, not a column of every task)."""
+        got = self.finish()._columns.get(name)
+        if not isinstance(got, tuple) or np.any(rows[1:] <= rows[:-1]):
+            return getattr(self, name)[rows]
+        parts, dtype = got
+        out = np.empty(len(rows), dtype=_narrow(parts) if name == "nbytes" else dtype)
+        at = np.cumsum([0] + [count for count, _ in parts])
+        cut = np.searchsorted(rows, at)
+        for (_, value), first, lo, hi in zip(parts, at[:-1].tolist(), cut[:-1].tolist(), cut[1:].tolist(), strict=True):
+            if hi > lo:
+                out[lo:hi] = value if np.ndim(value) == 0 else value[rows[lo:hi] - first]
+        return out
+
     @property
     def succ_index(self) -> np.ndarray:
         """Each task's successors, by source (``succ_index[succ_ptr[t]:succ_ptr[t + 1]]``)."""
