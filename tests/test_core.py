@@ -278,3 +278,19 @@ def test_rows_of_a_column_not_joined_are_the_joined_columns_rows(cost):
             got, want = lazy.rows_of(name, rows), getattr(joined, name)[rows]
             assert got.dtype == want.dtype and np.array_equal(got, want)
     assert np.array_equal(lazy.rows_of("message", np.array([3, 1])), joined.message[[3, 1]])  # any order
+
+
+def test_ranks_of_keys_given_as_int64_are_those_of_the_columns_that_hold_them():
+    """A key chunk of int64 values that fit its int32 column is ranked uncopied, one that does not fit
+    as its column holds it (cast): the ranks of a stable sort of the held columns either way."""
+    rng = np.random.default_rng(1)
+    for high in (50, 2**33):
+        g = TaskGraph()
+        keys = [rng.integers(0, 4, 40), rng.integers(-high, high, 40, dtype=np.int64), rng.integers(0, 3, 40)]
+        g.add_block(40, 0, 0, "L", "x", 1.0, key=keys)
+        g.add_block(5, 0, 0, "L", "x", 1.0, key=(7, 2**40, 1))
+        g.finish()
+        held = [np.concatenate([keys[0], [7] * 5]), np.concatenate([keys[1], [2**40] * 5]).astype(np.int32),
+                np.concatenate([keys[2], [1] * 5])]
+        order = np.lexsort((np.arange(45), held[2], held[1], held[0]))
+        assert g.rank[order].tolist() == list(range(45))

@@ -78,6 +78,17 @@ def _bounds(chunks: list) -> tuple[int, int]:
     return (min(int(np.min(v)) for _, v in chunks), max(int(np.max(v)) for _, v in chunks))
 
 
+def _as_held(value, dtype):
+    """A chunk's values as its column of ``dtype`` holds them: signed integers that all fit are kept as
+    given (the same integers, no copy), anything else is cast."""
+    value = np.asarray(value)
+    if value.dtype == dtype or value.ndim == 0 or not np.issubdtype(value.dtype, np.signedinteger):
+        return value.astype(dtype, copy=False)
+    info = np.iinfo(dtype)
+    fits = value.size == 0 or (info.min <= int(np.min(value)) and int(np.max(value)) <= info.max)
+    return value if fits else value.astype(dtype)
+
+
 def _combined(n: int, keys: list, bounds: list) -> np.ndarray:
     """The keys as one integer per task, key by key: times the key's span, plus the key less its
     smallest value (the same integers as from the joined columns, without joining them)."""
@@ -304,16 +315,15 @@ class TaskGraph:
         key3), its chunks (`_chunk`) and dtype; default the columns set as attributes."""
         if keys is None:
             keys = [([(self._n, getattr(self, name))], dtype) for name, dtype in (("resource", np.int32),) + _COLUMNS[2:6]]
-        keys = [([(count, np.asarray(v).astype(dtype, copy=False)) for count, v in parts if count], dtype)
+        keys = [([(count, _as_held(v, dtype)) for count, v in parts if count], dtype)
                 for parts, dtype in keys]  # (each chunk as its column holds it)
-        idx = np.arange(self._n, dtype=np.int32)
         bounds = [_bounds(parts) for parts, _ in keys]
         if np.prod([float(hi - lo + 1) for lo, hi in bounds]) < 2.0**62:  # one integer: one stable sort, ties by index
             order = np.argsort(_combined(self._n, keys, bounds), kind="stable")
         else:
-            order = np.lexsort((idx, *(_join(parts, dtype) for parts, dtype in reversed(keys))))
+            order = np.lexsort((np.arange(self._n), *(_join(parts, dtype) for parts, dtype in reversed(keys))))
         self.rank = np.empty(self._n, dtype=np.int32)
-        self.rank[order] = idx
+        self.rank[order] = np.arange(self._n, dtype=np.int32)
 
     @property
     def priority(self) -> np.ndarray:
