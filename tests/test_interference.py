@@ -379,3 +379,27 @@ def test_communication_slowed_by_compute_never_shortens_an_iteration(case, kappa
     before, after = pair
     assert after.iteration_time_s >= before.iteration_time_s * (1 - 1e-12)
     assert after.metrics["comm_s"] >= before.metrics["comm_s"] * (1 - 1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 6)), min_size=1, max_size=10),
+       st.lists(st.tuples(st.integers(0, 30), st.integers(0, 6)), max_size=12), st.booleans())
+def test_task_overlap_is_the_covered_time_before_each_end_less_before_each_start(busy, tasks, repeated_start):
+    """`sim.core.interference.task_overlap` (one running length, the end's interval found once) gives the
+    bits of `covered_before` at each end less at each start, and of a search for the last interval begun
+    before each end, on integer times that tie often (and on starts that repeat, as a union never gives)."""
+    from sim.core.intervals import covered_before
+
+    start = np.array([float(s) for s, _ in busy])
+    end = start + [float(d) for _, d in busy]
+    if repeated_start:
+        start, end = np.repeat(start, 2), np.repeat(end, 2)
+    order = np.argsort(start, kind="stable")
+    b = (start[order], end[order])
+    t_start = np.array([float(s) for s, _ in tasks])
+    t_end = t_start + [float(d) for _, d in tasks]
+    covered, at_end = interference.task_overlap(t_start, t_end, b)
+    want = np.clip(covered_before(*b, t_end) - covered_before(*b, t_start), 0.0, t_end - t_start)
+    at = np.searchsorted(b[0], t_end, side="left") - 1
+    assert covered.tobytes() == want.tobytes()
+    assert at_end.tolist() == ((at >= 0) & (t_end < b[1][np.clip(at, 0, None)])).tolist()

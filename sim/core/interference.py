@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sim.core.intervals import covered_before, union
+from sim.core.intervals import covered_at, covered_before, union
 from sim.core.lower import COMPUTE_LANES, LAUNCH_LANE
 
 __all__ = ["COMPUTE_KINDS", "PASSES", "TOLERANCE", "CommFactors", "CommOverlap", "GraphOverlap", "Overlap", "comm_mask",
@@ -76,11 +76,19 @@ def task_overlap(start: np.ndarray, end: np.ndarray, busy: tuple[np.ndarray, np.
     """For tasks [start, end) and the disjoint sorted ``busy`` intervals: how long busy
     covers each task, and whether busy runs at its end, begun before it (a message that
     begins at a task's end may be the one the task releases)."""
-    covered = np.clip(covered_before(*busy, end) - covered_before(*busy, start), 0.0, end - start)
     if not len(busy[0]):
-        return covered, np.zeros(len(end), bool)
-    at = np.searchsorted(busy[0], end, side="left") - 1
-    return covered, (at >= 0) & (end < busy[1][np.clip(at, 0, None)])
+        return np.clip(covered_before(*busy, end) - covered_before(*busy, start), 0.0, end - start), np.zeros(
+            len(end), bool)
+    b_start, b_end = busy
+    length = b_end - b_start
+    cum = np.r_[0.0, np.cumsum(length)]  # (`covered_before` twice, its running length once)
+    before_end, i = covered_at(b_start, length, cum, end)
+    covered = np.clip(before_end - covered_at(b_start, length, cum, start)[0], 0.0, end - start)
+    if np.all(b_start[1:] > b_start[:-1]):  # the last interval begun before each end: i, or the one before i
+        at = i - ((i >= 0) & (b_start[np.clip(i, 0, None)] == end))
+    else:
+        at = np.searchsorted(b_start, end, side="left") - 1
+    return covered, (at >= 0) & (end < b_end[np.clip(at, 0, None)])
 
 
 def timeline_overlap(timeline, layer_names, iteration: int) -> Overlap:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["covered_before", "joined", "joined_overlap_s", "overlap_s", "union"]
+__all__ = ["covered_at", "covered_before", "joined", "joined_overlap_s", "overlap_s", "union"]
 
 
 def union(start, end) -> tuple[np.ndarray, np.ndarray]:
@@ -30,10 +30,17 @@ def covered_before(start: np.ndarray, end: np.ndarray, t) -> np.ndarray:
     t = np.asarray(t, float)
     if len(start) == 0:
         return np.zeros_like(t)
-    cum = np.r_[0.0, np.cumsum(end - start)]
+    length = end - start
+    return covered_at(start, length, np.r_[0.0, np.cumsum(length)], t)[0]
+
+
+def covered_at(start: np.ndarray, length: np.ndarray, cum: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`covered_before` of the intervals of ``start`` and ``length`` (``cum``: 0, then their running
+    length), and at each time the last interval that starts at or before it (-1: none)."""
     i = np.searchsorted(start, t, side="right") - 1
-    inside = np.clip(t - start[np.clip(i, 0, None)], 0.0, (end - start)[np.clip(i, 0, None)])
-    return np.where(i >= 0, cum[np.clip(i, 0, None)] + inside, 0.0)
+    at = np.clip(i, 0, None)
+    inside = np.clip(t - start[at], 0.0, length[at])
+    return np.where(i >= 0, cum[at] + inside, 0.0), i
 
 
 def overlap_s(a_start, a_end, b_start, b_end) -> float:
