@@ -403,3 +403,20 @@ def test_task_overlap_is_the_covered_time_before_each_end_less_before_each_start
     at = np.searchsorted(b[0], t_end, side="left") - 1
     assert covered.tobytes() == want.tobytes()
     assert at_end.tolist() == ((at >= 0) & (t_end < b[1][np.clip(at, 0, None)])).tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 20), max_size=8, unique=True), st.integers(0, 4), st.lists(st.integers(0, 25), max_size=6))
+def test_key_positions_of_repeated_keys_are_those_the_search_finds(keys, repeats, others):
+    """`sim.core.interference.key_positions` of the keys again and again (every iteration's messages) gives
+    the positions a search gives, as for any other keys."""
+    keys = np.array(sorted(keys), dtype=np.int64)
+
+    def searched(key):
+        at = np.minimum(np.searchsorted(keys, key), max(len(keys) - 1, 0))
+        found = keys[at] == key if len(keys) else np.zeros(len(key), bool)
+        return np.where(found, at, len(keys)).astype(np.int32)
+
+    for key in (np.tile(keys, repeats), np.array(others, dtype=np.int64), np.concatenate([np.tile(keys, repeats), others])):
+        got = interference.key_positions(keys, key)
+        assert got.dtype == np.int32 and got.tolist() == searched(key).tolist()

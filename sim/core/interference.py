@@ -129,11 +129,10 @@ class GraphOverlap:
 
     def __init__(self, graph, layer_names, iteration: int) -> None:
         graph.finish()
-        near = np.abs(graph.iteration - iteration) <= 1
+        near = (graph.iteration >= iteration - 1) & (graph.iteration <= iteration + 1)
         # communication on any channel, this iteration or beside
         self.comm = np.flatnonzero(near & comm_mask(graph))
-        place = {name: i for i, name in enumerate(layer_names)}
-        to_layer = np.array([place.get(str(name), -1) for name in graph.layer_names] + [-1], dtype=np.int64)
+        to_layer = _layer_places(graph.layer_names, layer_names)
         worker0 = (graph.iteration == iteration) & (graph.worker == 0)
         self.layers = len(layer_names)
         self.tasks = []
@@ -150,6 +149,16 @@ class GraphOverlap:
         got = [per_layer(idx, start[rows], end[rows], busy, self.layers) for rows, idx in self.tasks]
         (fwd_c, fwd_e, fwd_d), (bwd_c, bwd_e, bwd_d) = got
         return Overlap(fwd_c, bwd_c, fwd_e, bwd_e, fwd_d, bwd_d)
+
+
+def _layer_places(graph_names, layer_names) -> np.ndarray:
+    """Per layer of a graph, its place among ``layer_names`` by name (-1: none there), then -1 (a task of no
+    layer): the places themselves where the graph's are those names (distinct strings, in that order)."""
+    names = tuple(layer_names)
+    if graph_names == names and all(type(name) is str for name in names) and len(set(names)) == len(names):
+        return np.append(np.arange(len(names), dtype=np.int64), -1)
+    place = {name: i for i, name in enumerate(names)}
+    return np.array([place.get(str(name), -1) for name in graph_names] + [-1], dtype=np.int64)
 
 
 class CommOverlap:
@@ -223,7 +232,12 @@ def comm_mask(graph) -> np.ndarray:
 
 
 def key_positions(keys: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """Where each of ``key`` sits in the sorted ``keys``, or ``len(keys)`` where it is not there."""
+    """Where each of ``key`` sits in the sorted ``keys``, or ``len(keys)`` where it is not there (without
+    a search where ``key`` is ``keys`` again and again: every iteration's messages, as the reference's)."""
+    count = len(keys)
+    if count and len(key) % count == 0 and np.array_equal(key.reshape(-1, count), np.broadcast_to(
+            keys, (len(key) // count, count))):
+        return np.tile(np.arange(count, dtype=np.int32), len(key) // count)
     at = np.minimum(np.searchsorted(keys, key), max(len(keys) - 1, 0))
     found = keys[at] == key if len(keys) else np.zeros(len(key), bool)
     return np.where(found, at, len(keys)).astype(np.int32)
