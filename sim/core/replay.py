@@ -48,12 +48,12 @@ def running_sums(first: np.ndarray, value: np.ndarray, duration: np.ndarray) -> 
         buf[0] = end[s]
         np.cumsum(buf, out=end[s:e])
     short = np.flatnonzero((length > 1) & (length <= _LONG))
-    if len(short):
-        by_length = short[np.argsort(-length[short], kind="stable")]
-        starts, lengths = bounds[by_length], length[by_length]
-        for j in range(1, int(lengths[0])):
-            at = starts[:np.searchsorted(-lengths, -j, side="left")] + j  # the runs longer than j
-            end[at] = end[at - 1] + duration[at]
+    j = 1
+    while len(short):  # the short runs longer than j: their positions j, all together
+        at = bounds[short] + j
+        end[at] = end[at - 1] + duration[at]
+        j += 1
+        short = short[length[short] > j]
     return end
 
 
@@ -98,6 +98,11 @@ def _busy(release: np.ndarray, duration: np.ndarray, free: float) -> tuple[np.nd
     """`scan` of a lane that never idles after its first task starts (a channel that is behind): one
     running sum from the first start (`running_sums` of one run, the same additions); None if the
     lane would idle."""
+    head = min(len(release), 64)  # (a lane that idles early, first: the same sums, on few tasks)
+    end = duration[:head].copy()
+    end[0] += max(float(release[0]), free)
+    if np.any(release[1:head] > np.cumsum(end, out=end)[:-1]):
+        return None
     end = duration.copy()
     end[0] += max(float(release[0]), free)
     np.cumsum(end, out=end)
@@ -160,8 +165,12 @@ def is_list_schedule(start: np.ndarray, end: np.ndarray, release: np.ndarray, ra
         idle = np.concatenate([[0], idle])
     if not len(idle):
         return True
-    # the earliest release of what is left at each of them: the minimum of each stretch, then from the last back
-    left_min = np.minimum.accumulate(np.minimum.reduceat(release, idle)[::-1])[::-1]
+    # the earliest release of what is left at each of them: of every position from the last back, or (few of
+    # them) of each stretch between them, then from the last back
+    if len(idle) > n // 16:
+        left_min = np.minimum.accumulate(release[::-1])[::-1][idle]
+    else:
+        left_min = np.minimum.accumulate(np.minimum.reduceat(release, idle)[::-1])[::-1]
     return not np.any(left_min < start[idle])
 
 
