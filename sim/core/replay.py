@@ -188,9 +188,10 @@ def replayed(guesses, release: np.ndarray, rank: np.ndarray, duration: np.ndarra
     for order in guesses:
         if order is None or len(order) != len(release):
             continue
-        rel = release[order]
-        got = scan(rel, duration[order], free)
-        if got is not None and is_list_schedule(*got, rel, order if rank is None else rank[order], free):
+        at = order.astype(np.intp, copy=False)  # (an int32 order indexes at half the speed)
+        rel = release[at]
+        got = scan(rel, duration[at], free)
+        if got is not None and is_list_schedule(*got, rel, order if rank is None else rank[at], free):
             return (order, *got)
     return None
 
@@ -212,21 +213,22 @@ def updates_then_forward(guesses, up_release: np.ndarray, duration: np.ndarray, 
     for order in guesses:
         if order is None or len(order) != n:
             continue
+        at = order.astype(np.intp, copy=False)  # (an int32 order indexes at half the speed)
         pos = np.empty(n, dtype=np.int64)
-        pos[order] = rank
+        pos[at] = rank
         fwd_pos = pos[u_count:]
         if np.any(fwd_pos[1:] <= fwd_pos[:-1]) or np.any(pos[update_of[has]] >= fwd_pos[has]):
             continue  # a forward before what it waits for
-        rel = release[order]
-        got = scan(rel, duration[order], free)
+        rel = release[at]
+        got = scan(rel, duration[at], free)
         if got is None:
             continue
         end_of = np.empty(n)
-        end_of[order] = got[1]
+        end_of[at] = got[1]
         ready = release.copy()  # a forward is released as the last task it waits for ends
         ready[u_count + 1:] = end_of[u_count:-1]
         ready[u_count + has] = np.maximum(ready[u_count + has], end_of[update_of[has]])
-        if is_list_schedule(*got, ready[order], order, free):
+        if is_list_schedule(*got, ready[at], order, free):
             return (order, *got)
     return None
 
