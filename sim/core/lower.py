@@ -47,7 +47,7 @@ import numpy as np
 
 from sim.core.cost import PSCost
 from sim.core.messages import Messages, part_count, parts_of
-from sim.core.pipeline import PipelineSteps
+from sim.core.pipeline import PipelineSteps, distinct
 from sim.core.plan import SHARD_GRADIENTS, SHARD_NONE, SHARD_OPTIMIZER, SHARD_PARAMETERS, Plan
 from sim.core.shard import REDUCE_SCATTER, ShardedSteps
 from sim.core.taskgraph import KINDS, TAGS, Carry, TaskGraph
@@ -165,7 +165,7 @@ class _Lowering(ShardedSteps):
         one worker, at least one layer and one message, no sharded steps."""
         m, plan = self.msgs, self.plan
         if (self.times.workers != 1 or not self.n or not m.parts or plan.shard != SHARD_NONE
-                or len(np.unique(m.members)) != len(m.members)):
+                or distinct(m.members) != len(m.members)):
             return None
         return PipelineSteps(m, two_lanes=self.step_lanes[0] != self.step_lanes[1], after_backward=plan.after_backward,
                              prefetch=prefetch, per_layer=plan.per_layer_update,
