@@ -171,9 +171,10 @@ class CommOverlap:
 
     def __init__(self, graph, iteration: int) -> None:
         graph.finish()
-        self.comm = np.flatnonzero(comm_mask(graph)).astype(np.int32)
+        # (in numpy's index type: they index arrays every round, an int32 index would convert itself each time)
+        self.comm = np.flatnonzero(comm_mask(graph))
         kinds = [graph.kinds.index(k) for k in COMPUTE_KINDS if k in graph.kinds]
-        self.compute = np.flatnonzero(np.isin(graph.kind_id, kinds)).astype(np.int32)
+        self.compute = np.flatnonzero(np.isin(graph.kind_id, kinds))
         self.base_s = graph.duration_s[self.comm]
         key = message_keys(graph, self.comm)
         self.ref = np.flatnonzero(graph.iteration[self.comm] == iteration)  # positions in ``comm``
@@ -201,7 +202,9 @@ class CommOverlap:
     def durations(self, factors: CommFactors) -> np.ndarray:
         """Every message task's time under ``factors`` (a task whose key the reference iteration
         lacks keeps its base time)."""
-        return self.base_s * factors.of(self.at_key)
+        out = factors.of(self.at_key)
+        out *= self.base_s
+        return out
 
 
 class CommFactors(NamedTuple):
