@@ -262,3 +262,35 @@ def test_interval_overlap_is_the_merges_to_the_bit(a, b):
     a_start, a_end = [s for s, _ in a], [s + d for s, d in a]
     b_start, b_end = [s for s, _ in b], [s + d for s, d in b]
     assert overlap_s(a_start, a_end, b_start, b_end) == _merged_overlap_s(a_start, a_end, b_start, b_end)
+
+
+@pytest.mark.parametrize("cost", [COST, PSCost(1 * MS, 1e-7, 1 * MS, 1e-7)])
+def test_rows_of_a_column_not_joined_are_the_joined_columns_rows(cost):
+    """`TaskGraph.rows_of` reads some rows of a column the timeline joins lazily from its chunks: the
+    rows of the joined column, in its dtype."""
+    plan = Plan("bytescheduler", WFBP_GROUPS, partition_bytes=6000, priority="input_first", credit=4,
+                per_layer_update=True)
+    lazy, joined = (lower(three_layers(), plan, cost, iterations=3) for _ in range(2))
+    rng = np.random.default_rng(0)
+    for rows in (np.arange(len(lazy)), np.flatnonzero(rng.random(len(lazy)) < 0.3), np.zeros(0, np.int64),
+                 np.array([len(lazy) - 1])):
+        for name in ("message", "part", "tag", "nbytes"):
+            got, want = lazy.rows_of(name, rows), getattr(joined, name)[rows]
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+    assert np.array_equal(lazy.rows_of("message", np.array([3, 1])), joined.message[[3, 1]])  # any order
+
+
+def test_ranks_of_keys_given_as_int64_are_those_of_the_columns_that_hold_them():
+    """A key chunk of int64 values that fit its int32 column is ranked uncopied, one that does not fit
+    as its column holds it (cast): the ranks of a stable sort of the held columns either way."""
+    rng = np.random.default_rng(1)
+    for high in (50, 2**33):
+        g = TaskGraph()
+        keys = [rng.integers(0, 4, 40), rng.integers(-high, high, 40, dtype=np.int64), rng.integers(0, 3, 40)]
+        g.add_block(40, 0, 0, "L", "x", 1.0, key=keys)
+        g.add_block(5, 0, 0, "L", "x", 1.0, key=(7, 2**40, 1))
+        g.finish()
+        held = [np.concatenate([keys[0], [7] * 5]), np.concatenate([keys[1], [2**40] * 5]).astype(np.int32),
+                np.concatenate([keys[2], [1] * 5])]
+        order = np.lexsort((np.arange(45), held[2], held[1], held[0]))
+        assert g.rank[order].tolist() == list(range(45))

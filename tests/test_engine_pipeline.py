@@ -202,3 +202,12 @@ def test_bytescheduler_lanes_served_without_the_heap_agree_with_the_event_loop(m
     assert np.array_equal(start, start_g) and np.array_equal(end, end_g)
     assert used["serve"] >= 1 and (used["rest"] >= 1) == rest_in_order
     assert used["by_release"] >= (1 if replayed else 0)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(-3, 40), max_size=30), st.booleans())
+def test_distinct_counts_what_unique_finds(values, huge):
+    """`sim.core.pipeline.distinct` (a table of message or layer numbers) counts the values `np.unique` finds."""
+    values = np.array(values + ([10**12] if huge else []), dtype=np.int64)
+    assert pipeline.distinct(values) == len(np.unique(values))
+    assert pipeline.distinct(np.abs(values)) == len(np.unique(np.abs(values)))

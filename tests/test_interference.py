@@ -379,3 +379,44 @@ def test_communication_slowed_by_compute_never_shortens_an_iteration(case, kappa
     before, after = pair
     assert after.iteration_time_s >= before.iteration_time_s * (1 - 1e-12)
     assert after.metrics["comm_s"] >= before.metrics["comm_s"] * (1 - 1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 6)), min_size=1, max_size=10),
+       st.lists(st.tuples(st.integers(0, 30), st.integers(0, 6)), max_size=12), st.booleans())
+def test_task_overlap_is_the_covered_time_before_each_end_less_before_each_start(busy, tasks, repeated_start):
+    """`sim.core.interference.task_overlap` (one running length, the end's interval found once) gives the
+    bits of `covered_before` at each end less at each start, and of a search for the last interval begun
+    before each end, on integer times that tie often (and on starts that repeat, as a union never gives)."""
+    from sim.core.intervals import covered_before
+
+    start = np.array([float(s) for s, _ in busy])
+    end = start + [float(d) for _, d in busy]
+    if repeated_start:
+        start, end = np.repeat(start, 2), np.repeat(end, 2)
+    order = np.argsort(start, kind="stable")
+    b = (start[order], end[order])
+    t_start = np.array([float(s) for s, _ in tasks])
+    t_end = t_start + [float(d) for _, d in tasks]
+    covered, at_end = interference.task_overlap(t_start, t_end, b)
+    want = np.clip(covered_before(*b, t_end) - covered_before(*b, t_start), 0.0, t_end - t_start)
+    at = np.searchsorted(b[0], t_end, side="left") - 1
+    assert covered.tobytes() == want.tobytes()
+    assert at_end.tolist() == ((at >= 0) & (t_end < b[1][np.clip(at, 0, None)])).tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 20), max_size=8, unique=True), st.integers(0, 4), st.lists(st.integers(0, 25), max_size=6))
+def test_key_positions_of_repeated_keys_are_those_the_search_finds(keys, repeats, others):
+    """`sim.core.interference.key_positions` of the keys again and again (every iteration's messages) gives
+    the positions a search gives, as for any other keys."""
+    keys = np.array(sorted(keys), dtype=np.int64)
+
+    def searched(key):
+        at = np.minimum(np.searchsorted(keys, key), max(len(keys) - 1, 0))
+        found = keys[at] == key if len(keys) else np.zeros(len(key), bool)
+        return np.where(found, at, len(keys)).astype(np.int32)
+
+    for key in (np.tile(keys, repeats), np.array(others, dtype=np.int64), np.concatenate([np.tile(keys, repeats), others])):
+        got = interference.key_positions(keys, key)
+        assert got.dtype == np.int32 and got.tolist() == searched(key).tolist()

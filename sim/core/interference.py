@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sim.core.intervals import covered_before, union
+from sim.core.intervals import covered_at, covered_before, union
 from sim.core.lower import COMPUTE_LANES, LAUNCH_LANE
 
 __all__ = ["COMPUTE_KINDS", "PASSES", "TOLERANCE", "CommFactors", "CommOverlap", "GraphOverlap", "Overlap", "comm_mask",
@@ -76,11 +76,19 @@ def task_overlap(start: np.ndarray, end: np.ndarray, busy: tuple[np.ndarray, np.
     """For tasks [start, end) and the disjoint sorted ``busy`` intervals: how long busy
     covers each task, and whether busy runs at its end, begun before it (a message that
     begins at a task's end may be the one the task releases)."""
-    covered = np.clip(covered_before(*busy, end) - covered_before(*busy, start), 0.0, end - start)
     if not len(busy[0]):
-        return covered, np.zeros(len(end), bool)
-    at = np.searchsorted(busy[0], end, side="left") - 1
-    return covered, (at >= 0) & (end < busy[1][np.clip(at, 0, None)])
+        return np.clip(covered_before(*busy, end) - covered_before(*busy, start), 0.0, end - start), np.zeros(
+            len(end), bool)
+    b_start, b_end = busy
+    length = b_end - b_start
+    cum = np.r_[0.0, np.cumsum(length)]  # (`covered_before` twice, its running length once)
+    before_end, i = covered_at(b_start, length, cum, end)
+    covered = np.clip(before_end - covered_at(b_start, length, cum, start)[0], 0.0, end - start)
+    if np.all(b_start[1:] > b_start[:-1]):  # the last interval begun before each end: i, or the one before i
+        at = i - ((i >= 0) & (b_start[np.clip(i, 0, None)] == end))
+    else:
+        at = np.searchsorted(b_start, end, side="left") - 1
+    return covered, (at >= 0) & (end < b_end[np.clip(at, 0, None)])
 
 
 def timeline_overlap(timeline, layer_names, iteration: int) -> Overlap:
@@ -121,11 +129,10 @@ class GraphOverlap:
 
     def __init__(self, graph, layer_names, iteration: int) -> None:
         graph.finish()
-        near = np.abs(graph.iteration - iteration) <= 1
+        near = (graph.iteration >= iteration - 1) & (graph.iteration <= iteration + 1)
         # communication on any channel, this iteration or beside
         self.comm = np.flatnonzero(near & comm_mask(graph))
-        place = {name: i for i, name in enumerate(layer_names)}
-        to_layer = np.array([place.get(str(name), -1) for name in graph.layer_names] + [-1], dtype=np.int64)
+        to_layer = _layer_places(graph.layer_names, layer_names)
         worker0 = (graph.iteration == iteration) & (graph.worker == 0)
         self.layers = len(layer_names)
         self.tasks = []
@@ -144,6 +151,16 @@ class GraphOverlap:
         return Overlap(fwd_c, bwd_c, fwd_e, bwd_e, fwd_d, bwd_d)
 
 
+def _layer_places(graph_names, layer_names) -> np.ndarray:
+    """Per layer of a graph, its place among ``layer_names`` by name (-1: none there), then -1 (a task of no
+    layer): the places themselves where the graph's are those names (distinct strings, in that order)."""
+    names = tuple(layer_names)
+    if graph_names == names and all(type(name) is str for name in names) and len(set(names)) == len(names):
+        return np.append(np.arange(len(names), dtype=np.int64), -1)
+    place = {name: i for i, name in enumerate(names)}
+    return np.array([place.get(str(name), -1) for name in graph_names] + [-1], dtype=np.int64)
+
+
 class CommOverlap:
     """A task graph's messages (every task on a communication lane) as `comm_stretch` reads them:
     for those of the reference ``iteration``, how long compute (any worker's forward or backward)
@@ -154,9 +171,10 @@ class CommOverlap:
 
     def __init__(self, graph, iteration: int) -> None:
         graph.finish()
-        self.comm = np.flatnonzero(comm_mask(graph)).astype(np.int32)
+        # (in numpy's index type: they index arrays every round, an int32 index would convert itself each time)
+        self.comm = np.flatnonzero(comm_mask(graph))
         kinds = [graph.kinds.index(k) for k in COMPUTE_KINDS if k in graph.kinds]
-        self.compute = np.flatnonzero(np.isin(graph.kind_id, kinds)).astype(np.int32)
+        self.compute = np.flatnonzero(np.isin(graph.kind_id, kinds))
         self.base_s = graph.duration_s[self.comm]
         key = message_keys(graph, self.comm)
         self.ref = np.flatnonzero(graph.iteration[self.comm] == iteration)  # positions in ``comm``
@@ -184,7 +202,9 @@ class CommOverlap:
     def durations(self, factors: CommFactors) -> np.ndarray:
         """Every message task's time under ``factors`` (a task whose key the reference iteration
         lacks keeps its base time)."""
-        return self.base_s * factors.of(self.at_key)
+        out = factors.of(self.at_key)
+        out *= self.base_s
+        return out
 
 
 class CommFactors(NamedTuple):
@@ -215,7 +235,12 @@ def comm_mask(graph) -> np.ndarray:
 
 
 def key_positions(keys: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """Where each of ``key`` sits in the sorted ``keys``, or ``len(keys)`` where it is not there."""
+    """Where each of ``key`` sits in the sorted ``keys``, or ``len(keys)`` where it is not there (without
+    a search where ``key`` is ``keys`` again and again: every iteration's messages, as the reference's)."""
+    count = len(keys)
+    if count and len(key) % count == 0 and np.array_equal(key.reshape(-1, count), np.broadcast_to(
+            keys, (len(key) // count, count))):
+        return np.tile(np.arange(count, dtype=np.int32), len(key) // count)
     at = np.minimum(np.searchsorted(keys, key), max(len(keys) - 1, 0))
     found = keys[at] == key if len(keys) else np.zeros(len(key), bool)
     return np.where(found, at, len(keys)).astype(np.int32)
@@ -226,10 +251,13 @@ def message_keys(graph, tasks: np.ndarray) -> np.ndarray:
     same key in every iteration and in every graph lowered from the same plan."""
     names = sorted(set(graph.kinds))
     code = np.array([names.index(k) for k in graph.kinds], dtype=np.int64)
-    kind = code[graph.kind_id[tasks]]
-    message = graph.message[tasks].astype(np.int64) + 1
-    part = graph.part[tasks].astype(np.int64) + 1
-    return (kind << 42) | (message << 21) | part
+    key = code[graph.kind_id[tasks]]  # (kind << 42) | (message << 21) | part, in place
+    for column in ("message", "part"):
+        values = graph.rows_of(column, tasks)
+        values += 1
+        key <<= 21
+        key |= values
+    return key
 
 
 def comm_stretch(base_s: np.ndarray, current_s: np.ndarray, covered_s: np.ndarray, end_covered: np.ndarray,

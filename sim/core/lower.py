@@ -47,7 +47,7 @@ import numpy as np
 
 from sim.core.cost import PSCost
 from sim.core.messages import Messages, part_count, parts_of
-from sim.core.pipeline import PipelineSteps
+from sim.core.pipeline import PipelineSteps, distinct
 from sim.core.plan import SHARD_GRADIENTS, SHARD_NONE, SHARD_OPTIMIZER, SHARD_PARAMETERS, Plan
 from sim.core.shard import REDUCE_SCATTER, ShardedSteps
 from sim.core.taskgraph import KINDS, TAGS, Carry, TaskGraph
@@ -165,7 +165,7 @@ class _Lowering(ShardedSteps):
         one worker, at least one layer and one message, no sharded steps."""
         m, plan = self.msgs, self.plan
         if (self.times.workers != 1 or not self.n or not m.parts or plan.shard != SHARD_NONE
-                or len(np.unique(m.members)) != len(m.members)):
+                or distinct(m.members) != len(m.members)):
             return None
         return PipelineSteps(m, two_lanes=self.step_lanes[0] != self.step_lanes[1], after_backward=plan.after_backward,
                              prefetch=prefetch, per_layer=plan.per_layer_update,
@@ -297,18 +297,20 @@ class _Lowering(ShardedSteps):
         """The columns of an iteration's two-step parts (a part's push then its pull, or its launch then
         its transfer, interleaved), built once: the same in every iteration but for the iteration's own
         key (k) and, with per-iteration communication scales, the durations. Every iteration's block
-        shares these arrays (one copy in memory, not one per iteration)."""
+        shares these arrays (one copy in memory, not one per iteration), each in the dtype of the column
+        that holds it (`sim.core.taskgraph`: the same values, half the memory or less)."""
         if self._two_step is None:
             g, m, parts = self.g, self.msgs, self.msgs.parts
-            keys = [np.empty(2 * parts, dtype=np.int64) for _ in range(3)]
+            keys = [np.empty(2 * parts, dtype=np.int32) for _ in range(3)]
             for phase in range(2):
                 for column, values in zip(keys, self.part_keys(0, phase)[1:], strict=True):
                     column[phase::2] = values
+            lanes = np.array([g.resource_id(SHARED, lane) for lane in self.step_lanes], dtype=np.int32)
+            tags = np.array([TAGS.index(_STEP_TAG.get(step, step)) for step in self.steps], dtype=np.int8)
             self._two_step = dict(
-                lanes=np.tile([g.resource_id(SHARED, lane) for lane in self.step_lanes], parts), keys=keys,
-                tags=np.tile([TAGS.index(_STEP_TAG.get(step, step)) for step in self.steps], parts),
-                nbytes=np.repeat(m.part_bytes, 2), part=np.repeat(m.part_suffix, 2),
-                message=np.repeat(m.part_msg, 2), duration=self.two_step_durations(0))
+                lanes=np.tile(lanes, parts), keys=keys, tags=np.tile(tags, parts), nbytes=np.repeat(m.part_bytes, 2),
+                part=m.part_suffix.astype(np.int32).repeat(2), message=m.part_msg.astype(np.int32).repeat(2),
+                duration=self.two_step_durations(0))
         return self._two_step
 
     def two_step_durations(self, k: int) -> np.ndarray:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.core.intervals import overlap_s
+from sim.core.intervals import joined, joined_overlap_s
 from sim.core.taskgraph import KINDS
 from sim.core.timeline import COMPUTE_KINDS
 
@@ -130,19 +130,20 @@ def graph_figures(graph, start: np.ndarray, end: np.ndarray, pipelined: bool, wo
     ref_kinds, ref_dur = kinds[ref_tasks], end[ref_tasks] - start[ref_tasks]
     dur = {KINDS[k]: ref_dur[ref_kinds == k] for k in np.unique(ref_kinds).tolist()}
     comm = np.flatnonzero(in_ref & (kinds == KINDS.index("comm")))
-    lanes = set(graph.resource[comm].tolist())
+    lanes = graph.resource[comm]
     c_start, c_end = start[comm], end[comm]
+    c_joined = joined(c_start, c_end)  # (`sim.core.intervals.overlap_s` of each set with them, one union)
     comm_s = _sum(dur.get("comm", []))
-    if len(lanes) > 1:  # push and pull at once: the time communication is under way
-        comm_s = overlap_s(c_start, c_end, c_start, c_end)
+    if np.any(lanes != lanes[:1]):  # push and pull at once: the time communication is under way
+        comm_s = joined_overlap_s(c_joined, c_joined)
     # compute anywhere (any iteration); what lies wholly outside the span of communication adds nothing
     compute = np.isin(kinds, [KINDS.index(k) for k in COMPUTE_KINDS]) & mine
     if len(comm):
         compute &= (end >= c_start.min()) & (start <= c_end.max())
     compute = np.flatnonzero(compute)
-    wait = 0.0 if pipelined else _wait_s(kinds, in_ref & mine, start, end, c_start, c_end)
+    wait = 0.0 if pipelined else _wait_s(kinds, in_ref & mine, start, end, c_joined)
     comm_s += wait
-    hidden = min(overlap_s(c_start, c_end, start[compute], end[compute]), comm_s)
+    hidden = min(joined_overlap_s(c_joined, joined(start[compute], end[compute])), comm_s)
     by_kind = {k: _sum(v) for k, v in dur.items()}
     return t_iter, {
         "compute_s": float(sum(by_kind.get(k, 0.0) for k in COMPUTE_KINDS)),
@@ -158,7 +159,7 @@ def graph_figures(graph, start: np.ndarray, end: np.ndarray, pipelined: bool, wo
     }
 
 
-def _wait_s(kinds, mine_in_ref, start, end, c_start, c_end) -> float:
+def _wait_s(kinds, mine_in_ref, start, end, c_joined) -> float:
     """The reference iteration's span from the end of backward to the update's start with
     no message on the wire (`sim.core.overlap.wait_s`, for the general engine)."""
     backward = mine_in_ref & (kinds == KINDS.index("backward"))
@@ -168,4 +169,4 @@ def _wait_s(kinds, mine_in_ref, start, end, c_start, c_end) -> float:
     after, until = float(end[backward].max()), float(start[update].min())
     if until <= after:
         return 0.0
-    return max((until - after) - overlap_s(c_start, c_end, [after], [until]), 0.0)
+    return max((until - after) - joined_overlap_s(c_joined, joined([after], [until])), 0.0)

@@ -48,12 +48,12 @@ def running_sums(first: np.ndarray, value: np.ndarray, duration: np.ndarray) -> 
         buf[0] = end[s]
         np.cumsum(buf, out=end[s:e])
     short = np.flatnonzero((length > 1) & (length <= _LONG))
-    if len(short):
-        by_length = short[np.argsort(-length[short], kind="stable")]
-        starts, lengths = bounds[by_length], length[by_length]
-        for j in range(1, int(lengths[0])):
-            at = starts[:np.searchsorted(-lengths, -j, side="left")] + j  # the runs longer than j
-            end[at] = end[at - 1] + duration[at]
+    j = 1
+    while len(short):  # the short runs longer than j: their positions j, all together
+        at = bounds[short] + j
+        end[at] = end[at - 1] + duration[at]
+        j += 1
+        short = short[length[short] > j]
     return end
 
 
@@ -64,6 +64,9 @@ def scan(release: np.ndarray, duration: np.ndarray, free: float) -> tuple[np.nda
     n = len(release)
     if n == 0:
         return np.zeros(0), np.zeros(0)
+    got = _busy(release, duration, free)
+    if got is not None:
+        return got
     before = np.cumsum(duration)  # approximate: where the lane idles, not the times
     before -= duration
     approx_end = np.subtract(release, before)  # (in place from here: fewer arrays of n)
@@ -89,6 +92,26 @@ def scan(release: np.ndarray, duration: np.ndarray, free: float) -> tuple[np.nda
             return start, end
         new = settled
     return None
+
+
+def _busy(release: np.ndarray, duration: np.ndarray, free: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """`scan` of a lane that never idles after its first task starts (a channel that is behind): one
+    running sum from the first start (`running_sums` of one run, the same additions); None if the
+    lane would idle."""
+    head = min(len(release), 64)  # (a lane that idles early, first: the same sums, on few tasks)
+    end = duration[:head].copy()
+    end[0] += max(float(release[0]), free)
+    if np.any(release[1:head] > np.cumsum(end, out=end)[:-1]):
+        return None
+    end = duration.copy()
+    end[0] += max(float(release[0]), free)
+    np.cumsum(end, out=end)
+    if np.any(release[1:] > end[:-1]):
+        return None
+    start = np.empty(len(end))
+    start[0] = max(float(release[0]), free)
+    start[1:] = end[:-1]
+    return start, end
 
 
 def sparse_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -137,12 +160,18 @@ def is_list_schedule(start: np.ndarray, end: np.ndarray, release: np.ndarray, ra
     waits_from, waited = waits_from[waited], check[waited]
     if len(waited) and np.any(range_max(rank, waits_from, waited) >= rank[waited]):
         return False
-    prev_end = np.empty(n)
-    prev_end[0] = free
-    prev_end[1:] = end[:-1]
-    idle = start > prev_end
-    left_min = np.minimum.accumulate(release[::-1])[::-1]  # the earliest release of what is left
-    return not np.any(left_min[idle] < start[idle])
+    idle = np.flatnonzero(start[1:] > end[:-1]) + 1  # where the lane idled before a task
+    if start[0] > free:
+        idle = np.concatenate([[0], idle])
+    if not len(idle):
+        return True
+    # the earliest release of what is left at each of them: of every position from the last back, or (few of
+    # them) of each stretch between them, then from the last back
+    if len(idle) > n // 16:
+        left_min = np.minimum.accumulate(release[::-1])[::-1][idle]
+    else:
+        left_min = np.minimum.accumulate(np.minimum.reduceat(release, idle)[::-1])[::-1]
+    return not np.any(left_min < start[idle])
 
 
 def order_of(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -159,9 +188,10 @@ def replayed(guesses, release: np.ndarray, rank: np.ndarray, duration: np.ndarra
     for order in guesses:
         if order is None or len(order) != len(release):
             continue
-        rel = release[order]
-        got = scan(rel, duration[order], free)
-        if got is not None and is_list_schedule(*got, rel, order if rank is None else rank[order], free):
+        at = order.astype(np.intp, copy=False)  # (an int32 order indexes at half the speed)
+        rel = release[at]
+        got = scan(rel, duration[at], free)
+        if got is not None and is_list_schedule(*got, rel, order if rank is None else rank[at], free):
             return (order, *got)
     return None
 
@@ -183,21 +213,22 @@ def updates_then_forward(guesses, up_release: np.ndarray, duration: np.ndarray, 
     for order in guesses:
         if order is None or len(order) != n:
             continue
+        at = order.astype(np.intp, copy=False)  # (an int32 order indexes at half the speed)
         pos = np.empty(n, dtype=np.int64)
-        pos[order] = rank
+        pos[at] = rank
         fwd_pos = pos[u_count:]
         if np.any(fwd_pos[1:] <= fwd_pos[:-1]) or np.any(pos[update_of[has]] >= fwd_pos[has]):
             continue  # a forward before what it waits for
-        rel = release[order]
-        got = scan(rel, duration[order], free)
+        rel = release[at]
+        got = scan(rel, duration[at], free)
         if got is None:
             continue
         end_of = np.empty(n)
-        end_of[order] = got[1]
+        end_of[at] = got[1]
         ready = release.copy()  # a forward is released as the last task it waits for ends
         ready[u_count + 1:] = end_of[u_count:-1]
         ready[u_count + has] = np.maximum(ready[u_count + has], end_of[update_of[has]])
-        if is_list_schedule(*got, ready[order], order, free):
+        if is_list_schedule(*got, ready[at], order, free):
             return (order, *got)
     return None
 

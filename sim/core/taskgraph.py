@@ -78,6 +78,17 @@ def _bounds(chunks: list) -> tuple[int, int]:
     return (min(int(np.min(v)) for _, v in chunks), max(int(np.max(v)) for _, v in chunks))
 
 
+def _as_held(value, dtype):
+    """A chunk's values as its column of ``dtype`` holds them: signed integers that all fit are kept as
+    given (the same integers, no copy), anything else is cast."""
+    value = np.asarray(value)
+    if value.dtype == dtype or value.ndim == 0 or not np.issubdtype(value.dtype, np.signedinteger):
+        return value.astype(dtype, copy=False)
+    info = np.iinfo(dtype)
+    fits = value.size == 0 or (info.min <= int(np.min(value)) and int(np.max(value)) <= info.max)
+    return value if fits else value.astype(dtype)
+
+
 def _combined(n: int, keys: list, bounds: list) -> np.ndarray:
     """The keys as one integer per task, key by key: times the key's span, plus the key less its
     smallest value (the same integers as from the joined columns, without joining them)."""
@@ -234,6 +245,21 @@ class TaskGraph:
             columns[name] = _join(parts, _narrow(parts) if name == "nbytes" else dtype)
         return columns[name]
 
+    def rows_of(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """``getattr(self, name)[rows]`` for increasing ``rows``: a column not joined yet is read from its
+        chunks (the rows alone, not a column of every task)."""
+        got = self.finish()._columns.get(name)
+        if not isinstance(got, tuple) or np.any(rows[1:] <= rows[:-1]):
+            return getattr(self, name)[rows]
+        parts, dtype = got
+        out = np.empty(len(rows), dtype=_narrow(parts) if name == "nbytes" else dtype)
+        at = np.cumsum([0] + [count for count, _ in parts])
+        cut = np.searchsorted(rows, at)
+        for (_, value), first, lo, hi in zip(parts, at[:-1].tolist(), cut[:-1].tolist(), cut[1:].tolist(), strict=True):
+            if hi > lo:
+                out[lo:hi] = value if np.ndim(value) == 0 else value[rows[lo:hi] - first]
+        return out
+
     @property
     def succ_index(self) -> np.ndarray:
         """Each task's successors, by source (``succ_index[succ_ptr[t]:succ_ptr[t + 1]]``)."""
@@ -289,16 +315,15 @@ class TaskGraph:
         key3), its chunks (`_chunk`) and dtype; default the columns set as attributes."""
         if keys is None:
             keys = [([(self._n, getattr(self, name))], dtype) for name, dtype in (("resource", np.int32),) + _COLUMNS[2:6]]
-        keys = [([(count, np.asarray(v).astype(dtype, copy=False)) for count, v in parts if count], dtype)
+        keys = [([(count, _as_held(v, dtype)) for count, v in parts if count], dtype)
                 for parts, dtype in keys]  # (each chunk as its column holds it)
-        idx = np.arange(self._n, dtype=np.int32)
         bounds = [_bounds(parts) for parts, _ in keys]
         if np.prod([float(hi - lo + 1) for lo, hi in bounds]) < 2.0**62:  # one integer: one stable sort, ties by index
             order = np.argsort(_combined(self._n, keys, bounds), kind="stable")
         else:
-            order = np.lexsort((idx, *(_join(parts, dtype) for parts, dtype in reversed(keys))))
+            order = np.lexsort((np.arange(self._n), *(_join(parts, dtype) for parts, dtype in reversed(keys))))
         self.rank = np.empty(self._n, dtype=np.int32)
-        self.rank[order] = idx
+        self.rank[order] = np.arange(self._n, dtype=np.int32)
 
     @property
     def priority(self) -> np.ndarray:
