@@ -31,10 +31,8 @@ from stat import S_ISREG
 
 from sim.errors import SimInputError
 
-#: A link rate beyond this is absurd (1 Pb/s), and below this (10 kb/s); a start-up time over 10 s too.
-MAX_LINK_GBPS = 1e6
-MIN_LINK_GBPS = 1e-5
-MAX_ALPHA_S = 10.0
+#: Absurd beyond these: a link rate above 1 Pb/s or below 10 kb/s, a start-up time over 10 s.
+MAX_LINK_GBPS, MIN_LINK_GBPS, MAX_ALPHA_S = 1e6, 1e-5, 10.0
 
 __all__ = [
     "DATA_DIR",
@@ -68,24 +66,17 @@ OVERRIDES_BUILTIN_COLUMN = "overrides_builtin"
 
 _NETWORK_COLUMNS = ("name", "scope", "line_rate_gbps", "effective_gbps", "alpha_us", "source")
 _NETWORK_SCOPES = ("intra", "inter", "any")
-
-_GPU_COLUMNS = (
-    "name",
-    "fp32_tflops",
-    "tf32_tflops",
-    "fp16_tensor_tflops",
-    "mem_bw_gb_per_s",
-    "mem_gb",
-    "source",
-)
+_GPU_COLUMNS = ("name", "fp32_tflops", "tf32_tflops", "fp16_tensor_tflops", "mem_bw_gb_per_s", "mem_gb", "source")
 
 #: Precisions `GPU.peak_flops` knows, mapped to the field holding the rate.
 PRECISIONS = {"fp32": "fp32_tflops", "tf32": "tf32_tflops", "fp16": "fp16_tensor_tflops"}
 
 
-def _check_positive(owner: str, field: str, value: float) -> None:
+def _check_positive(owner: str, field: str, value: float, low: float = 0.0, high: float = math.inf) -> None:
     if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
         raise SimInputError(f"{owner}: {field} must be a finite number > 0, got {value!r}")
+    if not low <= value <= high:
+        raise SimInputError(f"{owner}: {field} must be in [{low:g}, {high:g}], got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -112,10 +103,7 @@ class Network:
         if self.scope not in _NETWORK_SCOPES:
             raise SimInputError(f"{owner}: scope must be intra, inter or any, got {self.scope!r}")
         for field in ("line_rate_gbps", "effective_gbps"):
-            _check_positive(owner, field, getattr(self, field))
-            if not MIN_LINK_GBPS <= getattr(self, field) <= MAX_LINK_GBPS:
-                raise SimInputError(f"{owner}: {field} must be in [{MIN_LINK_GBPS:g}, {MAX_LINK_GBPS:g}] Gb/s, "
-                                    f"got {getattr(self, field)!r}")
+            _check_positive(owner, field, getattr(self, field), MIN_LINK_GBPS, MAX_LINK_GBPS)
         if self.effective_gbps > self.line_rate_gbps:
             raise SimInputError(
                 f"{owner}: effective_gbps {self.effective_gbps} exceeds line_rate_gbps {self.line_rate_gbps}"
@@ -123,8 +111,7 @@ class Network:
         if not (isinstance(self.alpha_s, (int, float)) and math.isfinite(self.alpha_s) and self.alpha_s >= 0):
             raise SimInputError(f"{owner}: alpha must be a finite number >= 0, got {self.alpha_s!r}")
         if self.alpha_s > MAX_ALPHA_S:
-            raise SimInputError(f"{owner}: alpha_us must be at most {MAX_ALPHA_S * 1e6:,.0f} us ({MAX_ALPHA_S:g} s), "
-                                f"got {self.alpha_s * 1e6:g}")
+            raise SimInputError(f"{owner}: alpha_us must be at most {MAX_ALPHA_S * 1e6:,.0f}, got {self.alpha_s * 1e6:g}")
 
     @classmethod
     def from_row(cls, row: Mapping[str, object]) -> Network:

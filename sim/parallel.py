@@ -235,19 +235,7 @@ def run_grid(
     SimInputError
         For a bad configuration, naming its position.
     """
-    if jobs is not None:
-        check_int("jobs", jobs, 1, max_jobs())
-    if client is not None and not (hasattr(client, "submit") and hasattr(client, "nthreads")):
-        raise SimInputError(f"client must be a dask.distributed.Client, got {type(client).__name__}")
-    if progress is not None and not callable(progress):
-        raise SimInputError(f"progress must be a function progress(done, total), got {type(progress).__name__}")
-    if not isinstance(configs, ConfigProduct):
-        if isinstance(configs, (str, bytes, dict)) or not hasattr(configs, "__iter__"):
-            raise SimInputError(f"configs must be a list of configuration dicts or a ConfigProduct, got "
-                                f"{type(configs).__name__}")
-        configs = list(configs)
-    check_grid_size(len(configs))
-    grid = Grid(configs)
+    grid = Grid(_checked(configs, jobs, client, progress))
     if not grid.units:
         return pd.DataFrame(columns=list(METRIC_KEYS))
     if client is not None:
@@ -263,6 +251,23 @@ def run_grid(
     payloads = [grid.payload(c) for c in chunks] if client is not None else (grid.payload(c) for c in chunks)
     _run_chunks(payloads, workers if parallel else 1, client, collector, len(chunks))
     return _frame(grid, collector.results)
+
+
+def _checked(configs, jobs, client, progress) -> Sequence[dict]:
+    """`run_grid`'s arguments checked, and the configurations as a list (a `ConfigProduct` as it is)."""
+    if jobs is not None:
+        check_int("jobs", jobs, 1, max_jobs())
+    if client is not None and not (hasattr(client, "submit") and hasattr(client, "nthreads")):
+        raise SimInputError(f"client must be a dask.distributed.Client, got {type(client).__name__}")
+    if progress is not None and not callable(progress):
+        raise SimInputError(f"progress must be a function progress(done, total), got {type(progress).__name__}")
+    if not isinstance(configs, ConfigProduct):
+        if isinstance(configs, (str, bytes, dict)) or not hasattr(configs, "__iter__"):
+            raise SimInputError(f"configs must be a list of configuration dicts or a ConfigProduct, got "
+                                f"{type(configs).__name__}")
+        configs = list(configs)
+    check_grid_size(len(configs))
+    return configs
 
 
 def _strings(values: list[str], index: np.ndarray):

@@ -183,9 +183,9 @@ class TestMalformedUserFile:
 
 
 @pytest.mark.parametrize(("row", "expected"), [
-    ("n1,inter,100,10,1e308,s,,", "alpha_us must be at most 10,000,000 us"),
-    ("n1,inter,100,1e-300,5,s,,", "effective_gbps must be in [1e-05, 1e+06] Gb/s"),
-    ("n1,inter,1e300,10,5,s,,", "line_rate_gbps must be in [1e-05, 1e+06] Gb/s"),
+    ("n1,inter,100,10,1e308,s,,", "alpha_us must be at most 10,000,000, got 1e+308"),
+    ("n1,inter,100,1e-300,5,s,,", "effective_gbps must be in [1e-05, 1e+06], got 1e-300"),
+    ("n1,inter,1e300,10,5,s,,", "line_rate_gbps must be in [1e-05, 1e+06], got 1e+300"),
     ("n1,inter,100,10,5,s,,maybe", "overrides_builtin must be yes, no or empty"),
 ])
 def test_a_preset_row_with_an_absurd_value_is_refused_naming_its_line(presets_file, row, expected):
