@@ -63,16 +63,16 @@ def _affine_spans(r: list[float], nbytes: list[float], alpha_s, alpha: float, be
     product and sum as ``time_s``, so the same bits), the merge rule's ``alpha_s`` as given."""
     spans: list[tuple[int, int]] = []
     hi = len(r) - 1
-    prev_end, group_bytes = -math.inf, nbytes[hi]
-    for l in range(hi, 0, -1):
-        tau_c = r[l] if r[l] > prev_end else prev_end
+    prev_end, group_bytes, r_l = -math.inf, nbytes[hi], r[hi]
+    for l, r_next, bytes_next in zip(range(hi, 0, -1), reversed(r[:-1]), reversed(nbytes[:-1]), strict=True):
+        tau_c = r_l if r_l > prev_end else prev_end
         end = tau_c + (alpha + beta * group_bytes)
-        r_next = r[l - 1]
         if r_next < end and (tau_c > r_next or r_next - tau_c < alpha_s):
-            group_bytes += nbytes[l - 1]
+            group_bytes += bytes_next
         else:
             spans.append((hi, l))
-            prev_end, hi, group_bytes = end, l - 1, nbytes[l - 1]
+            prev_end, hi, group_bytes = end, l - 1, bytes_next
+        r_l = r_next
     spans.append((hi, 0))
     return spans
 

@@ -179,11 +179,15 @@ def _choices_affine(ready: list[int], cum: list[int], alpha: int, beta: int) -> 
     keys: deque = deque()  # (E[j-1] - B[j], j) of j in (lo, i], keys increasing
     lo = 0
     for i, ri in enumerate(ready):
-        if i:  # j = i enters the window
-            key = prev[i] - scaled[i]
-            while keys and keys[-1][0] >= key:
-                keys.pop()
-            keys.append((key, i))
+        if prev[i] <= ri:  # every message before i has ended by r_i (E does not fall): lo = i, no later j
+            lo = i
+            keys.clear()
+            choice[i], prev[i + 1] = i, ri - scaled[i] + alpha + scaled[i + 1]
+            continue
+        key = prev[i] - scaled[i]  # j = i enters the window
+        while keys and keys[-1][0] >= key:
+            keys.pop()
+        keys.append((key, i))
         while lo < i and prev[lo + 1] <= ri:
             lo += 1
         while keys and keys[0][1] <= lo:
