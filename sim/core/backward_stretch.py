@@ -177,9 +177,12 @@ def backward_times(bwd_s: np.ndarray, t_c_s: np.ndarray, lowest_at: np.ndarray, 
         return out
     if not lag_s and np.all(lowest_at[1:] >= lowest_at[:-1]):
         released = np.zeros((rows, len(bwd_rev)))  # each task's messages' time, released at its end
-        np.add.at(released, (slice(None), lowest_at), t_c_s)
-        for r, row in enumerate(released.tolist()):
-            out[r] = _without_lag(bwd_rev, row, float(kappa[r]))[::-1]
+        if np.all(lowest_at[1:] > lowest_at[:-1]):  # one message per task at most: set, no sum (as one row)
+            released[:, lowest_at] = t_c_s
+        else:
+            np.add.at(released, (slice(None), lowest_at), t_c_s)
+        for r, (row, k) in enumerate(zip(released.tolist(), kappa.tolist(), strict=True)):
+            out[r, ::-1] = _without_lag(bwd_rev, row, k)
         return out
     at, lag = lowest_at.tolist(), list(lag_s) if lag_s else None
     for r in range(rows):
