@@ -106,15 +106,14 @@ def _scan_rows(free_s: np.ndarray, ready_s: np.ndarray, t_c_s: np.ndarray, busy_
     latest = ready_s[:, -1] if n_msg and t_c_s.min() >= 0.0 else None
     check = 0
     for g in range(n_msg):
-        s = np.maximum(e, ready_s[:, g])
-        e = s + t_c_s[:, g]
+        s = np.maximum(e, ready_s[:, g], out=start[:, g])
+        e = np.add(s, t_c_s[:, g], out=end[:, g])
         if slow:
             np.subtract(busy_until_s, s, out=left)
             np.maximum(left, 0.0, out=left)
             left *= shrink
-            e += np.minimum(extra[:, g], left)
-        start[:, g] = s
-        end[:, g] = e
+            np.minimum(extra[:, g], left, out=left)
+            e += left
         if g == check and latest is not None and g + 1 < n_msg:
             check = 2 * g + 1
             if np.all(e >= latest) and (not slow or np.all(e >= busy_until_s)):
