@@ -24,6 +24,8 @@ caller iterates.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import operator
 from collections import deque
@@ -130,12 +132,19 @@ def _without_lag(bwd_rev_s: list[float], released_s: list[float], kappa: float) 
     (``released_s[p]``: the time of the messages task p releases, in backward order). The
     messages a task can meet were all released by its start, so the channel is busy from the
     start until ``free`` without a gap, ``c(x) = min(x, F)`` with ``F = free - start``, and
-    ``x = b (1 + kappa)`` if that fits in F, else the root of ``x^2 = b x + b kappa F``."""
-    out: list[float] = []
+    ``x = b (1 + kappa)`` if that fits in F, else the root of ``x^2 = b x + b kappa F``.
+
+    No message covers a task up to the first that releases one: those take their base times,
+    and ``t`` their sum (the same additions in the same order)."""
+    first = next(itertools.compress(itertools.count(), released_s), len(released_s))
+    out = bwd_rev_s[:first + 1]
+    if first >= len(released_s) - 1:
+        return out
     add, sqrt = out.append, math.sqrt
-    t, free = 0.0, -_INF
+    t = functools.reduce(operator.add, out, 0.0)
+    free = t + released_s[first]
     k1, k4 = 1.0 + kappa, 4.0 * kappa
-    for b, released in zip(bwd_rev_s, released_s, strict=True):
+    for b, released in zip(bwd_rev_s[first + 1:], released_s[first + 1:], strict=True):
         cover = free - t
         if cover <= 0.0 or b <= 0.0:
             x = b
@@ -156,8 +165,8 @@ def backward_times(bwd_s: np.ndarray, t_c_s: np.ndarray, lowest_at: np.ndarray, 
     (layers) to, under each row's message times ``t_c_s`` (rows, messages) and ``kappa``
     (rows); None when a row's channel serves by priority."""
     rows = len(kappa)
-    if after_backward or not t_c_s.shape[1]:  # no message runs beside a backward task
-        return np.tile(bwd_s, (rows, 1))
+    if after_backward or not t_c_s.shape[1] or (not lag_s and lowest_at.min() >= len(bwd_s) - 1):
+        return np.tile(bwd_s, (rows, 1))  # no message runs beside a backward task (the last releases them all)
     bwd_rev = bwd_s[::-1].tolist()
     out = np.empty((rows, len(bwd_rev)))
     if not lag_s and rows == 1:  # one row: `backward_times_row` on Python floats (it checks the order)
@@ -168,9 +177,12 @@ def backward_times(bwd_s: np.ndarray, t_c_s: np.ndarray, lowest_at: np.ndarray, 
         return out
     if not lag_s and np.all(lowest_at[1:] >= lowest_at[:-1]):
         released = np.zeros((rows, len(bwd_rev)))  # each task's messages' time, released at its end
-        np.add.at(released, (slice(None), lowest_at), t_c_s)
-        for r, row in enumerate(released.tolist()):
-            out[r] = _without_lag(bwd_rev, row, float(kappa[r]))[::-1]
+        if np.all(lowest_at[1:] > lowest_at[:-1]):  # one message per task at most: set, no sum (as one row)
+            released[:, lowest_at] = t_c_s
+        else:
+            np.add.at(released, (slice(None), lowest_at), t_c_s)
+        for r, (row, k) in enumerate(zip(released.tolist(), kappa.tolist(), strict=True)):
+            out[r, ::-1] = _without_lag(bwd_rev, row, k)
         return out
     at, lag = lowest_at.tolist(), list(lag_s) if lag_s else None
     for r in range(rows):

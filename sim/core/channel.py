@@ -77,27 +77,49 @@ def channel(free_s: np.ndarray, ready_s: np.ndarray, t_c_s: np.ndarray, busy_unt
     slow = k1 is not None and bool(np.any(k1 != 1.0))
     t_c_s = np.broadcast_to(t_c_s, (rows, n_msg))
     if rows >= _ROWS_FOR_NUMPY_SCAN and in_order.all():
-        e = free_s.copy()
-        if slow:  # `slowed_end`'s arithmetic over rows: the extra time of each message if all slowed
-            extra = t_c_s * (k1 - 1.0)[:, None]
-            shrink = 1.0 - 1.0 / k1
-            left = np.empty(rows)
-        for g in range(n_msg):
-            s = np.maximum(e, ready_s[:, g])
-            e = s + t_c_s[:, g]
-            if slow:
-                np.subtract(busy_until_s, s, out=left)
-                np.maximum(left, 0.0, out=left)
-                left *= shrink
-                e += np.minimum(extra[:, g], left)
-            start[:, g] = s
-            end[:, g] = e
+        _scan_rows(free_s, ready_s, t_c_s, busy_until_s if slow else None, k1, start, end)
         return start, end
     for r in range(rows):
         busy = (float(busy_until_s[r]), float(k1[r])) if slow and k1[r] != 1.0 else None
         start[r], end[r] = channel_row(float(free_s[r]), ready_s[r].tolist(), t_c_s[r].tolist(), bool(in_order[r]),
                                        busy)
     return start, end
+
+
+def _scan_rows(free_s: np.ndarray, ready_s: np.ndarray, t_c_s: np.ndarray, busy_until_s: np.ndarray | None,
+               k1: np.ndarray | None, start: np.ndarray, end: np.ndarray) -> None:
+    """`channel`'s recurrence over every row at once, message by message, for messages released in plan
+    order (``busy_until_s`` None: not slowed); fills ``start`` and ``end``.
+
+    Once every row's channel is behind for good (the end so far at or after the last release, and
+    after compute: each later message starts as the one before ends, not slowed; no time negative),
+    the rest is a running sum per row (`chain_ends`: the same additions in the same order). That is
+    checked at messages 0, 1, 3, 7, ...: a plan whose messages wait for the backward pass (or a
+    backlog from early on) is summed at once, another pays a few checks."""
+    n_msg = ready_s.shape[1]
+    e = free_s.copy()
+    slow = busy_until_s is not None
+    if slow:  # `slowed_end`'s arithmetic over rows: the extra time of each message if all slowed
+        extra = t_c_s * (k1 - 1.0)[:, None]
+        shrink = 1.0 - 1.0 / k1
+        left = np.empty(len(e))
+    latest = ready_s[:, -1] if n_msg and t_c_s.min() >= 0.0 else None
+    check = 0
+    for g in range(n_msg):
+        s = np.maximum(e, ready_s[:, g], out=start[:, g])
+        e = np.add(s, t_c_s[:, g], out=end[:, g])
+        if slow:
+            np.subtract(busy_until_s, s, out=left)
+            np.maximum(left, 0.0, out=left)
+            left *= shrink
+            np.minimum(extra[:, g], left, out=left)
+            e += left
+        if g == check and latest is not None and g + 1 < n_msg:
+            check = 2 * g + 1
+            if np.all(e >= latest) and (not slow or np.all(e >= busy_until_s)):
+                end[:, g + 1:] = chain_ends(e, t_c_s[:, g + 1:])
+                start[:, g + 1:] = end[:, g:-1]
+                return
 
 
 def channel_row(free_s: float, ready_s: list[float], t_c_s: list[float], in_order: bool | None = None,

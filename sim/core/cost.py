@@ -123,6 +123,12 @@ class CommCost:
     launch_s: float = 0.0
 
     def __post_init__(self) -> None:
+        alpha, beta, launch = self.alpha_s, self.beta_s_per_byte, self.launch_s
+        kappa, kappa_c = self.compute_slowdown, self.comm_slowdown
+        if (not self.regimes and type(alpha) is type(beta) is type(launch) is type(kappa) is type(kappa_c) is float
+                and 0.0 <= alpha < math.inf and 0.0 <= beta < math.inf and 0.0 <= launch <= alpha
+                and 0.0 <= kappa <= MAX_COMPUTE_SLOWDOWN and 0.0 <= kappa_c <= MAX_COMPUTE_SLOWDOWN):
+            return  # plain floats, in range: every check below passes (the usual cost, checked at once)
         _check_nonnegative("", alpha_s=self.alpha_s, beta_s_per_byte=self.beta_s_per_byte,
                            compute_slowdown=self.compute_slowdown, comm_slowdown=self.comm_slowdown,
                            launch_s=self.launch_s)

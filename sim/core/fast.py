@@ -191,6 +191,12 @@ def message_times_s(costs, groups, group_bytes: np.ndarray) -> np.ndarray:
     through its ``step_time_s``.
     """
     times = np.empty((len(costs), len(groups)))
+    if len(costs) > 1 and all(type(cost) is CommCost and not cost.regimes for cost in costs):
+        # plain alpha-beta lines: ``alpha + beta M`` of every cost at once (the same product and sum)
+        np.multiply(np.array([c.beta_s_per_byte for c in costs], dtype=float)[:, None],
+                    np.asarray(group_bytes, dtype=float), out=times)
+        times += np.array([c.alpha_s for c in costs], dtype=float)[:, None]
+        return times
     for k, cost in enumerate(costs):
         if type(cost) is CommCost:  # its own time_s, over all messages at once
             times[k] = cost.time_s(group_bytes)

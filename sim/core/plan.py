@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import functools
 import itertools
+import threading
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 __all__ = ["NO_GRADIENTS", "SHARD_LEVELS", "SHARD_NONE", "SHARD_OPTIMIZER", "SHARD_GRADIENTS", "SHARD_PARAMETERS",
-           "GradientLayers", "MessageLayers", "Plan", "gradient_layers"]
+           "GradientLayers", "MessageLayers", "Plan", "gradient_layers", "kept_for"]
 
 #: What a sharded data-parallel plan keeps 1/P of on each GPU (ZeRO, Rajbhandari et al., SC 2020):
 #: nothing (plain data parallelism), the optimizer states (stage 1), also the gradients (stage 2),
@@ -138,7 +141,31 @@ NO_GRADIENTS = GradientLayers(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np
 
 
 def gradient_layers(model, precision: str) -> GradientLayers:
-    """Gradient-bearing layers of a timed model with their ready times from backward start."""
+    """Gradient-bearing layers of a timed model with their ready times from backward start
+    (read-only arrays of their own: what the schedulers work out of them is kept, `kept_for`)."""
     ready_all = np.cumsum(model.bwd_s[::-1])[::-1]  # r[l] = sum of t_b over layers l..n-1
-    has = np.flatnonzero(model.params > 0)
-    return GradientLayers(index=has, ready_s=ready_all[has], nbytes=model.gradient_bytes(precision)[has])
+    has = np.flatnonzero(model.params > 0).copy()
+    arrays = (has, ready_all[has], model.gradient_bytes(precision)[has])
+    for arr in arrays:
+        arr.flags.writeable = False
+    return GradientLayers(*arrays)
+
+
+#: Per `GradientLayers` whose arrays cannot change, what the schedulers worked out of them (by key),
+#: while it lives: a sweep plans the same layers under many costs.
+_KEPT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_KEPT_LOCK = threading.Lock()
+
+
+def kept_for(grads: GradientLayers, key: str, make: Callable):
+    """``make(grads)``, worked out once per ``grads`` and ``key`` when its arrays are read-only and own
+    their data (as `gradient_layers` makes them), else each time. The value is shared: not to be changed."""
+    kept = _KEPT.get(grads)
+    if kept is not None and key in kept:
+        return kept[key]
+    value = make(grads)
+    if all(isinstance(a, np.ndarray) and a.base is None and not a.flags.writeable
+           for a in (grads.index, grads.ready_s, grads.nbytes)):
+        with _KEPT_LOCK:
+            _KEPT.setdefault(grads, {})[key] = value
+    return value

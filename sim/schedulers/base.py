@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.core.plan import GradientLayers, MessageLayers, Plan
+from sim.core.plan import GradientLayers, MessageLayers, Plan, kept_for
 
-__all__ = ["comm_end_s", "fill_buckets", "plan_from_spans", "plan_per_gradient"]
+__all__ = ["comm_end_s", "fill_buckets", "index_lists", "plan_from_spans", "plan_per_gradient",
+           "value_lists"]
 
 
 def plan_from_spans(name: str, grads: GradientLayers, spans: list[tuple[int, int]],
@@ -15,35 +16,56 @@ def plan_from_spans(name: str, grads: GradientLayers, spans: list[tuple[int, int
     """Turn spans of gradient positions [hi down to lo] into a plan of model indices. Spans that
     cover every gradient once, from the last down (as the schedulers cut them), give the plan its
     `Plan.message_layers` at once: the gradients' index reversed, cut at each span."""
-    index = grads.index.tolist()
-    groups = tuple([(index[hi],) if hi == lo else tuple(index[lo:hi + 1][::-1]) for hi, lo in spans])
+    index, backward, repeats = index_lists(grads)
+    last = len(index) - 1
+    groups = tuple([(index[hi],) if hi == lo else tuple(backward[last - hi:last + 1 - lo]) for hi, lo in spans])
     plan = Plan(name, groups, after_backward, lag_s)
-    expect, offsets = len(index) - 1, []
+    expect, offsets = last, []
     for hi, lo in spans:
         if hi != expect or lo > hi:
             return plan  # not one cover from the last gradient down: worked out when read
-        offsets.append(len(index) - 1 - hi)
+        offsets.append(last - hi)
         expect = lo - 1
     if spans and expect == -1:
         flat, at = grads.index[::-1].astype(np.int64), np.array(offsets, np.int64)
-        _know_layers(plan, flat, at, np.minimum.reduceat(flat, at), index)
+        _know_layers(plan, flat, at, np.minimum.reduceat(flat, at), repeats)
     return plan
 
 
 def plan_per_gradient(name: str, grads: GradientLayers, after_backward: bool = False) -> Plan:
     """One message per gradient, in backward order (the plan of the spans ``[(n-1, n-1), ..., (0, 0)]``),
     with its `Plan.message_layers` worked out from the gradients' index at once."""
-    index = grads.index.tolist()
-    plan = Plan(name, tuple(zip(reversed(index))), after_backward)
+    _, backward, repeats = index_lists(grads)
+    plan = Plan(name, tuple(zip(backward)), after_backward)
     flat = grads.index[::-1].astype(np.int64)  # (a copy)
-    _know_layers(plan, flat, np.arange(len(index), dtype=np.int64), flat, index)
+    _know_layers(plan, flat, np.arange(len(backward), dtype=np.int64), flat, repeats)
     return plan
 
 
-def _know_layers(plan: Plan, flat: np.ndarray, offsets: np.ndarray, lowest: np.ndarray, index: list) -> None:
+def index_lists(grads: GradientLayers) -> tuple[list[int], list[int], bool]:
+    """The gradients' model indices as a list, the same in backward order, and whether one
+    repeats (or is negative); worked out once per gradients (`sim.core.plan.kept_for`)."""
+    return kept_for(grads, "index", _index_lists)
+
+
+def _index_lists(grads: GradientLayers) -> tuple[list[int], list[int], bool]:
+    index = grads.index.tolist()
+    return index, index[::-1], bool(index) and (min(index) < 0 or len(set(index)) < len(index))
+
+
+def value_lists(grads: GradientLayers) -> tuple[list[float], list[float]]:
+    """The gradients' ready times and sizes as lists of floats (the values ``float()`` gives, without
+    numpy per item); worked out once per gradients (`sim.core.plan.kept_for`)."""
+    return kept_for(grads, "values", _value_lists)
+
+
+def _value_lists(grads: GradientLayers) -> tuple[list[float], list[float]]:
+    return grads.ready_s.tolist(), grads.nbytes.astype(float).tolist()
+
+
+def _know_layers(plan: Plan, flat: np.ndarray, offsets: np.ndarray, lowest: np.ndarray, repeats: bool) -> None:
     """Give ``plan`` its `Plan.message_layers` (a cached property: kept in the instance's dict), no
-    message empty; a layer is sent twice when ``index`` repeats one (or one is negative)."""
-    repeats = bool(index) and (min(index) < 0 or len(set(index)) < len(index))
+    message empty; ``repeats``: a layer is sent twice (the index repeats one, or one is negative)."""
     for arr in (flat, offsets, lowest):
         arr.flags.writeable = False
     plan.__dict__["message_layers"] = MessageLayers(flat, offsets, lowest, False, repeats)
@@ -54,7 +76,7 @@ def fill_buckets(grads: GradientLayers, first_cap_bytes: float, cap_bytes: float
     which closes once it holds at least its cap (the first bucket's cap may differ)."""
     spans: list[tuple[int, int]] = []
     cap, hi, filled = first_cap_bytes, grads.n - 1, 0.0
-    nbytes = grads.nbytes.astype(float).tolist()  # Python floats: the values float() gives, without numpy per item
+    nbytes = value_lists(grads)[1]
     for l in range(grads.n - 1, -1, -1):
         filled += nbytes[l]
         if filled >= cap:

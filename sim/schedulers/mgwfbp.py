@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from sim.comm import CommCost
 from sim.core.plan import GradientLayers, Plan
-from sim.schedulers.base import plan_from_spans
+from sim.schedulers.base import plan_from_spans, value_lists
 from sim.schedulers.names import MGWFBP
 from sim.schedulers.registry import SchedulerSpec, ignoring_options, register
 
@@ -28,7 +30,10 @@ def mgwfbp(grads: GradientLayers, cost: CommCost) -> Plan:
     n = grads.n
     if n == 0:
         return Plan(MGWFBP, ())
-    r, nbytes = grads.ready_s.tolist(), grads.nbytes.astype(float).tolist()
+    r, nbytes = value_lists(grads)
+    if type(cost).time_s is CommCost.time_s and not cost.regimes and not cost.is_measured:
+        spans = _affine_spans(r, nbytes, cost.alpha_s, float(cost.alpha_s), float(cost.beta_s_per_byte))
+        return plan_from_spans(MGWFBP, grads, spans)
     time_s = _scalar_time(cost)
     spans: list[tuple[int, int]] = []
     prev_end = -np.inf
@@ -51,6 +56,25 @@ def mgwfbp(grads: GradientLayers, cost: CommCost) -> Plan:
             group_bytes = nbytes[l - 1]
     spans.append((hi, 0))
     return plan_from_spans(MGWFBP, grads, spans)
+
+
+def _affine_spans(r: list[float], nbytes: list[float], alpha_s, alpha: float, beta: float) -> list[tuple[int, int]]:
+    """`mgwfbp`'s spans under a plain alpha-beta line ``alpha + beta M`` (Python floats: the same
+    product and sum as ``time_s``, so the same bits), the merge rule's ``alpha_s`` as given."""
+    spans: list[tuple[int, int]] = []
+    hi = len(r) - 1
+    prev_end, group_bytes, r_l = -math.inf, nbytes[hi], r[hi]
+    for l, r_next, bytes_next in zip(range(hi, 0, -1), reversed(r[:-1]), reversed(nbytes[:-1]), strict=True):
+        tau_c = r_l if r_l > prev_end else prev_end
+        end = tau_c + (alpha + beta * group_bytes)
+        if r_next < end and (tau_c > r_next or r_next - tau_c < alpha_s):
+            group_bytes += bytes_next
+        else:
+            spans.append((hi, l))
+            prev_end, hi, group_bytes = end, l - 1, bytes_next
+        r_l = r_next
+    spans.append((hi, 0))
+    return spans
 
 
 def _scalar_time(cost: CommCost):

@@ -8,13 +8,14 @@ import itertools
 import numpy as np
 
 from sim.comm import CommCost
-from sim.core.plan import GradientLayers, Plan
+from sim.core.plan import GradientLayers, Plan, kept_for
 from sim.schedulers.base import plan_from_spans
 from sim.schedulers.names import OPTIMAL
 from sim.schedulers.optimal_exact import (
     IntCost,
     choices_any_regimes,
     choices_monotone,
+    float_exponent,
     scale_exponent,
     to_ints,
 )
@@ -114,19 +115,51 @@ def _exact_inputs(grads: GradientLayers, cost) -> dict | None:
     count not whole."""
     if not isinstance(cost, CommCost) or type(cost).time_s is not CommCost.time_s:
         return None
-    r = np.asarray(grads.ready_s, dtype=float)[::-1]
-    nbytes = np.asarray(grads.nbytes)[::-1]
-    if nbytes.size and not (np.all(nbytes >= 0) and np.all(np.floor(nbytes) == nbytes)):
+    layers = kept_for(grads, "optimal", _ExactLayers.of)
+    if layers is None:
         return None
-    floats = [r, IntCost.floats(cost)]
     if cost.is_measured:
-        floats += [np.asarray(cost.layer_s, dtype=float), [cost.added_alpha_s, cost.added_beta_s_per_byte]]
-    k = scale_exponent(*floats)
+        k = scale_exponent(IntCost.floats(cost), np.asarray(cost.layer_s, dtype=float),
+                           [cost.added_alpha_s, cost.added_beta_s_per_byte])
+    else:
+        k = float_exponent(IntCost.floats(cost))
     if k is None:
         return None
-    cum = list(itertools.accumulate(map(int, nbytes.tolist()), initial=0))
-    return {"k": k, "ready": to_ints(r, k), "cum": cum, "cost": IntCost(cost, k),
-            "ready_sorted": bool(np.all(np.diff(r) >= 0)), "single": _single_times(grads, cost, k)}
+    k = max(k, layers.k)  # the least K for the ready times and the cost's floats together
+    return {"k": k, "ready": layers.ready_at(k), "cum": layers.cum, "cost": IntCost(cost, k),
+            "ready_sorted": layers.ready_sorted, "single": _single_times(grads, cost, k)}
+
+
+class _ExactLayers:
+    """What `_exact_inputs` reads of the gradients alone, worked out once per gradients
+    (`sim.core.plan.kept_for`): the least K of the ready times, the ready times in units of
+    ``2**-K`` s (at each larger K asked for: shifted, the same integers `to_ints` gives) and the
+    byte counts' prefix sums, in sending order; whether the ready times do not decrease."""
+
+    def __init__(self, k: int, ready: list[int], cum: list[int], ready_sorted: bool):
+        self.k, self.cum, self.ready_sorted = k, cum, ready_sorted
+        self._ready = {k: ready}
+
+    @classmethod
+    def of(cls, grads: GradientLayers) -> _ExactLayers | None:
+        """None when a byte count is not whole or a ready time not finite."""
+        r = np.asarray(grads.ready_s, dtype=float)[::-1]
+        nbytes = np.asarray(grads.nbytes)[::-1]
+        if nbytes.size and not (np.all(nbytes >= 0) and np.all(np.floor(nbytes) == nbytes)):
+            return None
+        k = scale_exponent(r)
+        if k is None:
+            return None
+        cum = list(itertools.accumulate(map(int, nbytes.tolist()), initial=0))
+        return cls(k, to_ints(r, k), cum, bool(np.all(np.diff(r) >= 0)))
+
+    def ready_at(self, k: int) -> list[int]:
+        """The ready times in units of ``2**-k`` s (k at least `k`); the list is shared: not to be changed."""
+        found = self._ready.get(k)
+        if found is None:
+            shift = k - self.k
+            found = self._ready[k] = [x << shift for x in self._ready[self.k]]
+        return found
 
 
 def _single_times(grads: GradientLayers, cost, k: int) -> list[int] | None:

@@ -17,13 +17,14 @@ start (see ``sim.schedulers.optimal`` for the arguments).
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 import math
 from collections import deque
 
 import numpy as np
 
-__all__ = ["IntCost", "choices_any_regimes", "choices_monotone", "scale_exponent", "to_ints"]
+__all__ = ["IntCost", "choices_any_regimes", "choices_monotone", "float_exponent", "scale_exponent", "to_ints"]
 
 def scale_exponent(*arrays) -> int | None:
     """The least K with ``53 - e <= K`` for every nonzero value ``m 2**e`` (``0.5 <= |m| < 1``)
@@ -45,6 +46,24 @@ def to_ints(values, k: int) -> list[int]:
     return [m << s if m else 0 for m, s in zip(whole, (exps + (k - 53)).tolist(), strict=True)]
 
 
+def float_exponent(values) -> int | None:
+    """`scale_exponent` of a few floats, on Python floats (the same ``frexp``: the same K)."""
+    k = 0
+    for x in values:
+        m, e = math.frexp(float(x))
+        if not math.isfinite(m):
+            return None
+        if m and 53 - e > k:
+            k = 53 - e
+    return k
+
+
+def _int_of(x: float, k: int) -> int:
+    """`to_ints` of one float."""
+    m, e = math.frexp(float(x))
+    return int(m * 9007199254740992.0) << (e + k - 53) if m else 0  # m 2**53: whole, exact
+
+
 class IntCost:
     """A cost ``T(M) = alpha_k + beta_k M`` (regime k: the last whose start is at or below M)
     in units of ``2**-k`` seconds, on integer byte counts M."""
@@ -53,9 +72,16 @@ class IntCost:
         table = [(r.from_bytes, r.alpha_s, r.beta_s_per_byte) for r in cost.regimes] or [
             (0.0, cost.alpha_s, cost.beta_s_per_byte)]
         self.starts = [float(s) for s, _, _ in table]
-        self.alphas = to_ints([a for _, a, _ in table], k)
-        self.betas = to_ints([b for _, _, b in table], k)
-        self.alpha_array, self.beta_array = np.array(self.alphas, dtype=object), np.array(self.betas, dtype=object)
+        self.alphas = [_int_of(a, k) for _, a, _ in table]
+        self.betas = [_int_of(b, k) for _, _, b in table]
+
+    @functools.cached_property
+    def alpha_array(self) -> np.ndarray:
+        return np.array(self.alphas, dtype=object)
+
+    @functools.cached_property
+    def beta_array(self) -> np.ndarray:
+        return np.array(self.betas, dtype=object)
 
     @staticmethod
     def floats(cost) -> list[float]:
@@ -140,30 +166,36 @@ class _RegimeQueue:
 
 
 def _choices_affine(ready: list[int], cum: list[int], alpha: int, beta: int) -> list[int]:
-    """`choices_monotone` for one regime, ``T(M) = alpha + beta M``, inlined: O(n)."""
+    """`choices_monotone` for one regime, ``T(M) = alpha + beta M``, inlined: O(n).
+
+    With ``B[j] = beta cum[j]``, the message j..i ends at ``r_i - B[lo] + alpha + B[i+1]`` (j = lo)
+    or ``key_j + alpha + B[i+1]`` (a later j, ``key_j = E[j-1] - B[j]``): the same ``alpha + B[i+1]``
+    for every j, so the DP compares ``r_i - B[lo]`` with the least key (exact integers: the same
+    choices as comparing the ends)."""
     n = len(ready)
+    scaled = [beta * c for c in cum]  # B[j]
     prev: list = [float("-inf")] * (n + 1)  # prev[j] = E[j-1]
     choice = [0] * n
-    keys: deque = deque()  # (E[j-1] - beta cum[j], j) of j in (lo, i], keys increasing
+    keys: deque = deque()  # (E[j-1] - B[j], j) of j in (lo, i], keys increasing
     lo = 0
-    for i in range(n):
-        ri, total = ready[i], cum[i + 1]
-        if i:  # j = i enters the window
-            key = prev[i] - beta * cum[i]
-            while keys and keys[-1][0] >= key:
-                keys.pop()
-            keys.append((key, i))
+    for i, ri in enumerate(ready):
+        if prev[i] <= ri:  # every message before i has ended by r_i (E does not fall): lo = i, no later j
+            lo = i
+            keys.clear()
+            choice[i], prev[i + 1] = i, ri - scaled[i] + alpha + scaled[i + 1]
+            continue
+        key = prev[i] - scaled[i]  # j = i enters the window
+        while keys and keys[-1][0] >= key:
+            keys.pop()
+        keys.append((key, i))
         while lo < i and prev[lo + 1] <= ri:
             lo += 1
         while keys and keys[0][1] <= lo:
             keys.popleft()
-        best_j, best = lo, ri + alpha + beta * (total - cum[lo])
-        if keys:
-            key, j = keys[0]
-            end = key + alpha + beta * total
-            if end <= best:  # j > lo: the smaller last message on a tie
-                best_j, best = j, end
-        choice[i], prev[i + 1] = best_j, best
+        best_j, best = lo, ri - scaled[lo]
+        if keys and keys[0][0] <= best:  # j > lo: the smaller last message on a tie
+            best, best_j = keys[0]
+        choice[i], prev[i + 1] = best_j, best + alpha + scaled[i + 1]
     return choice
 
 
