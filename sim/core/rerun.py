@@ -51,7 +51,9 @@ def rerun(graph, start: np.ndarray, end: np.ndarray) -> bool:
     got = _fixed_point(lanes, preds, dur, graph.memo["end"])
     if isinstance(got, np.ndarray):  # a long chain from lane to lane: settled task by task from there
         got = _settle(graph, started, lanes, preds, got, budget=len(graph) // 4 + 1024)
-    if got is None or not _keys_hold(lanes, preds, got, graph.rank):
+    if got is None:  # the chains go from lane to lane all along (ZeRO-3): every task in turn
+        got = _in_order(graph, started)
+    if not _keys_hold(lanes, preds, got, graph.rank):
         return False
     start[:], end[:] = got
     graph.memo["end"] = got[1].copy()
@@ -157,6 +159,31 @@ def _settle(graph, started: np.ndarray, lanes, preds, guess: np.ndarray, budget:
                 queued.add(int(position[u]))
                 heapq.heappush(queue, int(position[u]))
     return np.array(begin), np.array(end)
+
+
+def _in_order(graph, started: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The schedule of the lanes' orders, one task at a time in the order they started before (an
+    order of the graph with the lanes' orders added): ``start = max(predecessors' ends, the lane's
+    task before)``, ``end = start + duration`` (the event loop's additions; every end is at least 0)."""
+    n = len(started)
+    resource, dur = memoryview(graph.resource), memoryview(graph.duration_s)
+    ptr, succ = memoryview(graph.succ_ptr), memoryview(graph.succ_index)
+    start, end = np.empty(n), np.empty(n)
+    begin, finish = memoryview(start), memoryview(end)
+    release, lane_free = [0.0] * n, [0.0] * len(graph.resources)
+    for t in started.tolist():
+        r = resource[t]
+        s = release[t]
+        free = lane_free[r]
+        if free > s:
+            s = free
+        begin[t] = s
+        finish[t] = e = s + dur[t]
+        lane_free[r] = e
+        for v in succ[ptr[t]:ptr[t + 1]]:
+            if e > release[v]:
+                release[v] = e
+    return start, end
 
 
 def _keys_hold(lanes, preds, times, rank: np.ndarray) -> bool:
