@@ -48,10 +48,11 @@ def rerun(graph, start: np.ndarray, end: np.ndarray) -> bool:
     lanes = _lanes(graph, started)
     preds = _predecessors(graph)
     dur = graph.duration_s
-    got = _fixed_point(lanes, preds, dur, graph.memo["end"])
+    got = _fixed_point(lanes, preds, dur, graph.memo["end"], graph.memo.get("chained", False))
     if isinstance(got, np.ndarray):  # a long chain from lane to lane: settled task by task from there
         got = _settle(graph, started, lanes, preds, got, budget=len(graph) // 4 + 1024)
     if got is None:  # the chains go from lane to lane all along (ZeRO-3): every task in turn
+        graph.memo["chained"] = True  # (the next rerun tries one pass only before it)
         got = _in_order(graph, started, preds)
     if got is None or not _keys_hold(lanes, preds, got, graph.rank):
         return False
@@ -94,12 +95,13 @@ def _released(values: np.ndarray, preds, none) -> np.ndarray:
     return np.where(has, np.maximum.reduceat(gathered, first), none)
 
 
-def _fixed_point(lanes, preds, dur: np.ndarray, guess: np.ndarray):
+def _fixed_point(lanes, preds, dur: np.ndarray, guess: np.ndarray, chained: bool = False):
     """Start and end of every task, each lane in its order, the lanes timed from each other's ends
     (from ``guess``) until none moves. Where they still move after `_PASSES` (more on a small graph),
     or after the third pass only a few move (the front of a chain that goes from lane to lane, one
     lane a pass), the ends reached so far (an array, for `_settle`); None where a scan cannot settle
-    its lane or after the third pass more than a twentieth still moves (the event loop is quicker)."""
+    its lane or after the third pass more than a twentieth still moves (the event loop is quicker),
+    and, if ``chained`` (the last rerun went task by task), after a first pass where any moves."""
     end, n = guess, len(dur)
     for done in range(_PASSES if n > 100_000 else 4 * _PASSES):
         release = _released(end, preds, 0.0)  # (a task without predecessors: released at 0)
@@ -112,6 +114,8 @@ def _fixed_point(lanes, preds, dur: np.ndarray, guess: np.ndarray):
         moved = int(np.count_nonzero(new != end))
         if not moved:
             return start, new
+        if chained:
+            return None
         if done >= 2 and moved > n // 20 + 64:
             return None
         end = new
