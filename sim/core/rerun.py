@@ -48,9 +48,12 @@ def rerun(graph, start: np.ndarray, end: np.ndarray) -> bool:
     lanes = _lanes(graph, started)
     preds = _predecessors(graph)
     dur = graph.duration_s
-    got = _fixed_point(lanes, preds, dur, graph.memo["end"])
+    got = _fixed_point(lanes, preds, dur, graph.memo["end"], graph.memo.get("chained", False))
     if isinstance(got, np.ndarray):  # a long chain from lane to lane: settled task by task from there
         got = _settle(graph, started, lanes, preds, got, budget=len(graph) // 4 + 1024)
+    if got is None:  # the chains go from lane to lane all along (ZeRO-3): every task in turn
+        graph.memo["chained"] = True  # (the next rerun tries one pass only before it)
+        got = _in_order(graph, started, preds)
     if got is None or not _keys_hold(lanes, preds, got, graph.rank):
         return False
     start[:], end[:] = got
@@ -60,9 +63,13 @@ def rerun(graph, start: np.ndarray, end: np.ndarray) -> bool:
 
 def _lanes(graph, started: np.ndarray) -> list:
     """Each lane's tasks in the order they started."""
-    resource = graph.resource[started]
-    by_lane = started[np.argsort(resource, kind="stable")]
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(resource, minlength=len(graph.resources)))])
+    return _grouped(graph.resource[started], started, len(graph.resources))
+
+
+def _grouped(resource: np.ndarray, tasks: np.ndarray, lanes: int) -> list:
+    """``tasks`` split by their ``resource`` (each lane's in their order); the lanes with any."""
+    by_lane = tasks[np.argsort(resource, kind="stable")]
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(resource, minlength=lanes))])
     return [by_lane[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True) if b > a]
 
 
@@ -88,12 +95,13 @@ def _released(values: np.ndarray, preds, none) -> np.ndarray:
     return np.where(has, np.maximum.reduceat(gathered, first), none)
 
 
-def _fixed_point(lanes, preds, dur: np.ndarray, guess: np.ndarray):
+def _fixed_point(lanes, preds, dur: np.ndarray, guess: np.ndarray, chained: bool = False):
     """Start and end of every task, each lane in its order, the lanes timed from each other's ends
     (from ``guess``) until none moves. Where they still move after `_PASSES` (more on a small graph),
     or after the third pass only a few move (the front of a chain that goes from lane to lane, one
     lane a pass), the ends reached so far (an array, for `_settle`); None where a scan cannot settle
-    its lane or after the third pass more than a twentieth still moves (the event loop is quicker)."""
+    its lane or after the third pass more than a twentieth still moves (the event loop is quicker),
+    and, if ``chained`` (the last rerun went task by task), after a first pass where any moves."""
     end, n = guess, len(dur)
     for done in range(_PASSES if n > 100_000 else 4 * _PASSES):
         release = _released(end, preds, 0.0)  # (a task without predecessors: released at 0)
@@ -106,6 +114,8 @@ def _fixed_point(lanes, preds, dur: np.ndarray, guess: np.ndarray):
         moved = int(np.count_nonzero(new != end))
         if not moved:
             return start, new
+        if chained:
+            return None
         if done >= 2 and moved > n // 20 + 64:
             return None
         end = new
@@ -157,6 +167,56 @@ def _settle(graph, started: np.ndarray, lanes, preds, guess: np.ndarray, budget:
                 queued.add(int(position[u]))
                 heapq.heappush(queue, int(position[u]))
     return np.array(begin), np.array(end)
+
+
+def _in_order(graph, started: np.ndarray, preds) -> tuple[np.ndarray, np.ndarray] | None:
+    """The schedule of the lanes' orders, one task at a time in the order they started before (an
+    order of the graph with the lanes' orders added); None where the first eighth of it (a part
+    closed under predecessors, timed first) already breaks the event loop's rule (`_keys_hold`)."""
+    n = len(started)
+    start, end = np.empty(n), np.empty(n)
+    release, lane_free = [0.0] * n, [0.0] * len(graph.resources)
+    head = started[:n // 8]
+    _time_in_order(graph, head, start, end, release, lane_free)
+    if len(head) and not _head_holds(graph, head, preds, start, end):
+        return None
+    _time_in_order(graph, started[len(head):], start, end, release, lane_free)
+    return start, end
+
+
+def _time_in_order(graph, tasks: np.ndarray, start: np.ndarray, end: np.ndarray, release: list, lane_free: list):
+    """Time ``tasks`` in turn (each after its predecessors and its lane's tasks before it): ``start =
+    max(predecessors' ends, the lane's task before)``, ``end = start + duration`` (the event loop's
+    additions; every end is at least 0); ``release`` and ``lane_free`` carry on to the next call."""
+    resource, dur = memoryview(graph.resource), memoryview(graph.duration_s)
+    ptr, succ = memoryview(graph.succ_ptr), memoryview(graph.succ_index)
+    begin, finish = memoryview(start), memoryview(end)
+    for t in tasks.tolist():
+        r = resource[t]
+        s = release[t]
+        free = lane_free[r]
+        if free > s:
+            s = free
+        begin[t] = s
+        finish[t] = e = s + dur[t]
+        lane_free[r] = e
+        for v in succ[ptr[t]:ptr[t + 1]]:
+            if e > release[v]:
+                release[v] = e
+
+
+def _head_holds(graph, head: np.ndarray, preds, start: np.ndarray, end: np.ndarray) -> bool:
+    """`_keys_hold` of the tasks ``head`` only (every predecessor of one among them), renumbered by
+    their place in it: a break there is one of the whole schedule."""
+    index, first, has = preds
+    position = np.empty(len(graph), dtype=np.int64)
+    position[head] = np.arange(len(head))
+    count = np.diff(np.append(first, len(index)))[head]
+    ends = np.cumsum(count)
+    offsets = ends - count
+    flat = np.repeat(first[head] - offsets, count) + np.arange(int(ends[-1]))
+    lanes = _grouped(graph.resource[head], np.arange(len(head)), len(graph.resources))
+    return _keys_hold(lanes, (position[index[flat]], offsets, count > 0), (start[head], end[head]), graph.rank[head])
 
 
 def _keys_hold(lanes, preds, times, rank: np.ndarray) -> bool:
