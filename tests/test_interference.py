@@ -328,8 +328,12 @@ def _both(first, second):
 @given(_interfering_runs())
 def test_fast_path_and_general_engine_agree_under_interference(case):
     """`simulate` and `simulate_dag` with compute_slowdown anywhere in [0, 10], every fast-path scheduler
-    (Horovod's ticks too): every metric to 1e-9."""
+    (Horovod's ticks too): every metric to 1e-9. Not Horovod's ticks with compute_slowdown over 1: there a
+    channel that serves by priority is solved by iterating, each engine its own way, and a task's equation
+    may have more than one root (`sim.core.backward_stretch`), so the two may settle on different ones
+    (`test_horovods_ticks_with_compute_slowdown_over_one_may_settle_on_another_root`)."""
     model, cluster, run = case
+    assume(not (run["scheduler"] == "horovod" and cluster.compute_slowdown > 1))
     pair = _both(lambda: sim.simulate(model, cluster, batch_size=8, **run),
                  lambda: sim.api.simulate_dag(model, cluster, batch_size=8, **run))
     assume(pair is not None)
@@ -420,3 +424,18 @@ def test_key_positions_of_repeated_keys_are_those_the_search_finds(keys, repeats
     for key in (np.tile(keys, repeats), np.array(others, dtype=np.int64), np.concatenate([np.tile(keys, repeats), others])):
         got = interference.key_positions(keys, key)
         assert got.dtype == np.int32 and got.tolist() == searched(key).tolist()
+
+
+@pytest.mark.xfail(strict=True, reason="known: for compute_slowdown > 1 a task's equation may have more than one "
+                   "root; where Horovod's ticks make the channel serve by priority, the fast path and the "
+                   "general engine iterate each their own way and settle on different roots")
+def test_horovods_ticks_with_compute_slowdown_over_one_may_settle_on_another_root():
+    """Found by hypothesis on 2026-11-25 (also on the code of 5e4de1b): 7.8 ms against 7.3 ms. Every
+    coefficient the data fit or derive is under 1 (`data/interference.csv`); this pins the case down."""
+    model = sim.Model("m", tuple(f"L{i}" for i in range(8)), np.array([0, 0, 0, 0, 1, 262144, 0, 1]), np.zeros(8),
+                      np.array([0, 0, 0, 0, 1.90625e-03, 6e-03, 9.375e-05, 3.125e-05]))
+    cluster = sim.Cluster(gpus=2, gpus_per_node=1, network="10gbe", alpha_s=0.00390625, beta_s_per_byte=0.0,
+                          compute_slowdown=10.0, comm_slowdown=10.0)
+    run = {"scheduler": "horovod", "batch_size": 8, "options": {"cycle_time_ms": 3.0, "fusion_threshold_mb": 1.0}}
+    fast, general = sim.simulate(model, cluster, **run), sim.api.simulate_dag(model, cluster, **run)
+    assert fast.iteration_time_s == pytest.approx(general.iteration_time_s, rel=1e-9)

@@ -24,9 +24,11 @@ def add_arguments(parser) -> None:
 
 def run(args, out) -> None:
     res = run_one(args)
-    rows = len(res.timeline)
+    # at least a forward and a backward task per layer and iteration: refused before the timeline is built
+    rows = args.iterations * 2 * res.model.num_layers
+    rows = len(res.timeline) if rows <= MAX_TRACE_EVENTS else rows
     if rows > MAX_TRACE_EVENTS:
-        raise SimInputError(f"--iterations: the trace would hold {rows:,} events; at most {MAX_TRACE_EVENTS:,} "
+        raise SimInputError(f"--iterations: the trace would hold {rows:,} events or more; at most {MAX_TRACE_EVENTS:,} "
                             "(sim.cli.trace.MAX_TRACE_EVENTS): use fewer iterations, GPUs or partitions")
     trace = chrome_trace(res.timeline, title=f"{res.metrics['model']} {res.metrics['scheduler']} P={res.metrics['gpus']}",
                          metrics=res.metrics)
