@@ -44,7 +44,7 @@ import numpy as np
 
 from sim.core.cost import NO_COMM, CommCost
 from sim.core.plan import NO_GRADIENTS, SHARD_NONE
-from sim.errors import SimInputError, shown
+from sim.errors import SimInputError
 from sim.schedulers.registry import make_plan
 
 __all__ = ["BYTES_TOUCHED_PER_ELEMENT", "INDEX_BYTES", "KINDS", "Compression", "CompressedCost", "compressed_cost",
@@ -106,14 +106,14 @@ def parse_compression(text, name: str = "compression") -> Compression | None:
         except ValueError:
             ratio = math.nan
         if not (0 < ratio <= 1):
-            raise SimInputError(f"{name} {shown(text)}: the top-k ratio must be a number in (0, 1], e.g. topk:0.01")
+            raise SimInputError(f"{name} {text!r}: the top-k ratio must be a number in (0, 1], e.g. topk:0.01")
         return Compression("topk", ratio=ratio)
     if kind == "powersgd" and arg:
         if not (arg.isascii() and arg.isdigit() and len(arg) <= 7) or not 1 <= int(arg) <= MAX_POWERSGD_RANK:
-            raise SimInputError(f"{name} {shown(text)}: the PowerSGD rank must be a whole number in 1..{MAX_POWERSGD_RANK:,}, "
+            raise SimInputError(f"{name} {text!r}: the PowerSGD rank must be a whole number in 1..{MAX_POWERSGD_RANK:,}, "
                                 "e.g. powersgd:4")
         return Compression("powersgd", rank=int(arg))
-    raise SimInputError(f"{name} {shown(text)}: unknown kind; valid: {', '.join(KINDS)}")
+    raise SimInputError(f"{name} {text!r}: unknown kind; valid: {', '.join(KINDS)}")
 
 
 def refusal(scheduler: str, architecture: str = "allreduce") -> str | None:

@@ -9,17 +9,11 @@ cluster's inter-node network when every GPU is in one node): the CLI prints
 ``warning: <message>`` to stderr and goes on (exit code 0).
 """
 
-__all__ = ["MAX_MESSAGE_CHARS", "SimInputError", "SimInputWarning", "shown"]
+__all__ = ["MAX_MESSAGE_CHARS", "SimInputError", "SimInputWarning"]
 
 #: A message longer than this is cut in the middle (a value the user gave is echoed back, and it may
 #: be a megabyte long): its start names the field, its end the valid choices.
 MAX_MESSAGE_CHARS = 1000
-
-
-def shown(value, limit: int = 80) -> str:
-    """``repr(value)``, cut to about ``limit`` characters for a message."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit - 20]}...({len(text):,} characters)"
 
 
 class SimInputError(ValueError):

@@ -265,13 +265,14 @@ class Grid:
         one_gpu = np.array([self.clusters[cid][0].gpus == 1 for cid in cids])
         cost_ids = np.full((len(cids), len(runs)), -1, dtype=np.int64)
         for c, cid in enumerate(cids):
+            if one_gpu[c]:  # one GPU sends nothing: no cost
+                continue
             for r, run in enumerate(runs):
-                if not one_gpu[c]:
-                    found = self._costs.get((cid, run[0]))
-                    if found is None:
-                        cost = self.clusters[cid][0].framework_cost(self.clusters[cid][1], run[0])
-                        found = self._costs[(cid, run[0])] = (cost, self._cost_id(cost))
-                    cost_ids[c, r] = found[1]
+                found = self._costs.get((cid, run[0]))
+                if found is None:
+                    cost = self.clusters[cid][0].framework_cost(self.clusters[cid][1], run[0])
+                    found = self._costs[(cid, run[0])] = (cost, self._cost_id(cost))
+                cost_ids[c, r] = found[1]
         alone = one_gpu[cluster_row]
         sched = np.where(alone, len(sched_key), sched_part[run_row])
         cost = np.where(alone, -1, cost_ids[cluster_row, run_row]) + 1

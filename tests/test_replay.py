@@ -213,6 +213,16 @@ def test_settling_the_lanes_orders_from_any_guess_gives_the_event_loops_times(se
         assert moving is None
 
 
+def _retimed_runs_match_the_event_loop(graph, model, rng) -> None:
+    """``graph`` timed again with compute times spread by 30 %, 2 % and 1e-9: the event loop's times each time."""
+    for spread in (0.3, 2e-2, 1e-9):
+        timed = retimed(graph, model.fwd_s * rng.uniform(1, 1 + spread, model.num_layers),
+                        model.bwd_s * rng.uniform(1, 1 + spread, model.num_layers))
+        got = engine.run(timed)
+        want = engine.run(copy.copy(timed), general=True)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.booleans())
 def test_rerun_through_the_worklist_gives_the_event_loops_times(seed, grid):
@@ -225,12 +235,7 @@ def test_rerun_through_the_worklist_gives_the_event_loops_times(seed, grid):
     front = rerun._FRONT
     rerun._FRONT = 10**9
     try:
-        for spread in (0.3, 2e-2, 1e-9):
-            timed = retimed(graph, model.fwd_s * rng.uniform(1, 1 + spread, model.num_layers),
-                            model.bwd_s * rng.uniform(1, 1 + spread, model.num_layers))
-            got = engine.run(timed)
-            want = engine.run(copy.copy(timed), general=True)
-            assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+        _retimed_runs_match_the_event_loop(graph, model, rng)
     finally:
         rerun._FRONT = front
 
@@ -252,11 +257,6 @@ def test_rerun_task_by_task_gives_the_event_loops_times(seed, grid):
     fixed_point = rerun._fixed_point
     rerun._fixed_point = lambda *args: None
     try:
-        for spread in (0.3, 2e-2, 1e-9):
-            timed = retimed(graph, model.fwd_s * rng.uniform(1, 1 + spread, model.num_layers),
-                            model.bwd_s * rng.uniform(1, 1 + spread, model.num_layers))
-            got = engine.run(timed)
-            want = engine.run(copy.copy(timed), general=True)
-            assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+        _retimed_runs_match_the_event_loop(graph, model, rng)
     finally:
         rerun._fixed_point = fixed_point

@@ -6,7 +6,7 @@ import math
 
 from sim.comm import CommCost
 from sim.core.plan import GradientLayers, Plan
-from sim.schedulers.base import plan_from_spans
+from sim.schedulers.base import plan_from_spans, value_lists
 from sim.schedulers.names import HOROVOD
 from sim.schedulers.options import MIB, SchedulerOptions
 from sim.schedulers.registry import SchedulerSpec, register
@@ -34,8 +34,7 @@ def horovod(grads: GradientLayers, cost: CommCost, options: SchedulerOptions | N
     spans: list[tuple[int, int]] = []
     lags: list[float] = []
     hi, filled, tick_open = grads.n - 1, 0.0, None
-    # Python floats: the same values (byte counts exact as doubles, as float() made them)
-    ready_s, nbytes = grads.ready_s.astype(float).tolist(), grads.nbytes.astype(float).tolist()
+    ready_s, nbytes = value_lists(grads)  # Python floats: the same values
     for l in range(grads.n - 1, -1, -1):
         r = ready_s[l]
         tick = r if cycle_s == 0 else math.ceil(r / cycle_s - 1e-9) * cycle_s
