@@ -415,6 +415,14 @@ def mechanisms(network: str) -> pd.DataFrame:
 
 
 @st.cache_data(**_CACHE)
+def precisions(network: str) -> pd.DataFrame:
+    """The Learn page's table of one case at each precision (`dashboard.learn_view.precision_frame`)."""
+    from dashboard.learn_view import precision_frame
+
+    return precision_frame(network)
+
+
+@st.cache_data(**_CACHE)
 def toy_alpha_sweep(alphas_s: tuple[float, ...], beta_s_per_byte: float, schedulers: tuple[str, ...]) -> pd.DataFrame:
     """Iteration time and message count of the toy model for each alpha."""
     rows = []

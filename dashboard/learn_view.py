@@ -25,7 +25,8 @@ from sim.schedulers.mgwfbp import mgwfbp
 from sim.schedulers.names import MGWFBP, OPTIMAL, SYNCEASGD, WFBP
 
 __all__ = ["COUNTER_ALPHA_US", "MECHANISM_CASE", "MECHANISM_VARIANTS", "TIE_PCT", "Step", "alpha_claims", "claim_facts",
-           "mechanism_claims", "mechanism_frame", "mgwfbp_steps", "steps_frame", "steps_text"]
+           "mechanism_claims", "mechanism_frame", "mgwfbp_steps", "precision_claims", "precision_frame", "steps_frame",
+           "steps_text"]
 
 #: Iteration times within this many percent are called a tie on the Learn page.
 TIE_PCT = 0.5
@@ -237,3 +238,36 @@ def mechanism_claims(frame: pd.DataFrame) -> list[str]:
     out.append(f"Interference adds {on['interference_ms']:.1f} ms of compute under the defaults; it stretches only "
                "what overlaps communication, so it lengthens the iteration only where compute is on the critical path.")
     return out
+
+
+def precision_frame(network: str, scheduler: str = WFBP) -> pd.DataFrame:
+    """`MECHANISM_CASE` on ``network`` at each precision (`sim.model.PRECISIONS`): what it computes and sends."""
+    import sim
+
+    case = MECHANISM_CASE
+    model = sim.load_model(case["model"])
+    cluster = sim.Cluster(gpus=case["gpus"], gpus_per_node=case["gpus_per_node"], network=network, gpu=case["gpu"])
+    rows = []
+    for precision, meaning in sim.model.PRECISIONS.items():
+        m = sim.simulate(model, cluster, scheduler, batch_size=case["batch_size"], precision=precision).metrics
+        rows.append({"precision": precision, "meaning": meaning, "compute_ms": 1e3 * m["compute_s"],
+                     "gradient_mb": model.total_params * sim.model.bytes_per_param(precision) / 1e6,
+                     "comm_ms": 1e3 * m["comm_s"], "exposed_ms": 1e3 * m["comm_exposed_s"],
+                     "iteration_ms": 1e3 * m["iteration_time_s"]})
+    return pd.DataFrame(rows)
+
+
+def precision_claims(frame: pd.DataFrame) -> list[str]:
+    """Sentences read off `precision_frame`, so the text says what the table shows."""
+    by = frame.set_index("precision")
+    fp32, fp16, amp = by.loc["fp32"], by.loc["fp16"], by.loc["amp"]
+    like = "like" if abs(amp["compute_ms"] - fp16["compute_ms"]) < 0.05 * fp16["compute_ms"] else "unlike"
+    return [
+        f"amp computes in {amp['compute_ms']:.1f} ms, {like} fp16 ({fp16['compute_ms']:.1f} ms; fp32 "
+        f"{fp32['compute_ms']:.1f} ms), but sends {amp['gradient_mb']:.0f} MB of gradients, as fp32 does, where fp16 "
+        f"sends {fp16['gradient_mb']:.0f} MB.",
+        f"So its communication takes {amp['comm_ms']:.1f} ms against {fp16['comm_ms']:.1f} ms for fp16, and "
+        f"{amp['exposed_ms']:.1f} ms of it is exposed against {fp16['exposed_ms']:.1f} ms: an iteration of "
+        f"{amp['iteration_ms']:.1f} ms against {fp16['iteration_ms']:.1f} ms. Simulating autocast as fp16 "
+        f"would predict it {100 * (amp['iteration_ms'] / fp16['iteration_ms'] - 1):.0f}% too fast here.",
+    ]

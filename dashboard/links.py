@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from dashboard import state
+from sim.model import PRECISIONS
 
 __all__ = ["LISTS", "PAGE_PATHS", "BadParam", "check_query", "options", "query_for", "query_items"]
 
@@ -42,7 +43,7 @@ _BOOLS = ("ab", "calib", "strag", "show_messages")
 def _choices() -> dict[str, Callable[[], list]]:
     schedulers = state.scheduler_options
     return {
-        "model": state.model_options, "precision": lambda: ["fp32", "fp16"], "gpu": state.gpu_options,
+        "model": state.model_options, "precision": lambda: list(PRECISIONS), "gpu": state.gpu_options,
         "net": lambda: state.network_options("inter"), "intra": lambda: state.network_options("intra"),
         "topo": state.topology_options, "coll": state.collective_options, "strag_dist_sb": lambda: state.STRAGGLER_DISTS,
         "strag_dist": lambda: state.STRAGGLER_DISTS, "strag_scheduler": schedulers,

@@ -70,9 +70,11 @@ def render() -> None:
         c1, c2 = st.columns(2)
         c1.number_input("Batch per GPU", min_value=1, max_value=65536, step=1, value=state.default("batch"),
                         key="batch", bind=_BIND)
-        c2.selectbox("Precision", ["fp32", "fp16"], index=state.index_of("precision", ["fp32", "fp16"]),
+        precisions = list(sim.model.PRECISIONS)
+        c2.selectbox("Precision", precisions, index=state.index_of("precision", precisions),
                      key="precision", bind=_BIND,
-                     help="Gradient width (4 or 2 bytes per parameter) and the GPU rate used for compute.")
+                     help="The GPU rate used for compute and the gradient width on the wire. "
+                          + " ".join(f"**{k}**: {v}." for k, v in sim.model.PRECISIONS.items()))
 
         st.subheader("Cluster")
         gpus = state.gpu_options()

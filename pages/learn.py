@@ -176,3 +176,20 @@ st.caption(f"{case['model']}, {case['gpus']} × {case['gpu']} ({case['gpus_per_n
 mech = ui.guarded(cached.mechanisms, net)
 st.dataframe(mech, hide_index=True, key="learn_mechanisms")
 st.markdown("\n".join(f"- {claim}" for claim in learn_view.mechanism_claims(mech)))
+
+st.header("7. What mixed precision sends")
+st.markdown(
+    "Mixed precision comes in two kinds that compute alike and send differently (`--precision`). An **fp16** "
+    "model (apex O2, DeepSpeed's fp16) keeps fp16 weights and all-reduces fp16 gradients, with fp32 master "
+    "weights in the optimizer. **amp** (`torch.autocast` with `GradScaler`, TensorFlow's AMP, apex O1) runs "
+    "convolutions and matrix products in fp16 on the tensor cores but keeps the weights fp32, so their "
+    "gradients are fp32 too: twice the bytes on the wire (PyTorch's `GradScaler` refuses to unscale fp16 "
+    "gradients; DDP's `fp16_compress_hook`, here `--compression fp16`, exists to halve them). Its update adds "
+    "`GradScaler`'s unscaling pass over the fp32 gradients, and its memory the fp16 copies of the weights "
+    "that autocast keeps for the backward pass. Short fp16 iterations hide less, so sending fp32 gradients "
+    "weighs more there.")
+st.caption(f"{case['model']}, {case['gpus']} × {case['gpu']} ({case['gpus_per_node']} a node), batch "
+           f"{case['batch_size']}, WFBP, over {net}, at each precision.")
+prec = ui.guarded(cached.precisions, net)
+st.dataframe(prec, hide_index=True, key="learn_precisions")
+st.markdown("\n".join(f"- {claim}" for claim in learn_view.precision_claims(prec)))

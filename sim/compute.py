@@ -8,7 +8,7 @@ A roofline per layer (Williams, Waterman and Patterson, "Roofline", CACM 2009):
 * bytes: the layer's input and output activations (batch x elements x width)
   plus its weights (params x width), read or written once.
 * peak_flops: the GPU's datasheet rate at the precision (fp32: FP32 CUDA
-  cores; fp16: FP16 tensor cores), from ``data/gpus.csv``.
+  cores; fp16 and amp: FP16 tensor cores), from ``data/gpus.csv``.
 
 Backward costs ``BACKWARD_FACTOR[type]`` times the forward: 2 for layers with
 weights (the gradient with respect to the input and to the weights each cost
@@ -64,8 +64,12 @@ MEM_EFFICIENCY = 0.8
 BACKWARD_FACTOR = {"bn": 1.0, "layernorm": 1.0, "pool": 1.0, "elementwise": 1.0, "embedding": 1.0}
 DEFAULT_BACKWARD_FACTOR = 2.0
 UPDATE_WORDS_PER_PARAM = 5
-COMPUTE_PRECISION = {"fp32": "fp32", "fp16": "fp16"}
-WIDTH_BYTES = {"fp32": 4, "fp16": 2}
+#: The GPU rate each precision computes at (`sim.catalog.PRECISIONS`): autocast (``amp``) runs
+#: convolutions and matrix products in fp16 on the tensor cores, as an fp16 model does.
+COMPUTE_PRECISION = {"fp32": "fp32", "fp16": "fp16", "amp": "fp16"}
+#: Bytes of an activation and of a weight as a layer reads them: autocast casts the fp32 weights
+#: to fp16 before the product (and keeps the copies: `sim.memory`), so a layer reads 2-byte values.
+WIDTH_BYTES = {"fp32": 4, "fp16": 2, "amp": 2}
 
 
 def layer_times_s(
@@ -111,16 +115,25 @@ DEFAULT_OPTIMIZER = "momentum"
 #: Training", ICLR 2018): the fp16 gradient is read and cast up (2 + 4 bytes) and the
 #: updated master weight is cast down to the fp16 copy (4 + 2 bytes), beside the fp32 step.
 MIXED_PRECISION_EXTRA_BYTES_PER_PARAM = 12
+#: Autocast keeps the gradients fp32 and scaled: before the step ``GradScaler`` unscales them in
+#: place and checks them for inf/NaN in one pass (PyTorch ``torch/amp/grad_scaler.py``,
+#: ``_unscale_grads_`` calling ``torch._amp_foreach_non_finite_check_and_unscale_``): each fp32
+#: gradient read and written once (4 + 4 bytes), beside the fp32 step; no master copy.
+AMP_UNSCALE_BYTES_PER_PARAM = 8
+#: Extra bytes per parameter of each precision's step beside the fp32 optimizer's own.
+UPDATE_EXTRA_BYTES_PER_PARAM = {"fp32": 0, "fp16": MIXED_PRECISION_EXTRA_BYTES_PER_PARAM,
+                                "amp": AMP_UNSCALE_BYTES_PER_PARAM}
 
 
 def update_time_s(total_params: int, *, gpu: str, precision: str = "fp32", optimizer: str = DEFAULT_OPTIMIZER) -> float:
     """One optimizer step over ``total_params`` parameters, from the bytes it
     moves (`OPTIMIZER_WORDS_PER_PARAM` fp32 words, plus the master-weight
-    copies of mixed precision) at the GPU's streaming memory bandwidth."""
+    copies of fp16 mixed precision or autocast's unscaling pass:
+    `UPDATE_EXTRA_BYTES_PER_PARAM`) at the GPU's streaming memory bandwidth."""
     if optimizer not in OPTIMIZER_WORDS_PER_PARAM:
         raise SimInputError(f"unknown optimizer {optimizer!r}; valid: {', '.join(OPTIMIZER_WORDS_PER_PARAM)}")
     spec = get_gpu(gpu)
-    per_param = OPTIMIZER_WORDS_PER_PARAM[optimizer] * 4
-    if precision == "fp16":
-        per_param += MIXED_PRECISION_EXTRA_BYTES_PER_PARAM
+    if precision not in UPDATE_EXTRA_BYTES_PER_PARAM:
+        raise SimInputError(f"unknown precision {precision!r}; valid: {', '.join(UPDATE_EXTRA_BYTES_PER_PARAM)}")
+    per_param = OPTIMIZER_WORDS_PER_PARAM[optimizer] * 4 + UPDATE_EXTRA_BYTES_PER_PARAM[precision]
     return total_params * per_param / (spec.mem_bw_bytes_per_s * MEM_EFFICIENCY)

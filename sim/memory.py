@@ -11,7 +11,11 @@
   keeps 2 Psi of fp16 weights and 2 Psi of fp16 gradients, and the optimizer
   holds an fp32 master copy of the weights as well: K = 4 + 4 x buffers, so
   mixed-precision Adam is 2 + 2 + 12 = 16 bytes per parameter, the paper's
-  figure.
+  figure. Automatic mixed precision (``amp``, ``torch.autocast``) keeps the
+  weights and gradients fp32 (4 + 4 Psi, no master copy) and adds the fp16
+  copies of the weights autocast casts in the forward pass and keeps for the
+  backward (2 Psi, counted with the weights; PyTorch's ``torch.autocast``
+  docs, ``cache_enabled``: the weight cast cache lives inside the autocast region).
 * **sharding** (`SHARDS`, ZeRO's stages over Nd = ``gpus`` data-parallel
   ranks): ``none`` (2 + 2 + K) Psi; ``optimizer`` (stage 1)
   2 Psi + 2 Psi + K Psi / Nd; ``gradients`` (stage 2) 2 Psi + (2 + K) Psi / Nd;
@@ -20,7 +24,7 @@
 * **activations** kept for the backward pass, an estimate from the model's
   layer shapes (zoo models; a layer CSV has none and counts 0, a lower
   bound): each row's output (``out_elems`` per sample) x the per-GPU batch x
-  the bytes of one element (4 in fp32, 2 in fp16) x a factor per layer type
+  the bytes of one element (4 in fp32, 2 in fp16 and amp) x a factor per layer type
   (`ACTIVATION_FACTOR`). For CNN rows the factor counts the tensors of the
   output's size that autograd saves: the output itself (the next layer's
   saved input, or the in-place ReLU's saved result), and for batch-norm also
@@ -78,8 +82,13 @@ OPTIMIZERS = tuple(OPTIMIZER_BUFFERS)
 DEFAULT_OPTIMIZER = "momentum"
 #: ZeRO's stages: what is partitioned over the data-parallel ranks.
 SHARDS = ("none", "optimizer", "gradients", "parameters")
-#: Bytes of one weight (and one gradient) at each precision; fp16 is mixed precision.
-WIDTH_BYTES = {"fp32": 4, "fp16": 2}
+#: Bytes of one weight (and one gradient) at each precision (`sim.model.PRECISIONS`): fp16 is an fp16
+#: model with fp32 master weights; amp (autocast) keeps fp32 weights and gradients.
+WIDTH_BYTES = {"fp32": 4, "fp16": 2, "amp": 4}
+#: Bytes of one activation element at each precision: autocast's products write fp16 outputs.
+ACTIVATION_WIDTH_BYTES = {"fp32": 4, "fp16": 2, "amp": 2}
+#: Bytes per parameter of fp16 weight copies kept beside the weights: autocast's cast cache (amp).
+CAST_COPY_BYTES = {"fp32": 0, "fp16": 0, "amp": 2}
 FP32_BYTES = 4
 MIB = 1 << 20
 
@@ -112,8 +121,10 @@ def optimizer_bytes_per_param(optimizer: str, precision: str) -> int:
 
 
 def model_state_bytes_per_param(optimizer: str, precision: str) -> int:
-    """Weights + gradients + optimizer state per parameter, unsharded (16 for mixed-precision Adam)."""
-    return 2 * WIDTH_BYTES[precision] + optimizer_bytes_per_param(optimizer, precision)
+    """Weights (with autocast's fp16 copies) + gradients + optimizer state per parameter, unsharded
+    (16 for mixed-precision Adam, 18 for Adam under autocast)."""
+    state = optimizer_bytes_per_param(optimizer, precision)
+    return 2 * WIDTH_BYTES[precision] + CAST_COPY_BYTES[precision] + state
 
 
 def attention_scores(model: Model) -> float:
@@ -148,7 +159,7 @@ def activation_bytes(model: Model, batch_size: int, precision: str) -> int:
     """Activation bytes kept for the backward pass on one GPU (0 for a model without layer shapes)."""
     if model.out_elems is None or model.layer_types is None:
         return 0
-    return int(math.ceil(_activation_elements(model) * batch_size * WIDTH_BYTES[precision]))
+    return int(math.ceil(_activation_elements(model) * batch_size * ACTIVATION_WIDTH_BYTES[precision]))
 
 
 @functools.lru_cache(maxsize=16)
@@ -223,8 +234,8 @@ def memory_per_gpu(model: Model, *, batch_size: int, precision: str = "fp32", op
         Its ``params`` (Psi = their sum) and, for activations, ``out_elems`` and ``layer_types``.
     batch_size : int
         Samples per GPU.
-    precision : {"fp32", "fp16"}
-        fp32 training, or mixed precision with fp32 master weights.
+    precision : {"fp32", "fp16", "amp"}
+        fp32 training, mixed precision with an fp16 model and fp32 master weights, or autocast.
     optimizer : {"sgd", "momentum", "adam"}
     gpus : int
         Data-parallel ranks Nd over which a ``shard`` partitions.
@@ -241,7 +252,7 @@ def memory_per_gpu(model: Model, *, batch_size: int, precision: str = "fp32", op
     psi = int(np.sum(model.params, dtype=np.int64))
     width = WIDTH_BYTES[precision]
     level = SHARDS.index(shard)
-    weights, grads, state = psi * width, psi * width, psi * k
+    weights, grads, state = psi * (width + CAST_COPY_BYTES[precision]), psi * width, psi * k
     if level >= 1:
         state = _share(state, gpus)
     if level >= 2:

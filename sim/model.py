@@ -8,7 +8,11 @@ A CSV model holds only what it says: no I/O, host-to-device copy or update
 time is added unless given (``io_ms``, ``h2d_ms``, ``update_ms`` arguments).
 
 The gradient of a layer is ``params * bytes_per_param`` bytes, where the
-precision decides the width: fp32 = 4 bytes, fp16 = 2 bytes.
+precision decides the width (`PRECISIONS`): fp32 = 4 bytes; fp16 = 2 bytes
+(an fp16 model with fp32 master weights, as apex O2 or DeepSpeed's fp16 train);
+amp = 4 bytes (autocast: fp16 tensor-core compute, but the weights and their
+gradients stay fp32, as ``torch.autocast`` with ``GradScaler`` or TensorFlow's
+automatic mixed precision train).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import numpy as np
 
 from sim.checks import MAX_TIME_S, check_array, check_float, check_int
 from sim.errors import SimInputError
+from sim.precision import BYTES_PER_PARAM, PRECISIONS, bytes_per_param
 from sim.tensors import (
     DEFAULT_GRADIENTS,
     LAYER,
@@ -41,6 +46,7 @@ if TYPE_CHECKING:  # pandas is imported where a table is read or built, not with
 
 __all__ = [
     "BYTES_PER_PARAM",
+    "PRECISIONS",
     "HF_PREFIX",
     "REQUIRED_COLUMNS",
     "Model",
@@ -57,7 +63,6 @@ __all__ = [
 ]
 
 REQUIRED_COLUMNS = ("name", "params", "fwd_ms", "bwd_ms")
-BYTES_PER_PARAM = {"fp32": 4, "fp16": 2}
 #: Layers per model; raise it here (each layer costs tasks, memory and time in every run).
 MAX_LAYERS = 100_000
 #: Parameters per model: 1e15 (a thousand times the largest published models), so that the gradient's
@@ -69,13 +74,6 @@ MAX_SOURCE_CHARS = 4096
 _HIGH = {"fwd_s": MAX_TIME_S, "bwd_s": MAX_TIME_S, "comm_s": MAX_TIME_S}
 #: A model source ``hf:PATH`` is a Hugging Face config.json (`hf_model`).
 HF_PREFIX = "hf:"
-
-
-def bytes_per_param(precision: str) -> int:
-    """Gradient bytes per parameter for ``precision`` (fp32 or fp16)."""
-    if not isinstance(precision, str) or precision not in BYTES_PER_PARAM:
-        raise SimInputError(f"unknown precision {precision!r}; valid: {', '.join(BYTES_PER_PARAM)}")
-    return BYTES_PER_PARAM[precision]
 
 
 def check_batch_size(batch_size) -> None:

@@ -133,7 +133,7 @@ class TestEveryPage:
             {"gpus": 1},
             {"gpus": 2, "per_node": 4},
             {"gpus": 24, "per_node": 3, "coll": "hierarchical", "precision": "fp16", "gpu": "h100"},
-            {"coll": "recursive_doubling", "intra": "nvlink2", "net": "ib-fdr-56", "batch": 1},
+            {"coll": "recursive_doubling", "intra": "nvlink2", "net": "ib-fdr-56", "batch": 1, "precision": "amp"},
         ],
     )
     @pytest.mark.parametrize("page", list(PAGES))

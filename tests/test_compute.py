@@ -38,6 +38,35 @@ def test_update_time_by_hand():
     assert update_time_s(1_000_000, gpu="v100-sxm2") == pytest.approx(2e7 / (BW * 0.8), rel=1e-12)
 
 
+def test_amp_update_adds_the_unscaling_pass_by_hand():
+    # momentum's 5 fp32 words (20 B) + GradScaler's unscale, each fp32 gradient read and written (8 B);
+    # fp16's master-weight copies add 12 B instead
+    assert update_time_s(1_000_000, gpu="v100-sxm2", precision="amp") == pytest.approx(2.8e7 / (BW * 0.8), rel=1e-12)
+    assert update_time_s(1_000_000, gpu="v100-sxm2", precision="fp16") == pytest.approx(3.2e7 / (BW * 0.8), rel=1e-12)
+    with pytest.raises(sim.SimInputError, match="unknown precision 'bf16'"):
+        update_time_s(1_000_000, gpu="v100-sxm2", precision="bf16")
+
+
+def test_amp_computes_as_fp16_and_sends_fp32_gradients():
+    m = sim.load_model("resnet50")
+    fp16, amp, fp32 = (m.timed(gpu="v100-sxm2", batch_size=64, precision=p) for p in ("fp16", "amp", "fp32"))
+    assert np.array_equal(amp.fwd_s, fp16.fwd_s) and np.array_equal(amp.bwd_s, fp16.bwd_s)
+    assert np.array_equal(amp.gradient_bytes("amp"), fp32.gradient_bytes("fp32"))
+    assert np.array_equal(2 * fp16.gradient_bytes("fp16"), fp32.gradient_bytes("fp32"))
+    cluster = sim.Cluster(gpus=16, gpus_per_node=4, network="10gbe", gpu="v100-sxm2")
+    runs = {p: sim.simulate(m, cluster, "synceasgd", batch_size=64, precision=p).metrics for p in ("fp16", "amp")}
+    # one message after backward: its time is the whole gradient's, twice the bytes under autocast
+    assert runs["amp"]["comm_s"] > 1.8 * runs["fp16"]["comm_s"]
+
+
+def test_a_layer_csv_times_amp_as_fp32():
+    """A CSV's times are given: the precision only sets the gradient width, 4 bytes under autocast."""
+    model = sim.load_model("tests/data/tiny.csv")
+    cluster = sim.Cluster(gpus=8, gpus_per_node=4, network="10gbe")
+    fp32, amp = (sim.simulate(model, cluster, "mgwfbp", batch_size=8, precision=p) for p in ("fp32", "amp"))
+    assert amp.iteration_time_s == fp32.iteration_time_s and amp.groups == fp32.groups
+
+
 def test_fp16_uses_tensor_cores_and_is_faster():
     m = sim.load_model("resnet50")
     t32 = sim.simulate(m, sim.Cluster(gpu="v100-sxm2"), batch_size=64).iteration_time_s
@@ -105,6 +134,17 @@ def test_run_zoo_model_from_cli():
     assert json.loads(out)["gpus"] == 16
 
 
+def test_cli_runs_autocast_and_names_the_precisions_it_knows():
+    args = ("run", "--model", "resnet50", "--gpus", "16", "--gpus-per-node", "4", "--batch-size", "64",
+            "--format", "json")
+    code, out, _ = cli(*args, "--precision", "amp")
+    amp = json.loads(out)
+    assert code == 0 and amp["precision"] == "amp"
+    assert amp["comm_s"] > json.loads(cli(*args, "--precision", "fp16")[1])["comm_s"]
+    code, _, err = cli(*args, "--precision", "bf16")
+    assert code == 2 and "--precision" in err and "'amp'" in err
+
+
 @pytest.mark.parametrize(
     "argv, match",
     [
@@ -117,3 +157,13 @@ def test_run_zoo_model_from_cli():
 def test_bad_catalog_input(argv, match):
     code, _, err = cli(*argv)
     assert code == 2 and match in err and err.count("\n") == 1
+
+
+def test_every_table_by_precision_knows_every_precision():
+    """A precision added to `sim.precision` must be given its compute rate, widths, update and memory."""
+    from sim import compute, memory
+    from sim.precision import BYTES_PER_PARAM, PRECISIONS
+
+    tables = [PRECISIONS, compute.COMPUTE_PRECISION, compute.WIDTH_BYTES, compute.UPDATE_EXTRA_BYTES_PER_PARAM,
+              memory.WIDTH_BYTES, memory.ACTIVATION_WIDTH_BYTES, memory.CAST_COPY_BYTES]
+    assert all(set(t) == set(BYTES_PER_PARAM) for t in tables)

@@ -5,7 +5,7 @@ joins every test here by being registered. Over random models, clusters
 (network presets and user alpha-beta, one or many nodes, all-reduce and
 parameter server) and update times, on the engine's own timeline:
 
-* iteration >= compute, and >= the update-to-update compute of one iteration;
+* iteration >= compute, and >= the update-to-update compute of one iteration (at every precision);
 * 0 <= hidden, exposed; exposed <= iteration; no negative or non-finite time;
 * hidden + exposed = communication, where communication and hidden are
   computed here from the timeline by a method of their own (elementary
@@ -36,6 +36,7 @@ from sim.api import simulate_dag
 from sim.core import fast
 from sim.core.metrics import iterations_to_run
 from sim.methods import METHODS
+from sim.model import BYTES_PER_PARAM
 from sim.schedulers.registry import scheduler_names
 from sim.workers import StragglerSpec, simulate_workers
 
@@ -118,9 +119,10 @@ def _simulate(model, cluster, run, **kw):
 
 @pytest.mark.parametrize("run", RUNS, ids=IDS)
 @SETTINGS
-@given(model=models(), cluster=clusters())
-def test_breakdown_is_consistent_with_the_timeline(run, model, cluster):
-    res = _simulate(model, cluster, run, iterations=iterations_to_run(sim.Plan("", (), per_layer_update=True), 1))
+@given(model=models(), cluster=clusters(), precision=st.sampled_from(sorted(BYTES_PER_PARAM)))
+def test_breakdown_is_consistent_with_the_timeline(run, model, cluster, precision):
+    res = _simulate(model, cluster, run, iterations=iterations_to_run(sim.Plan("", (), per_layer_update=True), 1),
+                    precision=precision)
     if res is None:
         return
     m, tl = res.metrics, res.timeline
@@ -145,11 +147,11 @@ def test_breakdown_is_consistent_with_the_timeline(run, model, cluster):
 
 @pytest.mark.parametrize("run", RUNS, ids=IDS)
 @SETTINGS
-@given(model=models(), cluster=clusters())
-def test_compute_plus_exposed_is_the_iteration(run, model, cluster):
+@given(model=models(), cluster=clusters(), precision=st.sampled_from(sorted(BYTES_PER_PARAM)))
+def test_compute_plus_exposed_is_the_iteration(run, model, cluster, precision):
     """Without I/O or host copies the GPU either computes or waits on communication, so the
     breakdown adds up to the iteration (the dashboard's idle is 0): what the Compare page shows."""
-    res = _simulate(model, cluster, run)
+    res = _simulate(model, cluster, run, precision=precision)
     if res is None:
         return
     m = res.metrics

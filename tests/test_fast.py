@@ -27,6 +27,7 @@ from sim.core.lower import lower
 from sim.core.metrics import graph_figures
 from sim.core.plan import NO_GRADIENTS, gradient_layers
 from sim.core.timeline import graph_timeline
+from sim.model import BYTES_PER_PARAM
 from sim.schedulers import GradientLayers, Plan, _plan, optimal
 
 
@@ -69,7 +70,7 @@ runs = st.fixed_dictionaries({
     "iterations": st.integers(1, 3),
     "prefetch": st.booleans(),
     "bucket_mb": st.sampled_from([0.5, 4.0, 25.0]),
-    "precision": st.sampled_from(["fp32", "fp16"]),
+    "precision": st.sampled_from(sorted(BYTES_PER_PARAM)),
 })
 
 

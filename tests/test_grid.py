@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import sim
 from sim.grid import ConfigProduct, Grid
+from sim.model import BYTES_PER_PARAM
 from sim.parallel import run_grid
 
 TINY = str(Path(__file__).parent / "data" / "tiny.csv")
@@ -88,7 +89,7 @@ _AXES = {
     "gpus_per_node": [1, 4],
     "network": ["10gbe", "ib-edr-100"],
     "scheduler": ["wfbp", "mgwfbp", "bucket", "horovod", "sequential"],
-    "precision": ["fp32", "fp16"],
+    "precision": sorted(BYTES_PER_PARAM),
     "bucket_mb": [1.0, 25.0],
     "prefetch": [False, True],
     "sync_jitter_cv": [0.0, 0.02],

@@ -150,3 +150,20 @@ def test_what_real_clusters_add_is_read_off_the_simulator():
     claims = mechanism_claims(frame)
     off = by.loc["no interference", "iteration_ms"]
     assert any(f"{off:.1f} against {by.iloc[0]['iteration_ms']:.1f} ms" in c for c in claims)
+
+
+@pytest.mark.parametrize("network", ["10gbe", "ib-edr-100"])
+def test_what_mixed_precision_sends_is_read_off_the_simulator(network):
+    """Learn, section 7: autocast computes as fp16 does and sends as fp32 does; the sentences state the table."""
+    from dashboard.learn_view import precision_claims, precision_frame
+
+    by = precision_frame(network).set_index("precision")
+    assert list(by.index) == list(sim.model.PRECISIONS)
+    assert by.loc["amp", "gradient_mb"] == by.loc["fp32", "gradient_mb"] == 2 * by.loc["fp16", "gradient_mb"]
+    assert by.loc["amp", "compute_ms"] == pytest.approx(by.loc["fp16", "compute_ms"], rel=0.05)
+    assert by.loc["amp", "comm_ms"] > by.loc["fp16", "comm_ms"]
+    assert by.loc["amp", "iteration_ms"] > by.loc["fp16", "iteration_ms"]
+    claims = " ".join(precision_claims(by.reset_index()))
+    for key in ("compute_ms", "comm_ms", "exposed_ms", "iteration_ms"):
+        assert f"{by.loc['amp', key]:.1f} ms" in claims and f"{by.loc['fp16', key]:.1f} ms" in claims, key
+    assert f"{100 * (by.loc['amp', 'iteration_ms'] / by.loc['fp16', 'iteration_ms'] - 1):.0f}% too fast" in claims

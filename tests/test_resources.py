@@ -27,6 +27,7 @@ from sim.memory import (
     model_state_bytes_per_param,
     optimizer_bytes_per_param,
 )
+from sim.model import BYTES_PER_PARAM
 from sim.pricing import cost_metrics, prices
 from sim.resources import RESOURCE_KEYS
 from sim.schedulers.names import BUCKET, DDP, HOROVOD, MGWFBP, WFBP
@@ -61,6 +62,8 @@ class TestZeroPaper:
     def test_k_is_12_for_mixed_precision_adam(self):
         assert optimizer_bytes_per_param("adam", "fp16") == 12
         assert model_state_bytes_per_param("adam", "fp16") == 16
+        assert optimizer_bytes_per_param("adam", "amp") == 8  # no master copy: the weights are fp32
+        assert model_state_bytes_per_param("adam", "amp") == 4 + 2 + 4 + 8
 
     def test_stage_formulas_exactly(self):
         psi, nd = 7_500_000_000, 64
@@ -80,6 +83,8 @@ class TestHandWorked:
         ("sgd", "fp16", (2000, 2000, 4000)),  # fp32 master weights only
         ("momentum", "fp16", (2000, 2000, 8000)),
         ("adam", "fp16", (2000, 2000, 12000)),
+        ("sgd", "amp", (6000, 4000, 0)),  # autocast: fp32 weights + their fp16 copies, fp32 gradients, no master
+        ("adam", "amp", (6000, 4000, 8000)),
     ])
     def test_model_states_of_1000_parameters(self, optimizer, precision, expected):
         est = memory_per_gpu(make_model([600, 400], [1, 1], [1, 1]), batch_size=8, precision=precision,
@@ -94,6 +99,7 @@ class TestHandWorked:
                           out_elems=np.array([100.0, 50.0, 10.0]))
         assert activation_bytes(model, 2, "fp32") == 2080
         assert activation_bytes(model, 2, "fp16") == 1040
+        assert activation_bytes(model, 2, "amp") == 1040  # autocast's products write fp16 outputs
         assert memory_per_gpu(model, batch_size=2).activations_bytes == 2080
 
     def test_a_layer_csv_has_no_activation_estimate(self):
@@ -146,7 +152,7 @@ class TestBuffers:
 
 @settings(max_examples=60, deadline=None)
 @given(params=st.lists(st.integers(0, 10**9), min_size=1, max_size=5), gpus=st.integers(1, 4096),
-       optimizer=st.sampled_from(["sgd", "momentum", "adam"]), precision=st.sampled_from(["fp32", "fp16"]))
+       optimizer=st.sampled_from(["sgd", "momentum", "adam"]), precision=st.sampled_from(sorted(BYTES_PER_PARAM)))
 def test_each_stage_needs_no_more_than_the_one_before(params, gpus, optimizer, precision):
     model = make_model(params, [1.0] * len(params), [1.0] * len(params))
     totals = [memory_per_gpu(model, batch_size=1, precision=precision, optimizer=optimizer, gpus=gpus,

@@ -27,7 +27,7 @@ from sim.comm import COLLECTIVES
 from sim.compression import parse_compression
 from sim.errors import SimInputError, SimInputWarning
 from sim.frameworks import framework_names
-from sim.model import BYTES_PER_PARAM, HF_PREFIX, load_model, zoo_names
+from sim.model import BYTES_PER_PARAM, HF_PREFIX, PRECISIONS, load_model, zoo_names
 from sim.runs import (
     DEFAULT_ARCHITECTURE,
     DEFAULT_SCHEDULER,
@@ -40,6 +40,10 @@ from sim.schedulers.registry import PS_ARCHITECTURE, check_knobs_apply, knob_use
 
 __all__ = ["add_compression_flag", "add_knob_flags", "add_workload_flags", "bucket_mb", "check_cluster_flags", "check_not_blank", "checked_runs", "cluster", "model", "options",
            "run_one"]
+
+#: ``--precision``'s help: each precision and what it computes and sends (`sim.precision.PRECISIONS`).
+PRECISION_HELP = "; ".join(f"{name}: {meaning}" for name, meaning in PRECISIONS.items())
+
 
 def add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
     p.add_argument("--model", required=True, help="zoo name, path to a layer CSV (name,params,fwd_ms,bwd_ms) or "
@@ -90,7 +94,7 @@ def add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
                    help="override the intra-node preset's effective rate, Gb/s")
     add_topology_flags(p)
     p.add_argument("--batch-size", type=positive_int, default=32, help="samples per GPU per iteration")
-    p.add_argument("--precision", choices=list(BYTES_PER_PARAM), default="fp32", help="gradient precision")
+    p.add_argument("--precision", choices=list(BYTES_PER_PARAM), default="fp32", help=PRECISION_HELP)
     p.add_argument("--alpha", type=nonneg_float, default=None, help="all-reduce start-up time, seconds")
     p.add_argument("--beta", type=nonneg_float, default=None, help="all-reduce time per byte, seconds")
     p.add_argument("--architecture", choices=list(ARCHITECTURES), default=None,
