@@ -187,7 +187,9 @@ st.markdown(
     "gradients; DDP's `fp16_compress_hook`, here `--compression fp16`, exists to halve them). Its update adds "
     "`GradScaler`'s unscaling pass over the fp32 gradients, and its memory the fp16 copies of the weights "
     "that autocast keeps for the backward pass. Short fp16 iterations hide less, so sending fp32 gradients "
-    "weighs more there.")
+    "weighs more there. (The tensor cores do not reach the share of their peak that CUDA cores reach of "
+    "theirs, convolutions less than large matrix products: `data/tensor_cores.csv`, fitted on NVIDIA's "
+    "one-GPU speedups, which is why fp16 compute below is not eight times faster than fp32.)")
 st.caption(f"{case['model']}, {case['gpus']} × {case['gpu']} ({case['gpus_per_node']} a node), batch "
            f"{case['batch_size']}, WFBP, over {net}, at each precision.")
 prec = ui.guarded(cached.precisions, net)

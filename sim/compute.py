@@ -25,9 +25,14 @@ layer by one factor and keeps these proportions, or bring a layer CSV.
 
 from __future__ import annotations
 
+import csv
+import functools
+import math
+from collections.abc import Mapping
+
 import numpy as np
 
-from sim.catalog import get_gpu
+from sim.catalog import DATA_DIR, get_gpu
 from sim.checks import MAX_TIME_S
 from sim.errors import SimInputError
 
@@ -37,6 +42,7 @@ __all__ = [
     "MEM_EFFICIENCY",
     "UPDATE_WORDS_PER_PARAM",
     "layer_times_s",
+    "tensor_core_scales",
     "update_time_s",
 ]
 
@@ -72,6 +78,28 @@ COMPUTE_PRECISION = {"fp32": "fp32", "fp16": "fp16", "amp": "fp16"}
 WIDTH_BYTES = {"fp32": 4, "fp16": 2, "amp": 2}
 
 
+#: Each layer type's tensor-core efficiency as a share of its `COMPUTE_EFFICIENCY`, for the
+#: precisions computed on tensor cores (fp16, amp): FITTED, with its source, in this file.
+TENSOR_CORES_PATH = DATA_DIR / "tensor_cores.csv"
+
+
+@functools.lru_cache(maxsize=1)
+def tensor_core_scales() -> dict[str, float]:
+    """Layer type -> the share of its fp32 efficiency its fp16 tensor-core kernels reach
+    (``data/tensor_cores.csv``; a type the file does not list keeps 1)."""
+    out = {}
+    with open(TENSOR_CORES_PATH, newline="", encoding="utf-8") as fh:
+        for line, row in enumerate(csv.DictReader(fh), start=2):
+            try:
+                scale = float(row["efficiency_scale"])
+            except (KeyError, TypeError, ValueError):
+                raise SimInputError(f"tensor_cores.csv line {line}: efficiency_scale must be a number") from None
+            if not (math.isfinite(scale) and 0 < scale <= 1):
+                raise SimInputError(f"tensor_cores.csv line {line}: efficiency_scale must be in (0, 1], got {scale}")
+            out.update(dict.fromkeys(str(row["layer_types"]).split(";"), scale))
+    return out
+
+
 def layer_times_s(
     layer_types,
     fwd_flops: np.ndarray,
@@ -81,14 +109,19 @@ def layer_times_s(
     gpu: str,
     batch_size: int,
     precision: str = "fp32",
+    tensor_core_scale: Mapping[str, float] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Forward and backward time of each layer on ``gpu`` at ``batch_size``."""
+    """Forward and backward time of each layer on ``gpu`` at ``batch_size``; on tensor cores each
+    type's efficiency is scaled by ``tensor_core_scale`` (None: `tensor_core_scales`)."""
     if precision not in COMPUTE_PRECISION:
         raise SimInputError(f"unknown precision {precision!r}; valid: {', '.join(COMPUTE_PRECISION)}")
     spec = get_gpu(gpu)
     width = WIDTH_BYTES[precision]
     peak = spec.peak_flops(COMPUTE_PRECISION[precision])
     eff = np.array([COMPUTE_EFFICIENCY.get(t, DEFAULT_EFFICIENCY) for t in layer_types])
+    if COMPUTE_PRECISION[precision] == "fp16":  # tensor cores reach a smaller share of their peak
+        scale = tensor_core_scales() if tensor_core_scale is None else tensor_core_scale
+        eff = eff * np.array([scale.get(t, 1.0) for t in layer_types])
     back = np.array([BACKWARD_FACTOR.get(t, DEFAULT_BACKWARD_FACTOR) for t in layer_types])
     out_elems = np.asarray(out_elems, dtype=float)
     in_elems = np.concatenate(([out_elems[0]], out_elems[:-1]))  # a layer reads its predecessor's output

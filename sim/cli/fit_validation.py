@@ -8,7 +8,8 @@ from sim.cli.args import write_json
 
 NAME = "fit-validation"
 HELP = ("refit the link rates and framework launch costs that data/ holds as fitted, on the calibration cases of "
-        "data/validation/cases.csv, and report the held-out error with them (writes nothing)")
+        "data/validation/cases.csv, and the tensor cores' efficiency on those of data/validation/mixed_precision.csv, "
+        "and report the held-out error with them (writes nothing)")
 
 
 def add_arguments(parser) -> None:
@@ -17,13 +18,21 @@ def add_arguments(parser) -> None:
 
 def run(args, out) -> None:
     from sim.calib.fit_validation import ablation, fit_validation, held_out_report
+    from sim.calib.tensor_cores import families, fit_tensor_cores, tensor_core_report
+    from sim.compute import tensor_core_scales
 
     fit = fit_validation()
     held = held_out_report(fit["values"])
     switched = ablation()
+    cores = fit_tensor_cores()
+    stored = tensor_core_scales()
+    core_rows = [{"family": f, "layer_types": ";".join(types), "fitted": cores[f], "stored": stored[types[0]]}
+                 for f, types in families().items()]
+    speedups = tensor_core_report()
     if args.format == "json":
         write_json({"parameters": fit["rows"], "held_out": held.to_dict("records"),
-                    "ablation": switched.to_dict("records")}, out, default=lambda v: None)
+                    "ablation": switched.to_dict("records"), "tensor_cores": core_rows,
+                    "mixed_precision_speedups": speedups.to_dict("records")}, out, default=lambda v: None)
         return
     fmt = {"float_format": lambda v: f"{v:.2f}", "index": False}
     out.write("fitted on the calibration cases (stored = the value data/ holds now):\n")
@@ -31,3 +40,10 @@ def run(args, out) -> None:
     out.write("\nheld-out cases with the fitted values:\n" + held.to_string(**fmt) + "\n")
     out.write("\nthe stored values, each mechanism switched off in turn (on by default where it lowers the "
               "held-out error; the calibration columns for comparison):\n" + switched.to_string(**fmt) + "\n")
+    out.write("\ntensor cores: the share of each family's fp32 efficiency its fp16 kernels reach, fitted on the "
+              "calibration rows of data/validation/mixed_precision.csv (stored = data/tensor_cores.csv):\n"
+              + pd.DataFrame(core_rows).to_string(index=False, float_format=lambda v: f"{v:.3f}") + "\n")
+    held_speedups = speedups[speedups["split"] == "held-out"]
+    out.write("one-GPU speedup from fp32 to mixed precision, measured and simulated with the stored scales "
+              f"(held-out median |error| {held_speedups['error_pct'].abs().median():.1f} %):\n"
+              + speedups.to_string(**fmt) + "\n")
