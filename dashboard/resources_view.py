@@ -73,7 +73,8 @@ def memory_panel(res: sim.SimResult, batch_size: int, precision: str) -> None:
             "Optimizer state", OPTIMIZERS, index=OPTIMIZERS.index(session.get(_KEPT_OPTIMIZER, DEFAULT_OPTIMIZER)),
             key="mem_optimizer", on_change=lambda: session.update({_KEPT_OPTIMIZER: session["mem_optimizer"]}),
             help="sgd keeps no state, momentum one fp32 buffer per parameter, adam two; with fp16 the optimizer "
-                 "also keeps fp32 master weights (ZeRO paper's accounting). The iteration time does not change.")
+                 "also keeps fp32 master weights (ZeRO paper's accounting); with amp the weights stay fp32 and "
+                 "autocast's fp16 copies (2 bytes per parameter) count with them. The iteration time does not change.")
         if optimizer != m["optimizer"]:
             est = ui.guarded(run_memory, res.model, gpus=res.cluster.gpus, scheduler=m["scheduler"], groups=res.groups,
                              batch_size=batch_size, precision=precision, optimizer=optimizer)

@@ -148,11 +148,13 @@ DEFAULT_OPTIMIZER = "momentum"
 #: Training", ICLR 2018): the fp16 gradient is read and cast up (2 + 4 bytes) and the
 #: updated master weight is cast down to the fp16 copy (4 + 2 bytes), beside the fp32 step.
 MIXED_PRECISION_EXTRA_BYTES_PER_PARAM = 12
-#: Autocast keeps the gradients fp32 and scaled: before the step ``GradScaler`` unscales them in
-#: place and checks them for inf/NaN in one pass (PyTorch ``torch/amp/grad_scaler.py``,
-#: ``_unscale_grads_`` calling ``torch._amp_foreach_non_finite_check_and_unscale_``): each fp32
-#: gradient read and written once (4 + 4 bytes), beside the fp32 step; no master copy.
-AMP_UNSCALE_BYTES_PER_PARAM = 8
+#: Autocast's element-wise passes over the parameters in an iteration, beside the fp32 step (no
+#: master copy), counted with the update: ``GradScaler`` unscales the fp32 gradients in place and
+#: checks them for inf/NaN (PyTorch ``torch/amp/grad_scaler.py``, ``_unscale_grads_`` calling
+#: ``torch._amp_foreach_non_finite_check_and_unscale_``: read and write, 4 + 4 bytes); the forward
+#: casts each fp32 weight to fp16 (4 + 2) and the backward casts each fp16 weight gradient up to
+#: the fp32 ``.grad`` (2 + 4).
+AMP_UNSCALE_BYTES_PER_PARAM = 8 + 6 + 6
 #: Extra bytes per parameter of each precision's step beside the fp32 optimizer's own.
 UPDATE_EXTRA_BYTES_PER_PARAM = {"fp32": 0, "fp16": MIXED_PRECISION_EXTRA_BYTES_PER_PARAM,
                                 "amp": AMP_UNSCALE_BYTES_PER_PARAM}

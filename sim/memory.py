@@ -13,9 +13,11 @@
   mixed-precision Adam is 2 + 2 + 12 = 16 bytes per parameter, the paper's
   figure. Automatic mixed precision (``amp``, ``torch.autocast``) keeps the
   weights and gradients fp32 (4 + 4 Psi, no master copy) and adds the fp16
-  copies of the weights autocast casts in the forward pass and keeps for the
-  backward (2 Psi, counted with the weights; PyTorch's ``torch.autocast``
-  docs, ``cache_enabled``: the weight cast cache lives inside the autocast region).
+  copies of the weights autocast casts in the forward pass, which autograd saves
+  for the backward (2 Psi, counted with the weights and whole on every GPU even
+  under ZeRO-3 / FSDP, which cannot free a saved copy), with 2-byte activations
+  (a lower bound for transformers, whose layer norms, softmax and residual
+  stream autocast keeps in fp32).
 * **sharding** (`SHARDS`, ZeRO's stages over Nd = ``gpus`` data-parallel
   ranks): ``none`` (2 + 2 + K) Psi; ``optimizer`` (stage 1)
   2 Psi + 2 Psi + K Psi / Nd; ``gradients`` (stage 2) 2 Psi + (2 + K) Psi / Nd;
@@ -252,13 +254,14 @@ def memory_per_gpu(model: Model, *, batch_size: int, precision: str = "fp32", op
     psi = int(np.sum(model.params, dtype=np.int64))
     width = WIDTH_BYTES[precision]
     level = SHARDS.index(shard)
-    weights, grads, state = psi * (width + CAST_COPY_BYTES[precision]), psi * width, psi * k
+    weights, grads, state = psi * width, psi * width, psi * k
     if level >= 1:
         state = _share(state, gpus)
     if level >= 2:
         grads = _share(grads, gpus)
     if level >= 3:
         weights = _share(weights, gpus)
+    weights += psi * CAST_COPY_BYTES[precision]  # autocast's fp16 copies, saved whole for backward (not sharded)
     return MemoryEstimate(optimizer, weights, grads, state, activation_bytes(model, batch_size, precision),
                           int(math.ceil(bucket_bytes)))
 

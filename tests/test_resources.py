@@ -91,6 +91,12 @@ class TestHandWorked:
                              optimizer=optimizer)
         assert (est.weights_bytes, est.gradients_bytes, est.optimizer_bytes) == expected
 
+    def test_zero3_shards_autocasts_weights_but_not_their_fp16_copies(self):
+        """Autograd saves each layer's fp16 copy for the backward pass: whole on every GPU under ZeRO-3."""
+        model = make_model([600, 400], [1, 1], [1, 1])
+        est = memory_per_gpu(model, batch_size=8, precision="amp", optimizer="adam", gpus=4, shard="parameters")
+        assert (est.weights_bytes, est.gradients_bytes, est.optimizer_bytes) == (4000 // 4 + 2000, 4000 // 4, 8000 // 4)
+
     def test_activations_of_a_small_cnn(self):
         # conv_bn (factor 2) with 100 output elements, pool (1) 50, linear (1) 10; batch 2, fp32:
         # (2*100 + 50 + 10) * 2 samples * 4 bytes = 2080

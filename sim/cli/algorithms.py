@@ -11,6 +11,7 @@ from sim.cli.args import (
     write_json,
 )
 from sim.cli.stragglers import add_straggler_flags, straggler_spec
+from sim.cli.workload import PRECISION_HELP
 from sim.cluster import Cluster
 from sim.comm import COLLECTIVES
 from sim.errors import SimInputError
@@ -37,7 +38,7 @@ def add_arguments(al) -> None:
     al.add_argument("--intra", default=None, help="intra-node link preset (AR-SGD; default pcie3)")
     al.add_argument("--collective", default=None, help=f"AR-SGD's all-reduce: one of {', '.join(COLLECTIVES)} (default ring)")
     al.add_argument("--batch-size", type=positive_int, default=32, help="samples per worker per step")
-    al.add_argument("--precision", choices=list(BYTES_PER_PARAM), default="fp32", help="parameter width on the wire")
+    al.add_argument("--precision", choices=list(BYTES_PER_PARAM), default="fp32", help=PRECISION_HELP)
     al.add_argument("--algorithms", type=name_list, default=list(ALGORITHMS), help="e.g. BSP,ASP,AR-SGD")
     al.add_argument("--steps", type=positive_int, default=100, help="gradients per worker (the budget is P x steps)")
     al.add_argument("--staleness", type=nonneg_int, default=None, help="SSP's staleness bound s (default 3)")
