@@ -42,6 +42,7 @@ __all__ = [
     "MEM_EFFICIENCY",
     "UPDATE_WORDS_PER_PARAM",
     "layer_times_s",
+    "tensor_core_families",
     "tensor_core_scales",
     "update_time_s",
 ]
@@ -84,9 +85,9 @@ TENSOR_CORES_PATH = DATA_DIR / "tensor_cores.csv"
 
 
 @functools.lru_cache(maxsize=1)
-def tensor_core_scales() -> dict[str, float]:
-    """Layer type -> the share of its fp32 efficiency its fp16 tensor-core kernels reach
-    (``data/tensor_cores.csv``; a type the file does not list keeps 1)."""
+def tensor_core_families() -> dict[str, tuple[tuple[str, ...], float]]:
+    """Family -> (its layer types, the share of their fp32 efficiency their fp16 tensor-core
+    kernels reach), as ``data/tensor_cores.csv`` holds them."""
     out = {}
     with open(TENSOR_CORES_PATH, newline="", encoding="utf-8") as fh:
         for line, row in enumerate(csv.DictReader(fh), start=2):
@@ -96,8 +97,13 @@ def tensor_core_scales() -> dict[str, float]:
                 raise SimInputError(f"tensor_cores.csv line {line}: efficiency_scale must be a number") from None
             if not (math.isfinite(scale) and 0 < scale <= 1):
                 raise SimInputError(f"tensor_cores.csv line {line}: efficiency_scale must be in (0, 1], got {scale}")
-            out.update(dict.fromkeys(str(row["layer_types"]).split(";"), scale))
+            out[row["family"]] = (tuple(str(row["layer_types"]).split(";")), scale)
     return out
+
+
+def tensor_core_scales() -> dict[str, float]:
+    """Layer type -> its family's scale (`tensor_core_families`; a type the file does not list keeps 1)."""
+    return {t: scale for types, scale in tensor_core_families().values() for t in types}
 
 
 def layer_times_s(

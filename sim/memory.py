@@ -67,7 +67,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.checks import check_choice, check_float, check_int
+from sim.compute import WIDTH_BYTES as COMPUTE_WIDTH_BYTES
 from sim.model import Model
+from sim.precision import BYTES_PER_PARAM
 from sim.schedulers.names import BUCKET, DDP, HOROVOD
 
 __all__ = [
@@ -84,11 +86,12 @@ OPTIMIZERS = tuple(OPTIMIZER_BUFFERS)
 DEFAULT_OPTIMIZER = "momentum"
 #: ZeRO's stages: what is partitioned over the data-parallel ranks.
 SHARDS = ("none", "optimizer", "gradients", "parameters")
-#: Bytes of one weight (and one gradient) at each precision (`sim.model.PRECISIONS`): fp16 is an fp16
-#: model with fp32 master weights; amp (autocast) keeps fp32 weights and gradients.
-WIDTH_BYTES = {"fp32": 4, "fp16": 2, "amp": 4}
-#: Bytes of one activation element at each precision: autocast's products write fp16 outputs.
-ACTIVATION_WIDTH_BYTES = {"fp32": 4, "fp16": 2, "amp": 2}
+#: Bytes of one weight (and one gradient) at each precision: its gradient's width on the wire
+#: (`sim.precision`; fp16 is an fp16 model with fp32 master weights, amp keeps fp32 weights and gradients).
+WIDTH_BYTES = BYTES_PER_PARAM
+#: Bytes of one activation element at each precision: the width its layers compute in (autocast's
+#: products write fp16 outputs).
+ACTIVATION_WIDTH_BYTES = COMPUTE_WIDTH_BYTES
 #: Bytes per parameter of fp16 weight copies kept beside the weights: autocast's cast cache (amp).
 CAST_COPY_BYTES = {"fp32": 0, "fp16": 0, "amp": 2}
 FP32_BYTES = 4

@@ -70,12 +70,12 @@ def test_a_malformed_tensor_cores_file_is_refused_in_one_line(tmp_path, monkeypa
     path = tmp_path / "tensor_cores.csv"
     path.write_text(text)
     monkeypatch.setattr(compute, "TENSOR_CORES_PATH", path)
-    compute.tensor_core_scales.cache_clear()
+    compute.tensor_core_families.cache_clear()
     try:
         with pytest.raises(sim.SimInputError, match=match):
             compute.tensor_core_scales()
     finally:
-        compute.tensor_core_scales.cache_clear()
+        compute.tensor_core_families.cache_clear()
 
 
 def test_a_speedup_row_without_citation_is_refused(tmp_path):

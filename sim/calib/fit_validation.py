@@ -42,7 +42,8 @@ from sim.jitter import default_sync_jitter_cv
 from sim.methods import METHODS
 from sim.schedulers.names import BYTESCHEDULER, HOROVOD
 
-__all__ = ["FITTED", "FittedParameter", "ablation", "fit_validation", "held_out_report", "stored_values"]
+__all__ = ["FITTED", "FittedParameter", "ablation", "fit_validation", "golden_section", "held_out_report",
+           "stored_values"]
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,8 @@ def _kwargs(values: dict) -> dict:
             "sync_jitter_cv": next((v for (k, _), v in values.items() if k == "jitter"), None)}
 
 
-def _golden(f, low: float, high: float, tol: float) -> float:
+def golden_section(f, low: float, high: float, tol: float) -> float:
+    """The minimum of a unimodal ``f`` on [low, high] by golden-section search, to within ``tol``."""
     g = (math.sqrt(5) - 1) / 2
     a, b = low, high
     c, d = b - g * (b - a), a + g * (b - a)
@@ -165,7 +167,7 @@ def fit_validation(cases: pd.DataFrame | None = None, rounds: int = 2) -> dict:
             def loss(x, p=p, subset=subset):
                 return _loss(subset, {**values, (p.kind, p.name): x})
 
-            values[(p.kind, p.name)] = round(_golden(loss, p.low, p.high, tol), digits)
+            values[(p.kind, p.name)] = round(golden_section(loss, p.low, p.high, tol), digits)
     stored = stored_values()
     rows = []
     for p in FITTED:

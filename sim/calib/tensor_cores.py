@@ -21,12 +21,14 @@ import math
 import numpy as np
 import pandas as pd
 
+from sim.calib.fit_validation import golden_section
+from sim.calib.validation import model_kwargs
 from sim.catalog import DATA_DIR
-from sim.compute import TENSOR_CORES_PATH, layer_times_s, tensor_core_scales, update_time_s
+from sim.compute import layer_times_s, tensor_core_families, tensor_core_scales, update_time_s
 from sim.errors import SimInputError
 from sim.model import load_model
 
-__all__ = ["MIXED_PRECISION_PATH", "families", "fit_tensor_cores", "load_speedups", "predicted_speedup",
+__all__ = ["MIXED_PRECISION_PATH", "families", "fit_rows", "fit_tensor_cores", "load_speedups", "predicted_speedup",
            "tensor_core_report"]
 
 MIXED_PRECISION_PATH = DATA_DIR / "validation" / "mixed_precision.csv"
@@ -36,10 +38,9 @@ _COLUMNS = ("case", "citation", "model", "model_kwargs", "gpu", "optimizer", "fp
 _LOW, _HIGH = 0.05, 1.0
 
 
-def families() -> dict[str, list[str]]:
-    """Family -> its layer types, as ``data/tensor_cores.csv`` lists them."""
-    table = pd.read_csv(TENSOR_CORES_PATH, keep_default_na=False)
-    return {row.family: str(row.layer_types).split(";") for row in table.itertuples(index=False)}
+def families() -> dict[str, tuple[str, ...]]:
+    """Family -> its layer types, as ``data/tensor_cores.csv`` lists them (`sim.compute.tensor_core_families`)."""
+    return {family: types for family, (types, _) in tensor_core_families().items()}
 
 
 def load_speedups(path=MIXED_PRECISION_PATH) -> pd.DataFrame:
@@ -65,8 +66,7 @@ def _per_sample_s(model, gpu: str, batch: int, precision: str, optimizer: str, s
 
 def predicted_speedup(row, scale: dict[str, float] | None = None) -> float:
     """The simulated one-GPU speedup of ``row`` from fp32 to its mixed precision (samples per second)."""
-    kwargs = dict(part.split("=") for part in filter(None, str(row.model_kwargs).split(";")))
-    model = load_model(row.model, **{k.strip(): int(v) for k, v in kwargs.items()})
+    model = load_model(row.model, **model_kwargs(row.model_kwargs))
     fp32 = _per_sample_s(model, row.gpu, int(row.fp32_batch), "fp32", row.optimizer, scale)
     mixed = _per_sample_s(model, row.gpu, int(row.mixed_batch), row.mixed_precision, row.optimizer, scale)
     return fp32 / mixed
@@ -75,18 +75,6 @@ def predicted_speedup(row, scale: dict[str, float] | None = None) -> float:
 def _loss(rows: pd.DataFrame, scale: dict[str, float]) -> float:
     return sum(abs(math.log(predicted_speedup(r, scale) * r.fp32_samples_per_s / r.mixed_samples_per_s))
                for r in rows.itertuples(index=False))
-
-
-def _golden(f, low: float, high: float, tol: float = 1e-4) -> float:
-    ratio = (math.sqrt(5) - 1) / 2
-    a, b = low, high
-    while b - a > tol:
-        c, d = b - ratio * (b - a), a + ratio * (b - a)
-        if f(c) <= f(d):
-            b = d
-        else:
-            a = c
-    return round((a + b) / 2, 3)
 
 
 def fit_tensor_cores(cases: pd.DataFrame | None = None, rounds: int = 2) -> dict[str, float]:
@@ -104,8 +92,15 @@ def fit_tensor_cores(cases: pd.DataFrame | None = None, rounds: int = 2) -> dict
         for family in types:
             rows = cases[(cases["split"] == "calibration") & (cases["fits"] == family)]
             if len(rows):
-                values[family] = _golden(lambda v, f=family, r=rows: _loss(r, scale_of({**values, f: v})), _LOW, _HIGH)
+                values[family] = round(golden_section(lambda v, f=family, r=rows: _loss(r, scale_of({**values, f: v})),
+                                                      _LOW, _HIGH, 1e-4), 3)
     return values
+
+
+def fit_rows(fitted: dict[str, float]) -> list[dict]:
+    """Per family: its layer types, the ``fitted`` scale and the one ``data/tensor_cores.csv`` holds."""
+    return [{"family": family, "layer_types": ";".join(types), "fitted": fitted[family], "stored": stored}
+            for family, (types, stored) in tensor_core_families().items()]
 
 
 def tensor_core_report(cases: pd.DataFrame | None = None, scale: dict[str, float] | None = None) -> pd.DataFrame:

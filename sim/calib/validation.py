@@ -50,6 +50,7 @@ __all__ = [
     "fit_ps_link_efficiency",
     "load_cases",
     "method_or_scheduler",
+    "model_kwargs",
     "run_validation",
     "summarize",
 ]
@@ -89,7 +90,8 @@ def load_cases(path: Path | str = CASES_PATH) -> pd.DataFrame:
     return table
 
 
-def _kwargs(text: str) -> dict:
+def model_kwargs(text: str) -> dict:
+    """A case's ``model_kwargs`` cell (``key=value;...``) as keyword arguments: digits as ints, true/false as bools."""
     out: dict = {}
     for part in filter(None, (p.strip() for p in str(text).split(";"))):
         key, _, value = part.partition("=")
@@ -174,7 +176,7 @@ def case_model(case: str, reference_dir: Path | str | None = None) -> tuple[pd.S
         raise SimInputError(f"unknown validation case {case!r}")
     row = next(match.itertuples(index=False))
     reference_dir = Path(reference_dir) if reference_dir is not None else DEFAULT_REFERENCE_DIR
-    base = _base_model(row.model, _kwargs(row.model_kwargs), reference_dir)
+    base = _base_model(row.model, model_kwargs(row.model_kwargs), reference_dir)
     return match.iloc[0], _calibrated(row, base, _cluster(row))
 
 
@@ -216,7 +218,7 @@ def run_validation(cases: pd.DataFrame | None = None, reference_dir: Path | str 
             key = (row.model, row.model_kwargs, row.batch_size, row.precision, row.gpu, row.calib_gpus,
                    row.calib_samples_per_s, row.intra, row.collective, int(row.gpus_per_node))
             if key not in calibrated:
-                calibrated[key] = _calibrated(row, _base_model(row.model, _kwargs(row.model_kwargs), reference_dir),
+                calibrated[key] = _calibrated(row, _base_model(row.model, model_kwargs(row.model_kwargs), reference_dir),
                                               cluster)
             by_method = {"method": row.method, "options": method_options} if row.method in METHODS else {}
             res = simulate(calibrated[key], cluster, row.scheduler, batch_size=int(row.batch_size),

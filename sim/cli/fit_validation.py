@@ -18,16 +18,12 @@ def add_arguments(parser) -> None:
 
 def run(args, out) -> None:
     from sim.calib.fit_validation import ablation, fit_validation, held_out_report
-    from sim.calib.tensor_cores import families, fit_tensor_cores, tensor_core_report
-    from sim.compute import tensor_core_scales
+    from sim.calib.tensor_cores import fit_rows, fit_tensor_cores, tensor_core_report
 
     fit = fit_validation()
     held = held_out_report(fit["values"])
     switched = ablation()
-    cores = fit_tensor_cores()
-    stored = tensor_core_scales()
-    core_rows = [{"family": f, "layer_types": ";".join(types), "fitted": cores[f], "stored": stored[types[0]]}
-                 for f, types in families().items()]
+    core_rows = fit_rows(fit_tensor_cores())
     speedups = tensor_core_report()
     if args.format == "json":
         write_json({"parameters": fit["rows"], "held_out": held.to_dict("records"),
