@@ -270,4 +270,17 @@ def precision_claims(frame: pd.DataFrame) -> list[str]:
         f"{amp['exposed_ms']:.1f} ms of it is exposed against {fp16['exposed_ms']:.1f} ms: an iteration of "
         f"{amp['iteration_ms']:.1f} ms against {fp16['iteration_ms']:.1f} ms. Simulating autocast as fp16 "
         f"would predict it {100 * (amp['iteration_ms'] / fp16['iteration_ms'] - 1):.0f}% too fast here.",
+        _tf32_claim(by),
     ]
+
+
+def _tf32_claim(by: pd.DataFrame) -> str:
+    """What the table's tf32 row says against its fp32 row."""
+    fp32, tf32 = by.loc["fp32"], by.loc["tf32"]
+    if tf32["one_gpu_ms"] == fp32["one_gpu_ms"]:
+        return (f"tf32 takes fp32's {fp32['one_gpu_ms']:.1f} ms on one GPU here: this GPU has no TF32 tensor cores "
+                "(data/gpus.csv: its tf32 rate is its fp32 rate). On an A100 or H100, where PyTorch runs "
+                "convolutions in TF32 by default, pick tf32 for what such a run computes at.")
+    return (f"tf32 takes {tf32['one_gpu_ms']:.1f} ms on one GPU against fp32's {fp32['one_gpu_ms']:.1f} ms "
+            f"(convolutions and matrix products on TF32 tensor cores) and sends the same "
+            f"{tf32['gradient_mb']:.0f} MB of fp32 gradients.")

@@ -189,7 +189,9 @@ st.markdown(
     "that autocast keeps for the backward pass. Short fp16 iterations hide less, so sending fp32 gradients "
     "weighs more there. (The tensor cores do not reach the share of their peak that CUDA cores reach of "
     "theirs, convolutions less than large matrix products: `data/tensor_cores.csv`, fitted on NVIDIA's "
-    "one-GPU speedups, which is why fp16 compute below is not eight times faster than fp32.)")
+    "one-GPU speedups, which is why fp16 compute below is not eight times faster than fp32.) **tf32** keeps "
+    "everything fp32 but runs convolutions and matrix products on TF32 tensor cores, on GPUs that have them "
+    "(Ampere and later: PyTorch's default for convolutions there, TensorFlow's for both).")
 st.caption(f"{case['model']}, {case['gpus']} × {case['gpu']} ({case['gpus_per_node']} a node), batch "
            f"{case['batch_size']}, WFBP, over {net}, at each precision.")
 prec = ui.guarded(cached.precisions, net)

@@ -141,8 +141,8 @@ def simulate(
         A name from `sim.schedulers.SCHEDULERS`.
     batch_size : int
         Samples per GPU per iteration.
-    precision : {"fp32", "fp16", "amp"}
-        `sim.model.PRECISIONS`: the compute rate and the gradient width (fp32 4 bytes per parameter;
+    precision : {"fp32", "tf32", "fp16", "amp"}
+        `sim.model.PRECISIONS`: the compute rate and the gradient width (fp32 and tf32 4 bytes per parameter;
         fp16, an fp16 model with fp32 master weights, 2; amp, autocast: fp16 compute, fp32 gradients, 4).
     iterations : int
         Iterations in the returned timeline; the iteration time is the steady state's (`sim.core.metrics`).

@@ -72,15 +72,17 @@ BACKWARD_FACTOR = {"bn": 1.0, "layernorm": 1.0, "pool": 1.0, "elementwise": 1.0,
 DEFAULT_BACKWARD_FACTOR = 2.0
 UPDATE_WORDS_PER_PARAM = 5
 #: The GPU rate each precision computes at (`sim.catalog.PRECISIONS`): autocast (``amp``) runs
-#: convolutions and matrix products in fp16 on the tensor cores, as an fp16 model does.
-COMPUTE_PRECISION = {"fp32": "fp32", "fp16": "fp16", "amp": "fp16"}
+#: convolutions and matrix products in fp16 on the tensor cores, as an fp16 model does; ``tf32``
+#: runs them on the TF32 tensor cores (`layer_times_s`: the other layers at the fp32 rate).
+COMPUTE_PRECISION = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "amp": "fp16"}
 #: Bytes of an activation and of a weight as a layer reads them: autocast casts the fp32 weights
 #: to fp16 before the product (and keeps the copies: `sim.memory`), so a layer reads 2-byte values.
-WIDTH_BYTES = {"fp32": 4, "fp16": 2, "amp": 2}
+WIDTH_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "amp": 2}
 
 
 #: Each layer type's tensor-core efficiency as a share of its `COMPUTE_EFFICIENCY`, for the
-#: precisions computed on tensor cores (fp16, amp): FITTED, with its source, in this file.
+#: precisions computed on tensor cores (fp16, amp; tf32 takes the same shares, DERIVED: no
+#: TF32 row is fitted): FITTED, with its source, in this file.
 TENSOR_CORES_PATH = DATA_DIR / "tensor_cores.csv"
 
 
@@ -128,6 +130,8 @@ def layer_times_s(
     if COMPUTE_PRECISION[precision] == "fp16":  # tensor cores reach a smaller share of their peak
         scale = tensor_core_scales() if tensor_core_scale is None else tensor_core_scale
         eff = eff * np.array([scale.get(t, 1.0) for t in layer_types])
+    elif COMPUTE_PRECISION[precision] == "tf32":
+        peak, eff = _tf32_rates(spec, layer_types, eff, tensor_core_scale)
     back = np.array([BACKWARD_FACTOR.get(t, DEFAULT_BACKWARD_FACTOR) for t in layer_types])
     out_elems = np.asarray(out_elems, dtype=float)
     in_elems = np.concatenate(([out_elems[0]], out_elems[:-1]))  # a layer reads its predecessor's output
@@ -140,6 +144,19 @@ def layer_times_s(
         raise SimInputError(f"batch_size {batch_size:,} is too large for {gpu}: a layer's backward would take "
                             f"{slowest:.3g} s, over a day (sim.checks.MAX_TIME_S)")
     return fwd, bwd
+
+
+def _tf32_rates(spec, layer_types, eff: np.ndarray, tensor_core_scale) -> tuple[np.ndarray, np.ndarray]:
+    """Per layer, the peak and efficiency under ``tf32``: the tensor-core families (``data/tensor_cores.csv``)
+    at the TF32 peak with their scale, the rest at the fp32 peak; a GPU without TF32 runs all at fp32."""
+    fp32 = spec.peak_flops("fp32")
+    tf32 = spec.peak_flops("tf32")
+    if tf32 <= fp32:
+        return np.full(len(eff), fp32), eff
+    scale = tensor_core_scales() if tensor_core_scale is None else tensor_core_scale
+    on_cores = np.array([t in scale for t in layer_types], dtype=bool)
+    factor = np.array([scale.get(t, 1.0) for t in layer_types])
+    return np.where(on_cores, tf32, fp32), np.where(on_cores, eff * factor, eff)
 
 
 #: Bytes an optimizer step reads and writes per parameter, all in fp32 (the
@@ -162,7 +179,7 @@ MIXED_PRECISION_EXTRA_BYTES_PER_PARAM = 12
 #: the fp32 ``.grad`` (2 + 4).
 AMP_UNSCALE_BYTES_PER_PARAM = 8 + 6 + 6
 #: Extra bytes per parameter of each precision's step beside the fp32 optimizer's own.
-UPDATE_EXTRA_BYTES_PER_PARAM = {"fp32": 0, "fp16": MIXED_PRECISION_EXTRA_BYTES_PER_PARAM,
+UPDATE_EXTRA_BYTES_PER_PARAM = {"fp32": 0, "tf32": 0, "fp16": MIXED_PRECISION_EXTRA_BYTES_PER_PARAM,
                                 "amp": AMP_UNSCALE_BYTES_PER_PARAM}
 
 

@@ -93,7 +93,7 @@ WIDTH_BYTES = BYTES_PER_PARAM
 #: products write fp16 outputs).
 ACTIVATION_WIDTH_BYTES = COMPUTE_WIDTH_BYTES
 #: Bytes per parameter of fp16 weight copies kept beside the weights: autocast's cast cache (amp).
-CAST_COPY_BYTES = {"fp32": 0, "fp16": 0, "amp": 2}
+CAST_COPY_BYTES = {"fp32": 0, "tf32": 0, "fp16": 0, "amp": 2}
 FP32_BYTES = 4
 MIB = 1 << 20
 
@@ -239,7 +239,7 @@ def memory_per_gpu(model: Model, *, batch_size: int, precision: str = "fp32", op
         Its ``params`` (Psi = their sum) and, for activations, ``out_elems`` and ``layer_types``.
     batch_size : int
         Samples per GPU.
-    precision : {"fp32", "fp16", "amp"}
+    precision : {"fp32", "tf32", "fp16", "amp"}
         fp32 training, mixed precision with an fp16 model and fp32 master weights, or autocast.
     optimizer : {"sgd", "momentum", "adam"}
     gpus : int

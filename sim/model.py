@@ -8,7 +8,7 @@ A CSV model holds only what it says: no I/O, host-to-device copy or update
 time is added unless given (``io_ms``, ``h2d_ms``, ``update_ms`` arguments).
 
 The gradient of a layer is ``params * bytes_per_param`` bytes, where the
-precision decides the width (`PRECISIONS`): fp32 = 4 bytes; fp16 = 2 bytes
+precision decides the width (`PRECISIONS`): fp32 and tf32 = 4 bytes; fp16 = 2 bytes
 (an fp16 model with fp32 master weights, as apex O2 or DeepSpeed's fp16 train);
 amp = 4 bytes (autocast: fp16 tensor-core compute, but the weights and their
 gradients stay fp32, as ``torch.autocast`` with ``GradScaler`` or TensorFlow's

@@ -167,3 +167,16 @@ def test_what_mixed_precision_sends_is_read_off_the_simulator(network):
     for key in ("one_gpu_ms", "comm_ms", "exposed_ms", "iteration_ms"):
         assert f"{by.loc['amp', key]:.1f} ms" in claims and f"{by.loc['fp16', key]:.1f} ms" in claims, key
     assert f"{100 * (by.loc['amp', 'iteration_ms'] / by.loc['fp16', 'iteration_ms'] - 1):.0f}% too fast" in claims
+    # the case's V100 has no TF32 tensor cores: its tf32 row is its fp32 row, and the text says so
+    assert by.loc["tf32", "one_gpu_ms"] == by.loc["fp32", "one_gpu_ms"]
+    assert by.loc["tf32", "gradient_mb"] == by.loc["fp32", "gradient_mb"]
+    assert f"tf32 takes fp32's {by.loc['fp32', 'one_gpu_ms']:.1f} ms" in claims
+
+
+def test_the_tf32_sentence_on_a_gpu_with_tf32():
+    from dashboard.learn_view import precision_claims
+
+    rows = [{"precision": p, "one_gpu_ms": ms, "gradient_mb": mb, "comm_ms": 5.0, "exposed_ms": 1.0, "iteration_ms": 50.0}
+            for p, ms, mb in (("fp32", 60.0, 100.0), ("tf32", 30.0, 100.0), ("fp16", 20.0, 50.0), ("amp", 21.0, 100.0))]
+    claims = " ".join(precision_claims(pd.DataFrame(rows)))
+    assert "tf32 takes 30.0 ms on one GPU against fp32's 60.0 ms" in claims and "same 100 MB" in claims

@@ -24,8 +24,11 @@ from sim.validation import load_cases, run_validation, summarize
 REF = Path(__file__).resolve().parent.parent / "data" / "reference"  # copied into the repo, see its README
 MEDIAN_TOLERANCE_PCT = 10.0
 ORDER_MARGIN = 0.10
-#: NVIDIA DeepLearningExamples' DGX-1 tables (one node, NVLink), all held out.
+#: NVIDIA DeepLearningExamples' DGX-1 tables (one node, NVLink), all held out but three.
 DGX1_SOURCE = "nvidia-dle-dgx1"
+#: The same README's DGX A100 table (one node, NVLink3), held out.
+DGXA100_SOURCE = "nvidia-dle-dgxa100"
+VENDOR_SOURCES = {DGX1_SOURCE, DGXA100_SOURCE}
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +40,9 @@ def test_every_case_is_cited_and_configured():
     cases = load_cases()
     assert len(cases) >= 150
     assert cases.citation.str.len().min() > 40
-    vendor = cases.source == DGX1_SOURCE
+    vendor = cases.source.isin(VENDOR_SOURCES)
     assert set(cases.scheduler[~vendor]) <= {"wfbp", "mgwfbp", "synceasgd"}
-    # NVIDIA's DGX-1 rows ran PyTorch (apex) DistributedDataParallel or TensorFlow with Horovod.
+    # NVIDIA's DGX rows ran PyTorch DistributedDataParallel (apex's, then PyTorch's) or TensorFlow with Horovod.
     assert set(cases.scheduler[vendor]) == {DDP, HOROVOD}
     assert (cases.measured_samples_per_s > 0).all() and (cases.calib_samples_per_s > 0).all()
 
@@ -57,10 +60,21 @@ MISSES_TARGET = pytest.mark.xfail(
 )
 
 
+A100_AMP_MISS = pytest.mark.xfail(
+    strict=True,
+    reason="known miss (median 10.7 % over two rows): NVIDIA's DGX A100 ResNet-50 in mixed precision scales 84.1 % "
+    "from one GPU to eight (16621 against 8 x 2470 img/s) and is simulated at 99.3 %, 18.1 % too fast; TF32 is "
+    "+3.2 %. Like the DGX-1 21.03 rows (+13 %), the loss grows with the node's throughput, not its gradients: "
+    "an input pipeline shared by a node's GPUs (configs.yml: the CPU DataLoader), which is not modelled; "
+    "see README, Validation",
+)
+
+
 @pytest.mark.parametrize(
     "source",
     ["all", "ddl-benchmarks", "b-caffe", pytest.param("b-caffe-trace", marks=MISSES_TARGET),
-     "ddl-benchmarks-100gib", "ddl-benchmarks-100gbe", DGX1_SOURCE],
+     "ddl-benchmarks-100gib", "ddl-benchmarks-100gbe", DGX1_SOURCE,
+     pytest.param(DGXA100_SOURCE, marks=A100_AMP_MISS)],
 )
 def test_median_error_per_source_within_target(results, source):
     """On the held-out cases (summarize reports those): nothing fitted has seen them."""
@@ -91,14 +105,15 @@ def test_no_group_errs_all_one_way(results, by):
     ResNet-50 rows on one DGX-1 (predicted 1.4 and 3.0 % too fast; the only held-out Horovod rows). NVIDIA's
     DGX-1 rows were all too fast (by 2.3 to 21.0 %) while nvlink2's rate was the datasheet's; it is now
     fitted on three of them (data/networks.csv) and the other 17 (13, and four PyTorch 21.03 rows added later) err
-    both ways. See data/README.md."""
+    both ways. And NVIDIA's two DGX A100 rows (TF32 +3.2 %, mixed precision +18.1 %: see A100_AMP_MISS).
+    See data/README.md."""
     summary = summarize(results, by).set_index("source").drop(index="all")
     one_way = summary.loc[(summary.too_fast == 0) | (summary.too_slow == 0)]
-    known = {"b-caffe-trace"} if by == "source" else {HOROVOD}
+    known = {"b-caffe-trace", DGXA100_SOURCE} if by == "source" else {HOROVOD}
     assert set(one_way.index) == known, one_way[["cases", "too_fast", "too_slow"]]
     # The cases without a survey method (grouped by their scheduler) are NVIDIA's DGX-1 rows and nothing else.
     held = results.loc[(results.split == "held-out") & (results.status == "ok")]
-    assert set(held.loc[held.method == "", "source"]) == {DGX1_SOURCE}
+    assert set(held.loc[held.method == "", "source"]) == VENDOR_SOURCES
 
 
 #: Pairs the simulator orders against the measurements, each with the reason.

@@ -9,7 +9,10 @@ its efficiency at fp16 and amp. A scale is fitted so that the simulated
 one-GPU speedup from fp32 to mixed precision matches the measured one, on the
 rows of ``data/validation/mixed_precision.csv`` whose ``split`` is
 ``calibration`` and whose ``fits`` names that family; every other row is held
-out and reported (`tensor_core_report`). The speedup is a ratio of two
+out and reported (`tensor_core_report`). A row's base precision is ``fp32``
+unless its optional ``base_precision`` column says ``tf32`` (an Ampere GPU's
+TF32 against its mixed precision: a check of the TF32 rates, which take the
+same scales, and the ``fp32_*`` columns then hold the TF32 run). The speedup is a ratio of two
 measurements on the same GPU and software, so the fp32 efficiencies, which are
 assumptions, cancel to first order.
 """
@@ -49,7 +52,13 @@ def load_speedups(path=MIXED_PRECISION_PATH) -> pd.DataFrame:
     missing = [c for c in _COLUMNS if c not in table.columns]
     if missing:
         raise SimInputError(f"mixed_precision.csv: missing column(s) {', '.join(missing)}")
+    if "base_precision" not in table.columns:
+        table["base_precision"] = "fp32"
+    table["base_precision"] = table["base_precision"].replace("", "fp32")
     for i, row in enumerate(table.itertuples(index=False), start=2):
+        if row.base_precision not in ("fp32", "tf32"):
+            raise SimInputError(f"mixed_precision.csv row {i}: base_precision must be fp32 or tf32, "
+                                f"got {row.base_precision!r}")
         if not row.citation.strip():
             raise SimInputError(f"mixed_precision.csv row {i}: every row needs a citation")
         if row.split not in ("calibration", "held-out"):
@@ -65,9 +74,11 @@ def _per_sample_s(model, gpu: str, batch: int, precision: str, optimizer: str, s
 
 
 def predicted_speedup(row, scale: dict[str, float] | None = None) -> float:
-    """The simulated one-GPU speedup of ``row`` from fp32 to its mixed precision (samples per second)."""
+    """The simulated one-GPU speedup of ``row`` from its base precision (fp32, or tf32) to its mixed
+    precision (samples per second)."""
     model = load_model(row.model, **model_kwargs(row.model_kwargs))
-    fp32 = _per_sample_s(model, row.gpu, int(row.fp32_batch), "fp32", row.optimizer, scale)
+    base = getattr(row, "base_precision", "fp32") or "fp32"
+    fp32 = _per_sample_s(model, row.gpu, int(row.fp32_batch), base, row.optimizer, scale)
     mixed = _per_sample_s(model, row.gpu, int(row.mixed_batch), row.mixed_precision, row.optimizer, scale)
     return fp32 / mixed
 
@@ -112,7 +123,8 @@ def tensor_core_report(cases: pd.DataFrame | None = None, scale: dict[str, float
     for r in cases.itertuples(index=False):
         measured = r.mixed_samples_per_s / r.fp32_samples_per_s
         simulated = predicted_speedup(r, scale)
-        rows.append({"case": r.case, "split": r.split, "mixed_precision": r.mixed_precision,
+        rows.append({"case": r.case, "split": r.split, "base_precision": r.base_precision,
+                     "mixed_precision": r.mixed_precision,
                      "measured_speedup": measured, "simulated_speedup": simulated,
                      "error_pct": 100 * (simulated - measured) / measured})
     return pd.DataFrame(rows)

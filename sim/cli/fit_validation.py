@@ -40,6 +40,7 @@ def run(args, out) -> None:
               "calibration rows of data/validation/mixed_precision.csv (stored = data/tensor_cores.csv):\n"
               + pd.DataFrame(core_rows).to_string(index=False, float_format=lambda v: f"{v:.3f}") + "\n")
     held_speedups = speedups[speedups["split"] == "held-out"]
-    out.write("one-GPU speedup from fp32 to mixed precision, measured and simulated with the stored scales "
+    out.write("one-GPU speedup from fp32 (tf32 where base_precision says so) to mixed precision, measured and simulated "
+              "with the stored scales "
               f"(held-out median |error| {held_speedups['error_pct'].abs().median():.1f} %):\n"
               + speedups.to_string(**fmt) + "\n")
