@@ -279,8 +279,9 @@ def _tf32_claim(by: pd.DataFrame) -> str:
     fp32, tf32 = by.loc["fp32"], by.loc["tf32"]
     if tf32["one_gpu_ms"] == fp32["one_gpu_ms"]:
         return (f"tf32 takes fp32's {fp32['one_gpu_ms']:.1f} ms on one GPU here: this GPU has no TF32 tensor cores "
-                "(data/gpus.csv: its tf32 rate is its fp32 rate). On an A100 or H100, where PyTorch runs "
-                "convolutions in TF32 by default, pick tf32 for what such a run computes at.")
+                "(data/gpus.csv: its tf32 rate is its fp32 rate). On an A100 or H100 PyTorch runs convolutions "
+                "in TF32 by default, so pick tf32 there for a convolutional model; matrix products run in TF32 "
+                "only where allowed (torch.backends.cuda.matmul.allow_tf32), which tf32 assumes too.")
     return (f"tf32 takes {tf32['one_gpu_ms']:.1f} ms on one GPU against fp32's {fp32['one_gpu_ms']:.1f} ms "
             f"(convolutions and matrix products on TF32 tensor cores) and sends the same "
             f"{tf32['gradient_mb']:.0f} MB of fp32 gradients.")

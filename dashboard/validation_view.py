@@ -15,7 +15,7 @@ __all__ = ["case_settings", "error_figure", "parity_figure"]
 
 SOURCE_COLOURS = {"ddl-benchmarks": "#1f77b4", "b-caffe": "#ff7f0e", "b-caffe-trace": "#2ca02c",
                   "ddl-benchmarks-100gib": "#9467bd", "ddl-benchmarks-100gbe": "#8c564b",
-                  "nvidia-dle-dgx1": "#d62728"}
+                  "nvidia-dle-dgx1": "#d62728", "nvidia-dle-dgxa100": "#e377c2"}
 
 
 def parity_figure(results: pd.DataFrame, band_pct: float = 10.0, by: str = "source") -> go.Figure:

@@ -193,7 +193,7 @@ def compressed_cost(cost: CommCost, compression: Compression, layer_elems, *, el
     """``cost`` with ``compression`` applied to every message (layers of ``layer_elems`` elements)."""
     if compression.kind in ("fp16", "bf16") and elem_bytes <= 2:
         raise SimInputError(f"compression {compression} does nothing to {8 * elem_bytes}-bit gradients: "
-                            "use precision fp32 or amp (fp32 gradients), or another compression")
+                            "use precision fp32, tf32 or amp (fp32 gradients), or another compression")
     elems = tuple(int(e) for e in np.asarray(layer_elems, dtype=np.int64))
     parts = {"base": cost, "compression": compression, "layer_elems": elems, "elem_bytes": int(elem_bytes),
              "gpus": int(gpus), "mem_bw_bytes_per_s": float(mem_bw_bytes_per_s), "peak_flops": float(peak_flops)}

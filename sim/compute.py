@@ -8,7 +8,8 @@ A roofline per layer (Williams, Waterman and Patterson, "Roofline", CACM 2009):
 * bytes: the layer's input and output activations (batch x elements x width)
   plus its weights (params x width), read or written once.
 * peak_flops: the GPU's datasheet rate at the precision (fp32: FP32 CUDA
-  cores; fp16 and amp: FP16 tensor cores), from ``data/gpus.csv``.
+  cores; fp16 and amp: FP16 tensor cores; tf32: TF32 tensor cores for the
+  tensor-core layer types, where faster, `_tf32_rates`), from ``data/gpus.csv``.
 
 Backward costs ``BACKWARD_FACTOR[type]`` times the forward: 2 for layers with
 weights (the gradient with respect to the input and to the weights each cost
@@ -147,16 +148,17 @@ def layer_times_s(
 
 
 def _tf32_rates(spec, layer_types, eff: np.ndarray, tensor_core_scale) -> tuple[np.ndarray, np.ndarray]:
-    """Per layer, the peak and efficiency under ``tf32``: the tensor-core families (``data/tensor_cores.csv``)
-    at the TF32 peak with their scale, the rest at the fp32 peak; a GPU without TF32 runs all at fp32."""
-    fp32 = spec.peak_flops("fp32")
-    tf32 = spec.peak_flops("tf32")
-    if tf32 <= fp32:
-        return np.full(len(eff), fp32), eff
-    scale = tensor_core_scales() if tensor_core_scale is None else tensor_core_scale
-    on_cores = np.array([t in scale for t in layer_types], dtype=bool)
+    """Per layer, the peak and efficiency under ``tf32``: a layer of the tensor-core families
+    (``data/tensor_cores.csv``) runs at the TF32 peak times its efficiency times its family's scale
+    (``tensor_core_scale``, None: the stored ones) where that beats the fp32 rate, as cuDNN and cuBLAS
+    pick the faster kernel; every other layer, and every layer of a GPU whose TF32 rate is not above
+    its fp32 rate (V100, T4: `tf32_tflops` = `fp32_tflops`), at the fp32 peak."""
+    fp32, tf32 = spec.peak_flops("fp32"), spec.peak_flops("tf32")
+    stored = tensor_core_scales()
+    scale = stored if tensor_core_scale is None else tensor_core_scale
     factor = np.array([scale.get(t, 1.0) for t in layer_types])
-    return np.where(on_cores, tf32, fp32), np.where(on_cores, eff * factor, eff)
+    faster = np.array([t in stored for t in layer_types], dtype=bool) & (tf32 * factor > fp32)
+    return np.where(faster, tf32, fp32), np.where(faster, eff * factor, eff)
 
 
 #: Bytes an optimizer step reads and writes per parameter, all in fp32 (the

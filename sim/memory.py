@@ -26,7 +26,7 @@
 * **activations** kept for the backward pass, an estimate from the model's
   layer shapes (zoo models; a layer CSV has none and counts 0, a lower
   bound): each row's output (``out_elems`` per sample) x the per-GPU batch x
-  the bytes of one element (4 in fp32, 2 in fp16 and amp) x a factor per layer type
+  the bytes of one element (4 in fp32 and tf32, 2 in fp16 and amp) x a factor per layer type
   (`ACTIVATION_FACTOR`). For CNN rows the factor counts the tensors of the
   output's size that autograd saves: the output itself (the next layer's
   saved input, or the in-place ReLU's saved result), and for batch-norm also

@@ -11,8 +11,10 @@ rows of ``data/validation/mixed_precision.csv`` whose ``split`` is
 ``calibration`` and whose ``fits`` names that family; every other row is held
 out and reported (`tensor_core_report`). A row's base precision is ``fp32``
 unless its optional ``base_precision`` column says ``tf32`` (an Ampere GPU's
-TF32 against its mixed precision: a check of the TF32 rates, which take the
-same scales, and the ``fp32_*`` columns then hold the TF32 run). The speedup is a ratio of two
+TF32 against its mixed precision; the ``fp32_*`` columns then hold the TF32
+run). Both sides of such a row take the same scales, which cancel: it checks
+the ratio of the GPU's TF32 and FP16 peaks, not the scales, and is reported
+apart from them. The speedup is a ratio of two
 measurements on the same GPU and software, so the fp32 efficiencies, which are
 assumptions, cancel to first order.
 """
