@@ -56,6 +56,15 @@ def _upload() -> None:
         st.caption(f"Using **{session['csv_name']}** (uploads are not part of a shared link).")
 
 
+def _has_tf32(gpu) -> bool:
+    """Whether ``gpu``'s TF32 tensor cores beat its fp32 rate (`sim.compute`'s tf32); False for an unknown name."""
+    try:
+        spec = sim.catalog.get_gpu(gpu)
+    except (sim.SimInputError, TypeError):
+        return False
+    return spec.peak_flops("tf32") > spec.peak_flops("fp32")
+
+
 def render() -> None:
     """Draw the sidebar's widgets; their values land in ``st.session_state``."""
     with st.sidebar:
@@ -80,6 +89,9 @@ def render() -> None:
         gpus = state.gpu_options()
         st.selectbox("GPU type", gpus, index=state.index_of("gpu", gpus), key="gpu", bind=_BIND,
                      help="Sets the estimated compute times of zoo models (a CSV carries its own).")
+        if st.session_state.get("precision") == "fp32" and _has_tf32(st.session_state.get("gpu")):
+            st.caption("This GPU has TF32 tensor cores: PyTorch runs convolutions in TF32 by default, so "
+                       "**fp32** here is a run with TF32 switched off; **tf32** is the default run.")
         c1, c2 = st.columns(2)
         c1.number_input("GPUs", min_value=1, max_value=65536, step=1, value=state.default("gpus"), key="gpus",
                         bind=_BIND, help="Workers P; must fill whole nodes.")

@@ -149,6 +149,18 @@ class TestEveryPage:
             assert at.sidebar.number_input(key="gpus").value == 16
             assert at.sidebar.selectbox(key="net").value == "10gbe"
 
+    @needs_zoo
+    def test_fp32_on_a_gpu_with_tf32_says_what_tf32_is(self):
+        hint = "TF32 tensor cores"
+        at = open_page(new_app(), "timeline")
+        assert not any(hint in c.value for c in at.sidebar.caption)  # the default V100 has no TF32
+        at.sidebar.selectbox(key="gpu").set_value("a100").run()
+        assert any(hint in c.value for c in at.sidebar.caption)
+        at.sidebar.selectbox(key="precision").set_value("tf32").run()
+        assert not any(hint in c.value for c in at.sidebar.caption)
+        no_exception(at)
+
+
 
 # --- controls move numbers the right way ------------------------------------------------
 
