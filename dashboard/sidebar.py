@@ -90,8 +90,9 @@ def render() -> None:
         st.selectbox("GPU type", gpus, index=state.index_of("gpu", gpus), key="gpu", bind=_BIND,
                      help="Sets the estimated compute times of zoo models (a CSV carries its own).")
         if st.session_state.get("precision") == "fp32" and _has_tf32(st.session_state.get("gpu")):
-            st.caption("This GPU has TF32 tensor cores: PyTorch runs convolutions in TF32 by default, so "
-                       "**fp32** here is a run with TF32 switched off; **tf32** is the default run.")
+            st.caption("This GPU has TF32 tensor cores: PyTorch runs convolutions in TF32 by default, so for a "
+                       "convolutional model **fp32** here is a run with TF32 switched off and **tf32** the default "
+                       "run (tf32 puts matrix products on TF32 too, which PyTorch does only where allowed).")
         c1, c2 = st.columns(2)
         c1.number_input("GPUs", min_value=1, max_value=65536, step=1, value=state.default("gpus"), key="gpus",
                         bind=_BIND, help="Workers P; must fill whole nodes.")

@@ -58,12 +58,18 @@ def read_uploaded_trace(name: str, data: bytes) -> tuple[dict, pd.DataFrame | No
 
 
 def gpu_of(name: str | None, default: str = "a100") -> str:
-    """The catalog GPU named in a trace's device name (``NVIDIA A100-PG509-200`` -> ``a100``)."""
-    text = (name or "").lower()
+    """The catalog GPU named in a trace's device name (``NVIDIA A100-PG509-200`` -> ``a100``): of those whose
+    first part the name holds, the one with the most parts in it (``A100-SXM4-40GB`` -> ``a100-40gb``,
+    ``Tesla V100-SXM2-32GB`` -> ``v100-sxm2``, ``NVIDIA GeForce RTX 4090`` -> ``rtx4090``), the catalog's order
+    breaking ties."""
+    text = (name or "").lower().replace(" ", "")  # "GeForce RTX 4090" -> ...rtx4090
+    best, score = default, 0
     for gpu in gpu_catalog():
-        if gpu.split("-")[0] in text:
-            return gpu
-    return default
+        parts = gpu.split("-")
+        hits = sum(part in text for part in parts) if parts[0] in text else 0
+        if hits > score:
+            best, score = gpu, hits
+    return best
 
 
 def simulate_like(report: dict, layers: pd.DataFrame | None, *, mode: str, model: str, gpu: str,

@@ -161,7 +161,6 @@ class TestEveryPage:
         no_exception(at)
 
 
-
 # --- controls move numbers the right way ------------------------------------------------
 
 

@@ -32,7 +32,7 @@ REQUIRED_NETWORKS = {
     "ib-ndr-400": "inter",
 }
 
-REQUIRED_GPUS = ("k80", "p100", "v100-pcie", "v100-sxm2", "t4", "a100", "h100", "rtx4090")
+REQUIRED_GPUS = ("k80", "p100", "v100-pcie", "v100-sxm2", "t4", "a100", "a100-40gb", "h100", "rtx4090")
 
 HEADER = "name,scope,line_rate_gbps,effective_gbps,alpha_us,source,note\n"
 

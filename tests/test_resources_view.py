@@ -52,6 +52,10 @@ class TestTraceView:
     def test_gpu_of_the_trace(self, uploaded):
         assert trace_view.gpu_of(uploaded[0]["trace"]["gpu"]) == "a100"
         assert trace_view.gpu_of("Some GPU", default="t4") == "t4"
+        assert trace_view.gpu_of("NVIDIA A100-SXM4-40GB") == "a100-40gb"
+        assert trace_view.gpu_of("Tesla V100-SXM2-32GB") == "v100-sxm2"
+        assert trace_view.gpu_of("Tesla V100-PCIE-32GB") == "v100-pcie"
+        assert trace_view.gpu_of("NVIDIA GeForce RTX 4090") == "rtx4090"
 
     @pytest.mark.parametrize("mode", [trace_view.ZOO_MODE, trace_view.TRACE_MODE])
     def test_simulated_on_the_traces_gpu_count(self, uploaded, mode):

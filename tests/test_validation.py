@@ -86,23 +86,45 @@ def test_held_out_worst_meets_the_target(results):
     assert held.error_pct.abs().max() <= HELD_OUT_WORST_TARGET_PCT
 
 
+def above_linear(results):
+    """Held-out cases whose published throughput is above linear from their calibration point (no model of
+    communication can reach them: the simulator never scales better than linearly)."""
+    cases = load_cases().set_index("case")
+    held = results.loc[(results.split == "held-out") & (results.status == "ok")].set_index("case")
+    linear = cases.loc[held.index, "calib_samples_per_s"] * cases.loc[held.index, "gpus"] / cases.loc[
+        held.index, "calib_gpus"]
+    return set(held.index[cases.loc[held.index, "measured_samples_per_s"] > linear])
+
+
+def test_the_rows_above_linear_scaling_are_known_and_come_out_too_slow(results):
+    """TensorFlow's DGX A100 mixed-precision row prints 9.26x from one GPU to eight (16400 against 8 x 1770 img/s,
+    16 % above linear); five of the survey's ResNet-50 rows at 4 GPUs are 0.2-0.6 % above linear (within their
+    run-to-run spread)."""
+    rows = above_linear(results)
+    assert rows == {"dle-tf-resnet50-amp-a100-8gpu", "ddl-resnet50-WFBP-A2A-4gpu", "ddl-resnet50-WFBP-PS-4gpu",
+                    "ddl-resnet50-ByteScheduler-PS-4gpu", "ddl-100gib-resnet50-WFBP-A2A-4gpu",
+                    "ddl-100gbe-resnet50-WFBP-A2A-4gpu"}
+    assert (results.set_index("case").loc[sorted(rows), "error_pct"] < 0).all()
+
+
 @pytest.mark.parametrize("by", ["source", "method"])
 def test_no_group_errs_all_one_way(results, by):
-    """No source or method whose held-out errors all have one sign (a bias the model should explain).
+    """No source or method whose held-out errors all have one sign (a bias the model should explain), with the
+    rows above linear scaling left out (they can only come out too slow: above_linear).
 
-    Known: the B-Caffe trace rows (see MISSES_TARGET). By method, NVIDIA's TensorFlow + Horovod ResNet-50 rows
-    (the only held-out Horovod rows) err both ways only through the DGX A100 mixed-precision row below; the
-    other three are too fast (DGX-1: 1.4 and 3.0 %; DGX A100 TF32: 1.3 %). NVIDIA's
-    DGX-1 rows were all too fast (by 2.3 to 21.0 %) while nvlink2's rate was the datasheet's; it is now
-    fitted on three of them (data/networks.csv) and the other 17 (13, and four PyTorch 21.03 rows added later) err
-    both ways. NVIDIA's four DGX A100 rows err both ways only through TensorFlow's mixed-precision row, whose
-    published scaling from one GPU to eight is above linear (9.26x); the other three are too fast (PyTorch's
-    mixed precision by 18.1 %: an input pipeline shared by the node's GPUs, not modelled). See data/README.md."""
-    summary = summarize(results, by).set_index("source").drop(index="all")
+    Known, all too fast: the B-Caffe trace rows (see MISSES_TARGET); NVIDIA's DGX A100 rows (PyTorch's TF32 +3.2 %
+    and mixed precision +18.1 %, TensorFlow's TF32 +1.3 %: the mixed-precision loss, like the DGX-1 21.03 rows'
+    +13 %, grows with the node's throughput, as an input pipeline shared by the node's GPUs would, which is not
+    modelled); and, by method, the held-out Horovod rows (NVIDIA's TensorFlow ResNet-50: DGX-1 1.4 and 3.0 %,
+    DGX A100 TF32 1.3 %). NVIDIA's DGX-1 rows were all too fast (by 2.3 to 21.0 %) while nvlink2's rate was the
+    datasheet's; it is now fitted on three of them (data/networks.csv) and the other 17 (13, and four PyTorch
+    21.03 rows added later) err both ways. See data/README.md."""
+    kept = results.loc[~results.case.isin(above_linear(results))]
+    summary = summarize(kept, by).set_index("source").drop(index="all")
     one_way = summary.loc[(summary.too_fast == 0) | (summary.too_slow == 0)]
-    known = {"b-caffe-trace"} if by == "source" else set()
+    known = {"b-caffe-trace", DGXA100_SOURCE} if by == "source" else {HOROVOD}
     assert set(one_way.index) == known, one_way[["cases", "too_fast", "too_slow"]]
-    # The cases without a survey method (grouped by their scheduler) are NVIDIA's DGX-1 rows and nothing else.
+    # The cases without a survey method (grouped by their scheduler) are NVIDIA's DGX rows and nothing else.
     held = results.loc[(results.split == "held-out") & (results.status == "ok")]
     assert set(held.loc[held.method == "", "source"]) == VENDOR_SOURCES
 
