@@ -57,12 +57,11 @@ def _upload() -> None:
 
 
 def _has_tf32(gpu) -> bool:
-    """Whether ``gpu``'s TF32 tensor cores beat its fp32 rate (`sim.compute`'s tf32); False for an unknown name."""
+    """`sim.compute.has_tf32`, False for an unknown name."""
     try:
-        spec = sim.catalog.get_gpu(gpu)
+        return sim.compute.has_tf32(gpu)
     except (sim.SimInputError, TypeError):
         return False
-    return spec.peak_flops("tf32") > spec.peak_flops("fp32")
 
 
 def render() -> None:

@@ -42,6 +42,7 @@ __all__ = [
     "COMPUTE_EFFICIENCY",
     "MEM_EFFICIENCY",
     "UPDATE_WORDS_PER_PARAM",
+    "has_tf32",
     "layer_times_s",
     "tensor_core_families",
     "tensor_core_scales",
@@ -128,11 +129,13 @@ def layer_times_s(
     width = WIDTH_BYTES[precision]
     peak = spec.peak_flops(COMPUTE_PRECISION[precision])
     eff = np.array([COMPUTE_EFFICIENCY.get(t, DEFAULT_EFFICIENCY) for t in layer_types])
-    if COMPUTE_PRECISION[precision] == "fp16":  # tensor cores reach a smaller share of their peak
+    if COMPUTE_PRECISION[precision] in ("fp16", "tf32"):  # tensor cores reach a smaller share of their peak
         scale = tensor_core_scales() if tensor_core_scale is None else tensor_core_scale
-        eff = eff * np.array([scale.get(t, 1.0) for t in layer_types])
-    elif COMPUTE_PRECISION[precision] == "tf32":
-        peak, eff = _tf32_rates(spec, layer_types, eff, tensor_core_scale)
+        factor = np.array([scale.get(t, 1.0) for t in layer_types])
+        if COMPUTE_PRECISION[precision] == "fp16":
+            eff = eff * factor
+        else:
+            peak, eff = _tf32_rates(spec, layer_types, eff, factor)
     back = np.array([BACKWARD_FACTOR.get(t, DEFAULT_BACKWARD_FACTOR) for t in layer_types])
     out_elems = np.asarray(out_elems, dtype=float)
     in_elems = np.concatenate(([out_elems[0]], out_elems[:-1]))  # a layer reads its predecessor's output
@@ -147,18 +150,22 @@ def layer_times_s(
     return fwd, bwd
 
 
-def _tf32_rates(spec, layer_types, eff: np.ndarray, tensor_core_scale) -> tuple[np.ndarray, np.ndarray]:
+def _tf32_rates(spec, layer_types, eff: np.ndarray, factor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per layer, the peak and efficiency under ``tf32``: a layer of the tensor-core families
     (``data/tensor_cores.csv``) runs at the TF32 peak times its efficiency times its family's scale
-    (``tensor_core_scale``, None: the stored ones) where that beats the fp32 rate, as cuDNN and cuBLAS
-    pick the faster kernel; every other layer, and every layer of a GPU whose TF32 rate is not above
-    its fp32 rate (V100, T4: `tf32_tflops` = `fp32_tflops`), at the fp32 peak."""
+    (``factor``) where that beats the fp32 rate, as cuDNN and cuBLAS pick the faster kernel; every
+    other layer, and every layer of a GPU without TF32 (`has_tf32`), at the fp32 peak."""
     fp32, tf32 = spec.peak_flops("fp32"), spec.peak_flops("tf32")
     stored = tensor_core_scales()
-    scale = stored if tensor_core_scale is None else tensor_core_scale
-    factor = np.array([scale.get(t, 1.0) for t in layer_types])
     faster = np.array([t in stored for t in layer_types], dtype=bool) & (tf32 * factor > fp32)
     return np.where(faster, tf32, fp32), np.where(faster, eff * factor, eff)
+
+
+def has_tf32(gpu: str) -> bool:
+    """Whether ``gpu``'s TF32 tensor cores beat its fp32 rate (V100, T4: ``tf32_tflops`` = ``fp32_tflops``,
+    so ``tf32`` is fp32 there)."""
+    spec = get_gpu(gpu)
+    return spec.peak_flops("tf32") > spec.peak_flops("fp32")
 
 
 #: Bytes an optimizer step reads and writes per parameter, all in fp32 (the

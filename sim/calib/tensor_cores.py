@@ -79,8 +79,7 @@ def predicted_speedup(row, scale: dict[str, float] | None = None) -> float:
     """The simulated one-GPU speedup of ``row`` from its base precision (fp32, or tf32) to its mixed
     precision (samples per second)."""
     model = load_model(row.model, **model_kwargs(row.model_kwargs))
-    base = getattr(row, "base_precision", "fp32") or "fp32"
-    fp32 = _per_sample_s(model, row.gpu, int(row.fp32_batch), base, row.optimizer, scale)
+    fp32 = _per_sample_s(model, row.gpu, int(row.fp32_batch), row.base_precision, row.optimizer, scale)
     mixed = _per_sample_s(model, row.gpu, int(row.mixed_batch), row.mixed_precision, row.optimizer, scale)
     return fp32 / mixed
 
