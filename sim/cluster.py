@@ -10,6 +10,7 @@ from sim.checks import check_float, check_int
 from sim.comm import (
     COLLECTIVES,
     NO_COMM,
+    TREE_CHUNK_BYTES,
     CommCost,
     Link,
     PSCost,
@@ -31,6 +32,8 @@ MAX_GPUS = 1 << 20
 #: A link rate above `MAX_LINK_GBPS` (1 Pb/s) or below `MIN_LINK_GBPS` is absurd (10 kb/s), and so a time per
 #: byte above `MAX_S_PER_BYTE` (0.8 ms); both bounds are `sim.catalog`'s, which a preset file's rows meet too.
 MAX_S_PER_BYTE = 8 / (MIN_LINK_GBPS * 1e9)
+#: A tree chunk over 1 GiB is absurd (NCCL's are 64 KiB to a few MiB).
+MAX_TREE_CHUNK_BYTES = float(1 << 30)
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,11 @@ class Cluster:
         worker (`sim.jitter`): compute is timed at ``1 + cv E[max of P
         normals]`` times the one-GPU figure. Default: the fitted value
         (``data/sync_jitter.csv``); 0 turns it off.
+    tree_chunk_bytes : float, optional
+        The chunk NCCL's tree pipelines a message in (collectives
+        ``double_binary_tree`` and ``nccl``): a tree's pipeline fills with one
+        chunk through every hop. Default `sim.comm.TREE_CHUNK_BYTES` (256 KiB,
+        NCCL's own cost model); 0 leaves the fill out.
     """
 
     gpus: int = 1
@@ -125,6 +133,7 @@ class Cluster:
     nic_near_gpus: int | None = None
     nic_path: str | None = None
     sync_jitter_cv: float | None = None
+    tree_chunk_bytes: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("network", "intra", "gpu", "collective", "framework", "topology", "nic_path"):
@@ -163,6 +172,8 @@ class Cluster:
                 check_float(name, getattr(self, name), 0, MAX_COMPUTE_SLOWDOWN)
         if self.sync_jitter_cv is not None:
             check_float("sync_jitter_cv", self.sync_jitter_cv, 0, MAX_SYNC_JITTER_CV)
+        if self.tree_chunk_bytes is not None:
+            check_float("tree_chunk_bytes", self.tree_chunk_bytes, 0, MAX_TREE_CHUNK_BYTES)
         for name in ("network_gbps", "intra_gbps"):
             if getattr(self, name) is not None:
                 check_float(name, getattr(self, name), MIN_LINK_GBPS, MAX_LINK_GBPS)
@@ -285,7 +296,9 @@ class Cluster:
         if self.alpha_s is not None:
             return CommCost(self.alpha_s, self.beta_s_per_byte, "user alpha-beta")
         intra, inter = self.links()
-        return allreduce_cost(self.collective, self.nodes, self.gpus_in_node, intra, inter, self.gamma_s_per_byte)
+        chunk = TREE_CHUNK_BYTES if self.tree_chunk_bytes is None else self.tree_chunk_bytes
+        return allreduce_cost(self.collective, self.nodes, self.gpus_in_node, intra, inter, self.gamma_s_per_byte,
+                              chunk)
 
     def ps_cost(self, *, servers: int | None = None, colocated: bool = False,
                 in_flight: int | None = None, model=None, link_efficiency: float = 1.0) -> PSCost:

@@ -28,15 +28,27 @@ per channel; its channels split the data, so sharing the NIC adds no bytes.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from sim.checks import check_int
-from sim.core.cost import NO_COMM, CommCost, MeasuredCommCost, PSCost, Regime, measured_cost
+from sim.core.cost import (
+    NO_COMM,
+    CommCost,
+    MeasuredCommCost,
+    PSCost,
+    Regime,
+    lines,
+    lower_envelope,
+    measured_cost,
+)
 from sim.errors import SimInputError
 
 __all__ = [
+    "CHUNKED",
     "COLLECTIVES",
     "CommCost",
     "Link",
@@ -54,6 +66,7 @@ __all__ = [
     "recursive_doubling",
     "recursive_halving_doubling",
     "ring",
+    "TREE_CHUNK_BYTES",
     "topology_links",
     "torus_2d",
 ]
@@ -229,23 +242,40 @@ def torus_2d(nodes: int, k: int, intra: Link, inter: Link, gamma: float) -> Comm
     return CommCost(alpha, beta, "torus_2d")
 
 
-def double_binary_tree(nodes: int, k: int, intra: Link, inter: Link, gamma: float) -> CommCost:
-    """NCCL's double binary tree: 2 (ceil(lg N) alpha_e + (k-1) alpha_i) + 2 M beta + M gamma, pipelined.
+#: NCCL's tree pipelines a message in chunks, and a chunk crosses every hop of the tree before the
+#: pipeline is full: NVIDIA/nccl src/graph/tuning.cc (commit 01afd20) models a tree hop of the Simple
+#: protocol as "the latency [of] a 256kB chunk, which is ~ base lat + 256k/12GB/s (+ 256k/12GB/s for
+#: the network)". A message smaller than a chunk is one chunk.
+TREE_CHUNK_BYTES = 262144
+
+
+def double_binary_tree(nodes: int, k: int, intra: Link, inter: Link, gamma: float,
+                       chunk_bytes: float = TREE_CHUNK_BYTES) -> CommCost:
+    """NCCL's double binary tree: per hop alpha + min(M, C) beta, 2 (ceil(lg N) + k - 1) hops, + 2 M beta + M gamma.
 
     NCCL 2.4 (Sanders, Speck and Traeff, Parallel Computing 35(12), 2009;
     NVIDIA, "Massively Scale Your Deep Learning Training with NCCL 2.4", 2019):
     two complementary binary trees across the nodes, each reducing and then
     broadcasting half of the data; inside a node the k GPUs form a chain. Every
     rank is interior in one tree and a leaf in the other, so it sends and
-    receives 2M bytes in all; the data are pipelined in chunks, so the time is
-    the depth of the trees in latencies (up and down: ceil(lg N) steps across
-    the network, k-1 along the chain) plus 2 M beta on the slowest link. One
-    rank per node sends across the network at a time, so the interface is not
-    shared.
+    receives 2M bytes in all, 2 M beta on the slowest link. The data are
+    pipelined in chunks of C = ``chunk_bytes`` (`TREE_CHUNK_BYTES`, NCCL's
+    figure; 0 leaves the fill out, the model before it), so the pipeline fills in
+    the depth of the trees, up and down (ceil(lg N) hops across the network,
+    k-1 along the chain), each hop a latency and one chunk at that hop's rate
+    (the whole message when it is smaller than a chunk): two size regimes,
+    continuous at C. One rank per node sends across the network at a time, so
+    the interface is not shared.
     """
     link = _bottleneck(nodes, k, intra, inter)
     alpha = 2 * (_lg(nodes) * inter.alpha_s + (k - 1) * intra.alpha_s)
-    return CommCost(alpha, 2 * link.beta_s_per_byte + gamma, "double_binary_tree")
+    beta = 2 * link.beta_s_per_byte + gamma
+    fill = 2 * (_lg(nodes) * inter.beta_s_per_byte + (k - 1) * intra.beta_s_per_byte)  # per byte of a chunk
+    if fill == 0 or chunk_bytes == 0:
+        return CommCost(alpha, beta, "double_binary_tree")
+    return CommCost.piecewise([Regime(0.0, alpha, beta + fill, "tree, one chunk"),
+                               Regime(float(chunk_bytes), alpha + fill * chunk_bytes, beta, "tree, pipelined")],
+                              "double_binary_tree")
 
 
 def ps_cost(nodes: int, k: int, intra: Link, inter: Link, gamma: float = 0.0, *, servers: int | None = None,
@@ -313,37 +343,33 @@ def ps(nodes: int, k: int, intra: Link, inter: Link, gamma: float) -> CommCost:
     return CommCost(c.push_alpha_s + c.pull_alpha_s, c.push_beta_s_per_byte + c.pull_beta_s_per_byte, "ps")
 
 
-def nccl(nodes: int, k: int, intra: Link, inter: Link, gamma: float) -> CommCost:
-    """NCCL's choice per message: the faster of `ring` and `double_binary_tree`.
+def nccl(nodes: int, k: int, intra: Link, inter: Link, gamma: float,
+         chunk_bytes: float = TREE_CHUNK_BYTES) -> CommCost:
+    """NCCL's choice per message: the faster of `ring` and `double_binary_tree` at each size.
 
     NCCL 2.4 added the double binary tree and ran it below a message-size
     threshold (``NCCL_TREE_THRESHOLD``; "Massively Scale Your Deep Learning
-    Training with NCCL 2.4", 2019); later releases time every collective with
-    their own cost model and run the algorithm it predicts fastest
-    (NVIDIA/nccl src/graph/tuning.cc, ``ncclTopoGetAlgoTime``): across nodes
-    the tree, with latency logarithmic in the nodes, for small messages, and
-    the ring, with the better bandwidth term, for large ones. Modelled as the
-    later rule (the 2.4 threshold approximated by it): both are affine in M,
-    so the choice is two size regimes cut where the lines cross,
-    M* = (alpha_ring - alpha_tree) / (beta_tree - beta_ring). Inside one node
-    NCCL runs rings.
+    Training with NCCL 2.4", 2019; on PCIe systems "trees on small sizes, then
+    rings for larger sizes", S. Jeaugey, NVIDIA/nccl issue 226); later releases
+    time every collective with their own cost model and run the algorithm it
+    predicts fastest (NVIDIA/nccl src/graph/tuning.cc, ``ncclTopoGetAlgoTime``).
+    Modelled as the later rule (the 2.4 threshold approximated by it): the
+    lower envelope of the two costs, size regimes cut where they cross
+    (`sim.core.cost.lower_envelope`). Inside one node NCCL runs rings.
     """
     r = ring(nodes, k, intra, inter, gamma)
     if nodes == 1:
         return CommCost(r.alpha_s, r.beta_s_per_byte, "nccl (ring)")
-    t = double_binary_tree(nodes, k, intra, inter, gamma)
-    if t.alpha_s >= r.alpha_s and t.beta_s_per_byte >= r.beta_s_per_byte:
-        return CommCost(r.alpha_s, r.beta_s_per_byte, "nccl (ring)")
-    if t.alpha_s <= r.alpha_s and t.beta_s_per_byte <= r.beta_s_per_byte:
-        return CommCost(t.alpha_s, t.beta_s_per_byte, "nccl (tree)")
-    if t.alpha_s < r.alpha_s:  # tree below the crossing, ring above
-        cut = (r.alpha_s - t.alpha_s) / (t.beta_s_per_byte - r.beta_s_per_byte)
-        return CommCost.piecewise([Regime(0.0, t.alpha_s, t.beta_s_per_byte, "tree"),
-                                   Regime(cut, r.alpha_s, r.beta_s_per_byte, "ring")], "nccl (tree, then ring)")
-    cut = (t.alpha_s - r.alpha_s) / (r.beta_s_per_byte - t.beta_s_per_byte)
-    return CommCost.piecewise([Regime(0.0, r.alpha_s, r.beta_s_per_byte, "ring"),
-                               Regime(cut, t.alpha_s, t.beta_s_per_byte, "tree")], "nccl (ring, then tree)")
+    t = double_binary_tree(nodes, k, intra, inter, gamma, chunk_bytes)
+    named = [CommCost.piecewise([Regime(x.from_bytes, x.alpha_s, x.beta_s_per_byte, name) for x in lines(c)], name)
+             for c, name in ((t, "tree"), (r, "ring"))]
+    env = lower_envelope(named, "nccl")
+    algos = list(dict.fromkeys(x.label for x in lines(env)))
+    return dataclasses.replace(env, label=f"nccl ({', then '.join(algos)})")
 
+
+#: The collectives whose cost depends on the tree's chunk (``tree_chunk_bytes``).
+CHUNKED = ("double_binary_tree", "nccl")
 
 COLLECTIVES: dict[str, Callable[[int, int, Link, Link, float], CommCost]] = {
     "ring": ring,
@@ -359,30 +385,36 @@ COLLECTIVES: dict[str, Callable[[int, int, Link, Link, float], CommCost]] = {
 
 
 def allreduce_cost(
-    collective: str, nodes: int, gpus_per_node: int, intra: Link, inter: Link, gamma_s_per_byte: float = 0.0
+    collective: str, nodes: int, gpus_per_node: int, intra: Link, inter: Link, gamma_s_per_byte: float = 0.0,
+    tree_chunk_bytes: float = TREE_CHUNK_BYTES,
 ) -> CommCost:
     """All-reduce cost for ``nodes`` x ``gpus_per_node`` GPUs; free when P = 1.
 
     With links that carry size regimes, the cost is piecewise: one regime per
     distinct regime start of either link, each the collective's formula on
-    the links of that regime (`Link.at`).
+    the links of that regime (`Link.at`), cut further where the collective
+    cuts its own regimes (`nccl`'s tree then ring, the tree's chunk).
+    ``tree_chunk_bytes`` is the chunk of the collectives that pipeline a
+    tree (`double_binary_tree`, `nccl`); 0 leaves their pipeline's fill out.
     """
     if collective not in COLLECTIVES:
         raise SimInputError(f"unknown collective {collective!r}; valid: {', '.join(COLLECTIVES)}")
     if nodes * gpus_per_node == 1:
         return NO_COMM
     formula = COLLECTIVES[collective]
+    if collective in CHUNKED:
+        formula = functools.partial(formula, chunk_bytes=tree_chunk_bytes)
     if not intra.regimes and not (inter.regimes and nodes > 1):
         return formula(nodes, gpus_per_node, intra, inter, gamma_s_per_byte)
-    if collective == "nccl":
-        raise SimInputError("collective 'nccl' cuts its own size regimes (tree, then ring); it does not combine "
-                            "with the links' measured size regimes (size_regimes)")
     starts = sorted({0.0, *(r.from_bytes for r in intra.regimes),
                      *(r.from_bytes for r in (inter.regimes if nodes > 1 else ()))})
     regimes = []
-    for lo in starts:
+    for lo, hi in zip(starts, starts[1:] + [math.inf], strict=True):
         cost = formula(nodes, gpus_per_node, intra.at(lo), inter.at(lo), gamma_s_per_byte)
-        regimes.append(Regime(lo, cost.alpha_s, cost.beta_s_per_byte, f"from {lo:.0f} B"))
+        own = lines(cost)  # a collective may cut size regimes of its own (nccl, the tree's chunks)
+        for r in [x for x in own if x.from_bytes <= lo][-1:] + [x for x in own if lo < x.from_bytes < hi]:
+            at = max(lo, r.from_bytes)
+            regimes.append(Regime(at, r.alpha_s, r.beta_s_per_byte, f"from {at:.0f} B"))
     return CommCost.piecewise(regimes, f"{collective} (size regimes)")
 
 

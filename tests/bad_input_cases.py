@@ -352,6 +352,8 @@ CLI_CASES: list[tuple[str, str]] = [
     ("run " + M + " --batch-size 100000000000", "batch_size 100,000,000,000 is too large for v100-sxm2"),
     ("run " + M + " --gpus 8 --sync-jitter-cv 5", "sync_jitter_cv must be <= 1, got 5"),
     ("run " + M + " --gpus 8 --sync-jitter-cv nan", "--sync-jitter-cv: 'nan' must be a finite number"),
+    ("run " + M + " --gpus 8 --collective nccl --tree-chunk-bytes -1", "--tree-chunk-bytes: '-1' must be a finite"),
+    ("run " + M + " --gpus 8 --collective nccl --tree-chunk-bytes 1e12", "tree_chunk_bytes must be <="),
     ("run " + M + " --calibrate-iteration-s 1e300", "calibrate_iteration_s must be <= 86400"),
     ("run " + M + " --gpus 4 --io-ms 1e300", "io_ms must be <= 8.64e+07"),
     ("run " + M + " --gpus 4 --update-ms 1e300", "update_ms must be <="),
@@ -393,6 +395,8 @@ WARNING_CASES: list[tuple[str, str, str]] = [
 #: Names available: sim, np, pd, Cluster, load_model, simulate, sweep, tiny (a timed 4-layer model).
 API_CASES: list[tuple[str, str, str]] = [
     ("cluster_jitter_text", "Cluster(gpus=2, sync_jitter_cv='0.1')", "sync_jitter_cv must be a number"),
+    ("cluster_tree_chunk_nan", "Cluster(gpus=8, collective='nccl', tree_chunk_bytes=float('nan'))", "tree_chunk_bytes"),
+    ("cluster_tree_chunk_negative", "Cluster(gpus=8, collective='nccl', tree_chunk_bytes=-5)", "tree_chunk_bytes"),
     # not a value of the expected kind at all (found by the hostile review of 2026-11-24)
     ("api-model-none", "simulate(None, Cluster(gpus=2), batch_size=8)", "model must be a sim.Model"),
     ("api-model-name", "simulate('resnet50', Cluster(gpus=2), batch_size=8)", "model must be a sim.Model"),

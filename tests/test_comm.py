@@ -102,13 +102,19 @@ def test_nccl_runs_the_faster_of_ring_and_tree(nodes, k, m):
     assert got == pytest.approx(want, rel=1e-9, abs=1e-15)
 
 
-@given(st.sampled_from(sorted(set(sim.COLLECTIVES) - {"nccl"})), st.integers(1, 32), st.integers(1, 8),
+@given(st.sampled_from(sorted(sim.COLLECTIVES)), st.integers(1, 32), st.integers(1, 8),
        st.floats(0, 1e9), st.floats(0, 1e9))
-def test_costs_are_affine_nonnegative_and_monotone(name, nodes, k, m1, m2):
+def test_costs_are_piecewise_affine_continuous_nonnegative_and_monotone(name, nodes, k, m1, m2):
+    """Every collective is affine in M, or piecewise affine where it cuts size regimes of its own
+    (the tree's chunk, nccl's choice): continuous at every cut, so never cheaper for more bytes."""
     cost = allreduce_cost(name, nodes, k, INTRA, INTER, 1e-12)
     lo, hi = sorted((m1, m2))
     assert 0 <= float(cost.time_s(lo)) <= float(cost.time_s(hi))
-    assert math.isclose(float(cost.time_s(lo)), cost.alpha_s + cost.beta_s_per_byte * lo, rel_tol=1e-12)
+    if not cost.regimes:
+        assert math.isclose(float(cost.time_s(lo)), cost.alpha_s + cost.beta_s_per_byte * lo, rel_tol=1e-12)
+    for before, r in zip(cost.regimes[:-1], cost.regimes[1:], strict=True):
+        left = before.alpha_s + before.beta_s_per_byte * r.from_bytes
+        assert math.isclose(left, r.alpha_s + r.beta_s_per_byte * r.from_bytes, rel_tol=1e-9)
 
 
 def test_one_gpu_is_free():
@@ -126,3 +132,36 @@ def test_user_alpha_beta_override_ignores_p_and_collective():
 def test_unknown_collective_lists_valid_ones():
     with pytest.raises(sim.SimInputError, match="valid: ring"):
         sim.Cluster(gpus=4, collective="butterfly")
+
+
+@given(st.lists(st.tuples(st.floats(0, 1e-2), st.floats(0, 1e-8), st.floats(1, 1e7), st.floats(0, 1e-2),
+                          st.floats(0, 1e-8)), min_size=1, max_size=4),
+       st.floats(0, 1e8))
+def test_lower_envelope_is_the_cheapest_cost_at_every_size(specs, m):
+    """`lower_envelope` (nccl's choice) costs what the cheapest of its costs costs, at every size."""
+    from sim.core.cost import CommCost, Regime, lower_envelope
+
+    costs = [CommCost.piecewise([Regime(0.0, a1, b1), Regime(cut, a2, b2)]) for a1, b1, cut, a2, b2 in specs]
+    env = lower_envelope(costs, "min")
+    want = min(float(c.time_s(m)) for c in costs)
+    assert float(env.time_s(m)) == pytest.approx(want, rel=1e-9, abs=1e-15)
+
+
+def test_tree_chunk_bytes_zero_is_the_tree_without_its_pipeline_fill():
+    """Cluster(tree_chunk_bytes=0): the double binary tree costs its hops' latencies and 2 M beta alone
+    (the model before the fill); the default fills the pipeline with NCCL's 256 KiB chunk."""
+    from sim.comm import TREE_CHUNK_BYTES
+
+    kw = dict(gpus=16, gpus_per_node=4, network="10gbe", collective="double_binary_tree")
+    plain = sim.Cluster(**kw, tree_chunk_bytes=0).comm_cost()
+    intra, inter = sim.Cluster(**kw).links()
+    assert not plain.regimes
+    assert plain.alpha_s == pytest.approx(2 * (2 * inter.alpha_s + 3 * intra.alpha_s))
+    assert plain.beta_s_per_byte == pytest.approx(2 * max(inter.beta_s_per_byte, intra.beta_s_per_byte))
+    filled = sim.Cluster(**kw).comm_cost()
+    hop_s_per_byte = 2 * (2 * inter.beta_s_per_byte + 3 * intra.beta_s_per_byte)
+    for m in (1e3, 1e5, 1e7):
+        extra = hop_s_per_byte * min(m, TREE_CHUNK_BYTES)
+        assert float(filled.time_s(m)) == pytest.approx(float(plain.time_s(m)) + extra, rel=1e-12)
+    ring = sim.Cluster(**{**kw, "collective": "ring"})
+    assert sim.Cluster(**{**kw, "collective": "ring"}, tree_chunk_bytes=0).comm_cost() == ring.comm_cost()

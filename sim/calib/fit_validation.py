@@ -203,6 +203,8 @@ def ablation(cases: pd.DataFrame | None = None) -> pd.DataFrame:
         "no framework costs (framework none)": (cases, {"overrides": {"framework": "none"}}),
         "no interference": (cases, {"slowdowns": dict.fromkeys(links, 0.0), "comm_slowdowns": dict.fromkeys(links, 0.0)}),
         "no communication slowed by compute (comm_slowdown 0)": (cases, {"comm_slowdowns": dict.fromkeys(links, 0.0)}),
+        "without the tree's pipeline fill (tree_chunk_bytes 0: collective nccl's tree costs its hops' latencies alone)":
+            (cases, {"tree_chunk_bytes": 0.0}),
         "nvlink2 at 960 Gb/s (6 x 20 GB/s payload: an isolated all-reduce's rate, not fitted)":
             (cases, {"links": {"nvlink2": 960.0}}),
         "without ByteScheduler's per-partition launch (a bare NCCL call per partition)":

@@ -23,7 +23,7 @@ from sim.cli.args import (
     positive_int,
 )
 from sim.cluster import Cluster
-from sim.comm import COLLECTIVES
+from sim.comm import CHUNKED, COLLECTIVES
 from sim.compression import parse_compression
 from sim.errors import SimInputError, SimInputWarning
 from sim.frameworks import framework_names
@@ -88,10 +88,7 @@ def add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
     p.add_argument("--sync-jitter-cv", type=nonneg_float, default=None,
                    help="per-iteration jitter of each GPU's compute (coefficient of variation): a step waits for "
                         "the slowest GPU (default: the fitted value, data/sync_jitter.csv; 0 turns it off)")
-    p.add_argument("--network-gbps", type=positive_float, default=None,
-                   help="override the network preset's effective rate, Gb/s")
-    p.add_argument("--intra-gbps", type=positive_float, default=None,
-                   help="override the intra-node preset's effective rate, Gb/s")
+    add_link_flags(p)
     add_topology_flags(p)
     p.add_argument("--batch-size", type=positive_int, default=32, help="samples per GPU per iteration")
     p.add_argument("--precision", choices=list(BYTES_PER_PARAM), default="fp32", help=PRECISION_HELP)
@@ -126,6 +123,18 @@ def refuse_compression_with_stragglers(args, straggling: bool) -> None:
     if straggling and getattr(args, "compression", None) is not None:
         raise SimInputError("--compression does not combine with the straggler flags (the per-worker engine "
                             "does not compress)")
+
+
+def add_link_flags(p: argparse.ArgumentParser) -> None:
+    """The flags that change how the links cost a message: the tree's chunk and the presets' rates."""
+    p.add_argument("--tree-chunk-bytes", type=nonneg_float, default=None,
+                   help="the chunk NCCL's tree pipelines a message in (collectives double_binary_tree and nccl): "
+                        "the pipeline fills with one chunk through every hop (default 262144, NCCL's cost model; "
+                        "0 leaves the fill out)")
+    p.add_argument("--network-gbps", type=positive_float, default=None,
+                   help="override the network preset's effective rate, Gb/s")
+    p.add_argument("--intra-gbps", type=positive_float, default=None,
+                   help="override the intra-node preset's effective rate, Gb/s")
 
 
 def add_topology_flags(p: argparse.ArgumentParser) -> None:
@@ -222,6 +231,9 @@ def warn_unused_links(args) -> None:
     if args.network is not None and max(gpus) <= args.gpus_per_node:
         unused.append(f"--network does nothing when every GPU is in one node (--gpus {max(gpus)}, "
                       f"--gpus-per-node {args.gpus_per_node}): no inter-node link is used")
+    if getattr(args, "tree_chunk_bytes", None) is not None and (args.collective or DEFAULTS["collective"]) not in CHUNKED:
+        unused.append(f"--tree-chunk-bytes does nothing with collective {args.collective or DEFAULTS['collective']!r}: "
+                      f"only {' and '.join(CHUNKED)} pipeline a tree")
     if args.collective is not None and max(gpus) == 1:
         unused.append("--collective does nothing with one GPU (nothing is all-reduced): give --gpus")
     for message in unused:
@@ -231,7 +243,8 @@ def warn_unused_links(args) -> None:
 #: The cluster flags' defaults (None on the command line, so that a flag given for nothing is seen).
 DEFAULTS = {f.name: f.default for f in fields(Cluster)
             if f.name in ("network", "intra", "collective", "gpu", "framework", "launch_us", "network_gbps",
-                          "intra_gbps", "interference", "compute_slowdown", "comm_slowdown", "sync_jitter_cv")}
+                          "intra_gbps", "interference", "compute_slowdown", "comm_slowdown", "sync_jitter_cv",
+                          "tree_chunk_bytes")}
 
 
 def cluster(args, gpus: int) -> Cluster:

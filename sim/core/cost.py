@@ -23,7 +23,8 @@ import numpy as np
 
 from sim.errors import SimInputError
 
-__all__ = ["MAX_COMPUTE_SLOWDOWN", "NO_COMM", "STEPS", "CommCost", "MeasuredCommCost", "PSCost", "Regime", "check_regimes", "measured_cost"]
+__all__ = ["MAX_COMPUTE_SLOWDOWN", "NO_COMM", "STEPS", "CommCost", "MeasuredCommCost", "PSCost", "Regime", "check_regimes",
+           "lines", "lower_envelope", "measured_cost"]
 
 #: The communication steps a cost object times. ``"launch"`` and ``"transfer"`` split an
 #: all-reduce into the framework's host-side launch (`CommCost.launch_s`) and the rest, for a
@@ -246,6 +247,42 @@ class CommCost:
             return 0.5 * float(self.time_s(nbytes))
         raise SimInputError(f"an all-reduce cost has no step {step!r}; valid: allreduce, reduce-scatter, all-gather, "
                             "launch, transfer")
+
+
+def lines(cost: CommCost) -> list[Regime]:
+    """A cost's lines, one `Regime` per size regime (one starting at 0 bytes when affine)."""
+    return list(cost.regimes) or [Regime(0.0, cost.alpha_s, cost.beta_s_per_byte, cost.label)]
+
+
+def lower_envelope(costs: list[CommCost], label: str) -> CommCost:
+    """The pointwise minimum of piecewise-affine costs, as one piecewise cost (affine when one line wins
+    at every size): what a library that times each algorithm and runs the fastest at each message size
+    costs. Each regime keeps the label of the cost it comes from."""
+    tables = [lines(c) for c in costs]
+    starts = sorted({r.from_bytes for t in tables for r in t})
+    out: list[Regime] = []
+    for i, lo in enumerate(starts):
+        hi = starts[i + 1] if i + 1 < len(starts) else math.inf
+        here = [[r for r in t if r.from_bytes <= lo][-1] for t in tables]  # each cost's line on [lo, hi)
+        best = min(here, key=lambda r: (r.alpha_s + r.beta_s_per_byte * lo, r.beta_s_per_byte))
+        x = lo
+        while True:
+            if out and out[-1].from_bytes >= x:  # a crossing at the start of the last regime (rounding)
+                out.pop()
+            out.append(Regime(x, best.alpha_s, best.beta_s_per_byte, best.label))
+            # the next line to win: the first to overtake this one, the flattest of those crossing there
+            ahead = [((r.alpha_s - best.alpha_s) / (best.beta_s_per_byte - r.beta_s_per_byte), r.beta_s_per_byte, r)
+                     for r in here if r.beta_s_per_byte < best.beta_s_per_byte]
+            ahead = [a for a in ahead if a[0] < hi]
+            if not ahead:
+                break
+            cross, _, best = min(ahead, key=lambda a: a[:2])
+            x = max(cross, x)
+    kept = [out[0]]
+    for r in out[1:]:
+        if (r.alpha_s, r.beta_s_per_byte) != (kept[-1].alpha_s, kept[-1].beta_s_per_byte):
+            kept.append(r)
+    return CommCost.piecewise(kept, label)
 
 
 @dataclass(frozen=True)
