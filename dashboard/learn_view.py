@@ -201,6 +201,9 @@ MECHANISM_VARIANTS = (
     ("communication not slowed by compute (comm_slowdown 0)", {"comm_slowdown": 0.0}, None),
     ("none of the three (the papers' α-β DAG model)", {"framework": "none", "interference": False}, "layer"),
     ("per-iteration jitter of cv 0.02 between the GPUs (off by default)", {"sync_jitter_cv": 0.02}, None),
+    ("NCCL's tree or ring per message size (collective nccl, not the default ring)", {"collective": "nccl"}, None),
+    ("collective nccl, its trees without their pipeline fill (tree_chunk_bytes 0)",
+     {"collective": "nccl", "tree_chunk_bytes": 0.0}, None),
 )
 
 

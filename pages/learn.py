@@ -167,7 +167,13 @@ st.markdown(
     "GPU's compute varies from one iteration to the next (coefficient of variation cv), a synchronous step goes "
     "at the pace of the slowest of P GPUs, on average 1 + cv × E[max of P normals] times the mean (1.42 for 8 "
     "GPUs, 2.07 for 32; `--sync-jitter-cv`, Chen et al. 2016). Fitted on the same cases it comes out 0, so it is "
-    "off unless you give it (last row).")
+    "off unless you give it.\n\n"
+    "The network's collectives have structure of their own. NCCL picks, per message size, its ring or its double "
+    "binary tree (`--collective nccl`; the survey's cases ran it): the tree's latency grows with lg N where the "
+    "ring's grows with P, but the tree pipelines a message in 256 KiB chunks, and a chunk must cross every hop "
+    "before the pipeline is full. Over 10GbE a chunk takes about 0.22 ms a hop, so a tree's small messages are "
+    "not nearly as cheap as its hops' latencies alone (NCCL's own cost model counts the chunk; "
+    "`--tree-chunk-bytes 0` leaves it out). The last two rows show both.")
 net = st.radio("Network", state.LEARN_MECHANISM_NETS, index=state.index_of("learn_mech_net", state.LEARN_MECHANISM_NETS),
                horizontal=True, key="learn_mech_net", bind="query-params")
 case = learn_view.MECHANISM_CASE
