@@ -414,8 +414,9 @@ def sweep(
     from sim.parallel import check_grid_size, run_grid
 
     for name, values in (("gpus", gpus), ("schedulers", schedulers), ("networks", networks), ("bucket_mbs", bucket_mbs)):
-        if values is not None and (isinstance(values, (str, bytes)) or not hasattr(values, "__len__")):
-            raise SimInputError(f"sweep: {name} must be a list, got {type(values).__name__} {values!r}")
+        optional = name in ("networks", "bucket_mbs")
+        if (values is not None or not optional) and (isinstance(values, (str, bytes, dict)) or np.ndim(values) != 1):
+            raise SimInputError(f"sweep: {name} must be a list, got {type(values).__name__} {repr(values)[:40]}")
     if len(gpus) == 0 or len(schedulers) == 0:
         raise SimInputError("sweep needs at least one GPU count and one scheduler")
     if networks is not None and not networks:

@@ -154,7 +154,7 @@ class Cluster:
         if (self.alpha_s is None) != (self.beta_s_per_byte is None):
             raise SimInputError("give both alpha and beta, or neither")
         for name in ("alpha_s", "beta_s_per_byte", "gamma_s_per_byte"):
-            if getattr(self, name) is not None:
+            if getattr(self, name) is not None or name == "gamma_s_per_byte":
                 check_float(name, getattr(self, name), 0, None if name == "alpha_s" else MAX_S_PER_BYTE)
         if self.alpha_s is not None and self.alpha_s > 10:
             raise SimInputError(f"alpha = {self.alpha_s} s is absurd for one message (give seconds)")

@@ -214,7 +214,7 @@ class Model:
         without tensor info for ``"layer"``. ``None``: the model's own choice
         (``gradients``), else `sim.tensors.DEFAULT_GRADIENTS`. Needs compute times
         (a zoo model is timed first, `timed`); a view's view is the view."""
-        choice = check_gradients(gradients or self.gradients or DEFAULT_GRADIENTS)
+        choice = check_gradients(gradients if gradients is not None else self.gradients or DEFAULT_GRADIENTS)
         if choice == LAYER:
             return self if self.tensor_params is None else dataclasses.replace(self, tensor_params=None)
         return self.tensor_view()
@@ -457,6 +457,9 @@ def zoo_model(name: str, *, io_ms: float = 0.0, h2d_ms: float = 0.0, update_ms: 
         raise SimInputError(
             f"unknown model {name if len(name) <= 80 else name[:60] + '...'!r}; valid: {', '.join(ARCHITECTURES)}, or a path to a layer CSV"
         )
+    for key, value in arch_kwargs.items():  # before the cache: True == 1 would find 1's table, a list no key
+        if isinstance(value, bool) or not isinstance(value, (int, float, str, np.integer, np.floating)):
+            raise SimInputError(f"{key} must be a number, got {type(value).__name__} {str(value)[:40]!r}")
     table = _zoo_table(name, tuple(sorted(arch_kwargs.items())))
     return _table_model(table, name, ARCHITECTURES[name].source, io_ms, h2d_ms, update_ms,
                         {"arch_kwargs": dict(arch_kwargs)})

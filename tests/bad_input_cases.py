@@ -334,7 +334,7 @@ CLI_CASES: list[tuple[str, str]] = [
     ("sweep " + CSV + " --gpus 1,2 --power-w inf", "--power-w"),
     ("sweep " + CSV + " --gpus 1,2 --optimizer", "--optimizer"),
     # --- second hostile pass: tracebacks, unbounded work and absurd values ---------------------------------
-    ("run " + M + " --gpus 1048576 --stragglers 1", "task times (1,048,576 workers x 100 iterations"),
+    ("run " + M + " --gpus 1048576 --stragglers 1", "task times (a start and an end for 1,048,576 workers x 100 iterations"),
     ("run " + M + " --gpus 65536 --straggler-dist normal --straggler-cv 0.1 --iterations 1000", "the limit is"),
     ("sweep " + M + " --gpus 2,1048576 --straggler-dist normal --straggler-cv 0.1", "task times"),
     ("fit-network /dev/zero", "over 100 MB, the limit of a log file"),
@@ -360,6 +360,13 @@ CLI_CASES: list[tuple[str, str]] = [
     ("tune " + M + " --gpus 4 --knob credit --values " + ",".join(str(i) for i in range(1, 2002)), "at most 1,000"),
     ("run " + M + " --gpus 4 --price-usd-per-hour 1e308", "price_usd_per_hour must be <= 10000"),
     ("run " + M + " --gpus 4 --power-w 1e308", "power_w must be <= 100000"),
+    # --- third hostile pass (2026-11-25) -----------------------------------------------------------------------
+    ("algorithms " + M + " --gpus 4 --algorithms SSP --staleness 99999999999999999999",
+     "staleness must be a whole number <= 1000000"),
+    ("trace " + M + " --gpus 4 -o /dev/null", "-o: '/dev/null' is not a regular file"),
+    ("trace " + M + " --gpus 4 -o {d}", "is not a regular file"),
+    ("run --model tests/data/tiny.csv --gpus 8 --straggler-dist normal --straggler-cv 0.1 --sync-jitter-cv 0.5",
+     "per-worker engine draws each worker's compute itself"),
     ("sweep " + M + " --gpus 1,2 --power-w 1e6", "power_w must be <= 100000"),
     ("algorithms " + M + " --gpus 1024 --steps 2000 --algorithms BSP", "at most 200,000 (sim.workers.algorithms"),
     ("algorithms " + M + " --gpus 256 --steps 100 --algorithms AR-SGD", "tasks"),
@@ -395,6 +402,22 @@ WARNING_CASES: list[tuple[str, str, str]] = [
 #: Names available: sim, np, pd, Cluster, load_model, simulate, sweep, tiny (a timed 4-layer model).
 API_CASES: list[tuple[str, str, str]] = [
     ("cluster_jitter_text", "Cluster(gpus=2, sync_jitter_cv='0.1')", "sync_jitter_cv must be a number"),
+    ("cluster_gamma_none", "simulate(tiny, Cluster(gpus=2, gamma_s_per_byte=None), batch_size=8)",
+     "gamma_s_per_byte must be a number"),
+    ("api_calibrate_bool_after_number", "(simulate(tiny, Cluster(gpus=2), batch_size=8, calibrate_iteration_s=1.0), "
+     "simulate(tiny, Cluster(gpus=2), batch_size=8, calibrate_iteration_s=True))", "calibrate_iteration_s"),
+    ("api_seq_len_bool_after_number", "(load_model('bert_base', seq_len=8), load_model('bert_base', seq_len=True))",
+     "seq_len must be a number"),
+    ("api_seq_len_list", "load_model('bert_base', seq_len=[8])", "seq_len must be a number"),
+    ("api_gradients_false", "simulate(tiny, Cluster(gpus=2), batch_size=8, gradients=False)", "gradients must be"),
+    ("api_sweep_gpus_none", "sweep(tiny, Cluster(gpus=2), gpus=None, schedulers=['wfbp'], batch_size=8)",
+     "sweep: gpus must be a list"),
+    ("api_sweep_schedulers_none", "sweep(tiny, Cluster(gpus=2), gpus=[2], schedulers=None, batch_size=8)",
+     "sweep: schedulers must be a list"),
+    ("api_sweep_gpus_0d", "sweep(tiny, Cluster(gpus=2), gpus=np.array(8), schedulers=['wfbp'], batch_size=8)",
+     "sweep: gpus must be a list"),
+    ("api_workers_sync_jitter", "sim.workers.simulate_workers(tiny, Cluster(gpus=4, sync_jitter_cv=0.1), batch_size=8)",
+     "straggler spec's jitter_cv"),
     ("cluster_tree_chunk_nan", "Cluster(gpus=8, collective='nccl', tree_chunk_bytes=float('nan'))", "tree_chunk_bytes"),
     ("cluster_tree_chunk_negative", "Cluster(gpus=8, collective='nccl', tree_chunk_bytes=-5)", "tree_chunk_bytes"),
     # not a value of the expected kind at all (found by the hostile review of 2026-11-24)

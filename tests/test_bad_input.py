@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import shlex
 import subprocess
 import sys
@@ -242,3 +243,22 @@ def test_the_server_config_matches_the_apps_bounds():
     assert config["server"]["maxUploadSize"] == MAX_UPLOAD_MB
     assert config["server"]["address"] == "localhost"
     assert config["client"]["showErrorDetails"] in ("none", False)
+
+
+@pytest.mark.parametrize("value", ["abc", "", "1e30", "nan", "-1", "0", str(2**41)])
+def test_a_bad_task_limit_in_the_environment_is_refused_by_every_command(value):
+    """$SSGD_MAX_TASKS that is not a whole number from 1 to 2^40: one line, exit 2, even for a command that
+    times nothing (it was a traceback on import, or a limit of -1 that refused every run)."""
+    env = {**os.environ, "SSGD_MAX_TASKS": value}
+    proc = subprocess.run([sys.executable, "-m", "sim", "list", "gpus"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: $SSGD_MAX_TASKS must be a whole number of tasks from 1 to")
+    assert proc.stderr.count("\n") == 1
+
+
+def test_a_good_task_limit_in_the_environment_is_used():
+    env = {**os.environ, "SSGD_MAX_TASKS": "1000"}
+    proc = subprocess.run([sys.executable, "-m", "sim", "run", "--model", "resnet50", "--gpus", "4", "--scheduler",
+                           "bytescheduler"], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and "the limit is 1,000" in proc.stderr

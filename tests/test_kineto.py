@@ -231,6 +231,21 @@ def test_overlap_equals_grid_count(comm, comp):
     (json.dumps({"traceEvents": [_kernel("sgemm", "soon", 5, 7, 1)]}).encode(), "bad 'ts'"),
     (json.dumps({"traceEvents": [_kernel("sgemm", 0, 5, 7, 1), {**_kernel("sgemm", 0, 5, 7, 2), "pid": 1}]}).encode(),
      "GPU activity from 2 devices; give the trace of one rank"),
+    # absurd values are refused, not carried into the layer table (the hostile review of 2026-11-25)
+    (json.dumps({"traceEvents": [_kernel("ncclKernel_AllReduce", 0, 5, 7, 1, **{"In msg nelems": 10**30,
+                                                                              "dtype": "Float"})]}).encode(),
+     r"bad 'In msg nelems': 1000000000000000000000000000000 \(a whole number from 0 to 2\^48\)"),
+    (json.dumps({"traceEvents": [_kernel("ncclKernel_AllReduce", 0, 5, 7, 1, **{"In msg nelems": -5,
+                                                                              "dtype": "Float"})]}).encode(),
+     "bad 'In msg nelems': -5"),
+    (json.dumps({"traceEvents": [_kernel("ncclKernel_AllReduce", 0, 5, 7, 1, **{"In msg nelems": 8,
+                                                                              "dtype": "Quaternion"})]}).encode(),
+     "unknown dtype 'Quaternion'"),
+    (json.dumps({"traceEvents": [_kernel("sgemm", 0, 1e300, 7, 1)]}).encode(), "bad 'dur': 1e[+]?300"),
+    (json.dumps({"distributedInfo": {"world_size": "two"},
+                 "traceEvents": [_kernel("ncclKernel_AllReduce", 0, 5, 7, 1)]}).encode(), "bad world_size: 'two'"),
+    (json.dumps({"distributedInfo": {"world_size": 0},
+                 "traceEvents": [_kernel("ncclKernel_AllReduce", 0, 5, 7, 1)]}).encode(), "bad world_size: '0'"),
 ])
 def test_bad_traces_are_refused(data, message):
     with pytest.raises(SimInputError, match=message) as info:

@@ -134,13 +134,41 @@ class KinetoTrace:
 # ---------------------------------------------------------------- reading
 
 
+#: A complete event longer than a day (in the trace's microseconds) is absurd; an NCCL message of more than
+#: 2^48 elements (a petabyte of fp32) too.
+MAX_DUR_US = 86_400e6
+MAX_ELEMENTS = 2**48
+
+
 def _number(event: dict, key: str, index: int, where: str) -> float:
     value = event.get(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or (
-        key == "dur" and value < 0
+        key == "dur" and not 0 <= value <= MAX_DUR_US
     ):
-        raise SimInputError(f"{where}: event {index} ({str(event.get('name'))[:40]!r}) has a bad {key!r}: {value!r}")
+        raise SimInputError(f"{where}: event {index} ({str(event.get('name'))[:40]!r}) has a bad {key!r}: {value!r}"
+                            + (f" (a duration from 0 to {MAX_DUR_US:.0f} us)" if key == "dur" else ""))
     return float(value)
+
+
+def _elements(event: dict, args: dict, index: int, where: str) -> int | None:
+    """An NCCL kernel's ``In msg nelems``: None when absent, else a whole number from 0 to `MAX_ELEMENTS`."""
+    value = args.get("In msg nelems")
+    if value is None:
+        return None
+    whole = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value) and value.is_integer())
+    if isinstance(value, bool) or not whole or not 0 <= value <= MAX_ELEMENTS:
+        raise SimInputError(f"{where}: event {index} ({str(event.get('name'))[:40]!r}) has a bad 'In msg nelems': "
+                            f"{value!r} (a whole number from 0 to 2^48)")
+    return int(value)
+
+
+def _dtype(event: dict, args: dict, index: int, where: str):
+    """An NCCL kernel's ``dtype``: absent, or one `DTYPE_BYTES` knows."""
+    value = args.get("dtype")
+    if value is not None and value not in DTYPE_BYTES:
+        raise SimInputError(f"{where}: event {index} ({str(event.get('name'))[:40]!r}) has an unknown dtype "
+                            f"{str(value)[:40]!r}; known: {', '.join(DTYPE_BYTES)}")
+    return value
 
 
 def _keep(event, index: int, where: str) -> dict | None:
@@ -154,8 +182,8 @@ def _keep(event, index: int, where: str) -> dict | None:
         row = {"kind_": "gpu", "cat": _GPU_CATS[cat], "name": name, "device": event.get("pid"),
                "stream": args.get("stream", event.get("tid")), "correlation": args.get("correlation")}
         if name.startswith("nccl"):
-            row.update(coll_kind=args.get("Collective name"), dtype=args.get("dtype"),
-                       elements=args.get("In msg nelems"), group_size=args.get("Group size"))
+            row.update(coll_kind=args.get("Collective name"), dtype=_dtype(event, args, index, where),
+                       elements=_elements(event, args, index, where), group_size=args.get("Group size"))
     elif cat in _RUNTIME_CATS:
         if args.get("correlation") is None:
             return None
@@ -216,7 +244,7 @@ def _build(meta: dict, events: list[dict], where: str) -> KinetoTrace:
     props = meta.get("deviceProperties") if isinstance(meta.get("deviceProperties"), list) else []
     info = {
         "source": where,
-        "world_size": dist.get("world_size"),
+        "world_size": _world_size(dist.get("world_size"), where),
         "rank": dist.get("rank"),
         "backend": dist.get("backend"),
         "nccl_version": dist.get("nccl_version"),
@@ -225,6 +253,16 @@ def _build(meta: dict, events: list[dict], where: str) -> KinetoTrace:
         "steps_profiled": len(step_frame),
     }
     return KinetoTrace(where=where, gpu=gpu, steps=step_frame, info=info)
+
+
+def _world_size(value, where: str) -> int | None:
+    """``distributedInfo.world_size``: absent, or a whole number of ranks from 1 to 2^20."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**20:
+        raise SimInputError(f"{where}: distributedInfo has a bad world_size: {str(value)[:40]!r} (a whole number of "
+                            "ranks from 1 to 1048576)")
+    return value
 
 
 def _join_launches(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame:

@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
             warnings.simplefilter("always", SimInputWarning)
             warnings.showwarning = warning_writer(err, warnings.showwarning)
             args = build_parser().parse_args(argv)
+            check_environment()
             next(c for c in COMMANDS if args.command == c.NAME).run(args, out)
     except SimInputError as exc:
         err.write(f"error: {exc}\n")
@@ -77,6 +78,14 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
     except BrokenPipeError:
         quiet_stdout(out)
     return 0
+
+
+def check_environment() -> None:
+    """Refuse a bad ``$SSGD_MAX_TASKS`` before any command runs (`sim.core.run` keeps its default meanwhile)."""
+    from sim.core.run import MAX_TASKS_ENV_ERROR
+
+    if MAX_TASKS_ENV_ERROR:
+        raise SimInputError(MAX_TASKS_ENV_ERROR)
 
 
 def warning_writer(err, other):

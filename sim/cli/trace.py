@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 
 from sim.cli.workload import add_compression_flag, add_workload_flags, run_one
 from sim.errors import SimInputError
@@ -32,13 +34,30 @@ def run(args, out) -> None:
                             "(sim.cli.trace.MAX_TRACE_EVENTS): use fewer iterations, GPUs or partitions")
     trace = chrome_trace(res.timeline, title=f"{res.metrics['model']} {res.metrics['scheduler']} P={res.metrics['gpus']}",
                          metrics=res.metrics)
-    partial = f"{args.output}.partial"  # written whole, then renamed: no half-written trace is left
-    try:
-        with open(partial, "w", encoding="utf-8") as fh:
-            json.dump(trace, fh)
-        os.replace(partial, args.output)
-    except OSError as exc:
-        if os.path.exists(partial):
-            os.remove(partial)
-        raise SimInputError(f"-o: cannot write {args.output!r}: {exc.strerror}") from None
+    write_whole(args.output, trace)
     out.write(f"wrote {len(trace['traceEvents'])} events to {args.output}\n")
+
+
+def write_whole(output: str, trace: dict) -> None:
+    """Write ``trace`` as JSON to ``output``: into a new file beside it, then renamed over it, so that no
+    half-written trace is left. A link is written through to its target; a target that is not a regular file
+    (a device, a pipe, a directory) is refused rather than replaced."""
+    target = os.path.realpath(output)
+    if os.path.exists(target) and not os.path.isfile(target):
+        raise SimInputError(f"-o: {output!r} is not a regular file (a directory, device or pipe); give a file path")
+    try:
+        fd, partial = tempfile.mkstemp(prefix=os.path.basename(target) + ".", suffix=".partial",
+                                       dir=os.path.dirname(target))
+    except OSError as exc:
+        raise SimInputError(f"-o: cannot write {output!r}: {exc.strerror}") from None
+    try:
+        umask = os.umask(0)  # mkstemp makes the file private: give it what open() would (or the file's own mode)
+        os.umask(umask)
+        os.chmod(partial, os.stat(target).st_mode & 0o777 if os.path.exists(target) else 0o666 & ~umask)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(trace, fh)
+        os.replace(partial, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.remove(partial)
+        raise SimInputError(f"-o: cannot write {output!r}: {exc.strerror}") from None

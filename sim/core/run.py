@@ -41,7 +41,7 @@ from sim.core.timeline import graph_timeline, renamed_layers
 from sim.errors import SimInputError
 from sim.tensors import layer_renamer
 
-__all__ = ["CELLS_PER_TASK", "ENGINES", "MAX_TASKS", "MAX_TASKS_ENV", "Timing", "check_cell_budget",
+__all__ = ["CELLS_PER_TASK", "ENGINES", "MAX_TASKS", "MAX_TASKS_ENV", "MAX_TASKS_ENV_ERROR", "MAX_TASKS_LIMIT", "Timing", "check_cell_budget",
            "check_task_budget", "estimated_tasks", "forget_kept",
            "interference_model", "single_gpu_iteration_s", "time_plan"]
 
@@ -49,7 +49,27 @@ __all__ = ["CELLS_PER_TASK", "ENGINES", "MAX_TASKS", "MAX_TASKS_ENV", "Timing", 
 #: for one worker's plain pipeline, `sim.core.pipeline`; a timeline or interference adds to it); raise it with the
 #: environment variable `MAX_TASKS_ENV` or here.
 MAX_TASKS_ENV = "SSGD_MAX_TASKS"
-MAX_TASKS = int(os.environ.get(MAX_TASKS_ENV, "8000000"))
+#: Beyond 2^40 tasks a run would take days and terabytes: the environment variable is refused above it.
+MAX_TASKS_LIMIT = 2**40
+
+
+def _max_tasks_from_env(default: int = 8_000_000) -> tuple[int, str]:
+    """`MAX_TASKS` from ``$SSGD_MAX_TASKS`` and, for a bad value, the message every budget check raises (the
+    default stands meanwhile, so that commands that time nothing still run)."""
+    text = os.environ.get(MAX_TASKS_ENV)
+    if text is None:
+        return default, ""
+    try:
+        value = int(text.strip().replace("_", ""))
+    except ValueError:
+        value = None
+    if value is None or not 1 <= value <= MAX_TASKS_LIMIT:
+        return default, (f"${MAX_TASKS_ENV} must be a whole number of tasks from 1 to {MAX_TASKS_LIMIT:,}, "
+                         f"got {text[:40]!r}")
+    return value, ""
+
+
+MAX_TASKS, MAX_TASKS_ENV_ERROR = _max_tasks_from_env()
 #: Numbers a per-worker run's arrays may hold per task of the budget (16 x 8M: about 1 GB, 10 s).
 CELLS_PER_TASK = 16
 
@@ -351,6 +371,8 @@ def estimated_tasks(model, plan: Plan, precision: str, iterations: int, workers:
 
 def check_task_budget(model, plan: Plan, cost, precision: str, iterations: int, workers: int = 1) -> None:
     """Refuse, before any work, a run whose task graph would exceed `MAX_TASKS`."""
+    if MAX_TASKS_ENV_ERROR:
+        raise SimInputError(MAX_TASKS_ENV_ERROR)
     tasks = estimated_tasks(model, plan, precision, iterations, workers, cost)
     if tasks > MAX_TASKS:
         raise SimInputError(
@@ -363,11 +385,13 @@ def check_task_budget(model, plan: Plan, cost, precision: str, iterations: int, 
 def check_cell_budget(model, plan: Plan, iterations: int, workers: int) -> None:
     """Refuse, before any work, a per-worker run whose arrays of task times (`sim.core.fast`: a start and an
     end per worker, iteration, layer and message) would exceed `CELLS_PER_TASK` x `MAX_TASKS` numbers."""
+    if MAX_TASKS_ENV_ERROR:
+        raise SimInputError(MAX_TASKS_ENV_ERROR)
     cells = 2 * workers * iterations * (model.num_layers + len(plan.groups))
     if cells > CELLS_PER_TASK * MAX_TASKS:
         raise SimInputError(
-            f"this run would hold about {cells:,} task times ({workers:,} workers x {iterations} iterations x "
-            f"{model.num_layers:,} layers); the limit is {CELLS_PER_TASK * MAX_TASKS:,} ({CELLS_PER_TASK} x "
+            f"this run would hold about {cells:,} task times (a start and an end for {workers:,} workers x "
+            f"{iterations} iterations x ({model.num_layers:,} layers + {len(plan.groups):,} messages)); the limit is {CELLS_PER_TASK * MAX_TASKS:,} ({CELLS_PER_TASK} x "
             f"${MAX_TASKS_ENV} or sim.core.run.MAX_TASKS): use fewer workers, iterations or layers")
 
 

@@ -82,8 +82,10 @@ def resolve_model(model, cluster, batch_size: int, precision: str, prefetch: boo
     or per layer (``gradients``, else the model's own choice, else
     `sim.tensors.DEFAULT_GRADIENTS`; `sim.model.Model.with_gradients`).
     Worked out once per model and arguments."""
-    key = (cluster.gpu, batch_size, precision, bool(prefetch), calibrate_iteration_s, gradients, optimizer,
-           _fingerprint(model))
+    # each argument with its type: True == 1 and hash(True) == hash(1), and a bool must meet the checks, not a
+    # result kept for the number
+    key = tuple((type(v), v) for v in (cluster.gpu, batch_size, precision, bool(prefetch), calibrate_iteration_s,
+                                       gradients, optimizer)) + (_fingerprint(model),)
     try:
         with _RESOLVED_LOCK:
             kept = _RESOLVED.get(model)

@@ -102,6 +102,8 @@ UPDATE_COLUMNS = (
     "weight", "staleness",
 )
 MAX_STEPS = 2000
+#: SSP's staleness bound beyond the steps a run takes (`MAX_STEPS`) changes nothing: a larger one is refused.
+MAX_STALENESS = 1_000_000
 MAX_ALGORITHM_WORKERS = 1024
 #: Workers x steps of one run: each is an event of about 0.1 ms and 5 kB, so at most about 25 s and 1 GB.
 MAX_WORKER_STEPS = 200_000
@@ -130,7 +132,7 @@ class AlgorithmConfig:
     gossip_p: float = 0.5
 
     def __post_init__(self) -> None:
-        check_int("staleness", self.staleness, 0)
+        check_int("staleness", self.staleness, 0, MAX_STALENESS)
         check_int("tau", self.tau, 1)
         if self.moving_rate is not None:
             check_float("moving_rate", self.moving_rate, 0, 1, low_open=True)

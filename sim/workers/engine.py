@@ -12,6 +12,7 @@ tasks take the aggregate run's times exactly.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Sequence
@@ -196,6 +197,11 @@ def simulate_workers(
     has every worker's tasks and its waits (`with_waits`).
     """
     spec = straggler or StragglerSpec()
+    if cluster.sync_jitter_cv:
+        raise SimInputError(f"sync_jitter_cv = {cluster.sync_jitter_cv} is the aggregate engine's jitter; the "
+                            "per-worker engine draws each worker's compute itself: give the straggler spec's "
+                            "jitter_cv (--straggler-jitter-cv) instead")
+    cluster = dataclasses.replace(cluster, sync_jitter_cv=0.0)  # (the fitted default too: the draws stand for it)
     if timeline_iterations is not None:
         check_int("timeline_iterations", timeline_iterations, 1)
     common = dict(batch_size=batch_size, iterations=iterations, seed=seed, precision=precision, prefetch=prefetch,
