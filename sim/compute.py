@@ -8,8 +8,8 @@ A roofline per layer (Williams, Waterman and Patterson, "Roofline", CACM 2009):
 * bytes: the layer's input and output activations (batch x elements x width)
   plus its weights (params x width), read or written once.
 * peak_flops: the GPU's datasheet rate at the precision (fp32: FP32 CUDA
-  cores; fp16 and amp: FP16 tensor cores; tf32: TF32 tensor cores for the
-  tensor-core layer types, where faster, `_tf32_rates`), from ``data/gpus.csv``.
+  cores; fp16 and amp: FP16 tensor cores, where faster; tf32: TF32 tensor cores for the
+  tensor-core layer types, where faster, `_tensor_core_rates`), from ``data/gpus.csv``.
 
 Backward costs ``BACKWARD_FACTOR[type]`` times the forward: 2 for layers with
 weights (the gradient with respect to the input and to the weights each cost
@@ -132,10 +132,7 @@ def layer_times_s(
     if COMPUTE_PRECISION[precision] in ("fp16", "tf32"):  # tensor cores reach a smaller share of their peak
         scale = tensor_core_scales() if tensor_core_scale is None else tensor_core_scale
         factor = np.array([scale.get(t, 1.0) for t in layer_types])
-        if COMPUTE_PRECISION[precision] == "fp16":
-            eff = eff * factor
-        else:
-            peak, eff = _tf32_rates(spec, layer_types, eff, factor)
+        peak, eff = _tensor_core_rates(spec, COMPUTE_PRECISION[precision], layer_types, eff, factor)
     back = np.array([BACKWARD_FACTOR.get(t, DEFAULT_BACKWARD_FACTOR) for t in layer_types])
     out_elems = np.asarray(out_elems, dtype=float)
     in_elems = np.concatenate(([out_elems[0]], out_elems[:-1]))  # a layer reads its predecessor's output
@@ -150,15 +147,23 @@ def layer_times_s(
     return fwd, bwd
 
 
-def _tf32_rates(spec, layer_types, eff: np.ndarray, factor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per layer, the peak and efficiency under ``tf32``: a layer of the tensor-core families
-    (``data/tensor_cores.csv``) runs at the TF32 peak times its efficiency times its family's scale
-    (``factor``) where that beats the fp32 rate, as cuDNN and cuBLAS pick the faster kernel; every
-    other layer, and every layer of a GPU without TF32 (`has_tf32`), at the fp32 peak."""
-    fp32, tf32 = spec.peak_flops("fp32"), spec.peak_flops("tf32")
-    stored = tensor_core_scales()
-    faster = np.array([t in stored for t in layer_types], dtype=bool) & (tf32 * factor > fp32)
-    return np.where(faster, tf32, fp32), np.where(faster, eff * factor, eff)
+def _tensor_core_rates(spec, kind: str, layer_types, eff: np.ndarray, factor: np.ndarray,
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Per layer, the peak and efficiency under ``fp16`` or ``tf32`` (``kind``): a layer runs at that
+    peak times its efficiency times its family's scale (``factor``, ``data/tensor_cores.csv``) where that
+    beats the fp32 rate, as cuDNN and cuBLAS pick the faster kernel (a half-precision convolution can
+    always compute in fp32), else at the fp32 peak. So mixed precision is never slower than fp32 in its
+    arithmetic: on a GPU without tensor cores (K80, P100: no fp16 units past 2x) or with few (RTX 4090:
+    165 against 83 TFLOPS, less than the scale fitted on the V100's 8x needs) the layers keep the fp32 rate
+    and gain only the halved memory traffic. Under ``tf32`` only the tensor-core families use TF32 at all,
+    so every layer of a GPU without TF32 (`has_tf32`) runs at the fp32 peak, as fp32 does."""
+    fp32, low = spec.peak_flops("fp32"), spec.peak_flops(kind)
+    eligible = np.ones(len(factor), dtype=bool)
+    if kind == "tf32":
+        stored = tensor_core_scales()
+        eligible = np.array([t in stored for t in layer_types], dtype=bool)
+    faster = eligible & (low * factor > fp32)
+    return np.where(faster, low, fp32), np.where(faster, eff * factor, eff)
 
 
 def has_tf32(gpu: str) -> bool:
