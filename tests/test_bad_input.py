@@ -103,7 +103,8 @@ def test_cli_warns_of_input_that_does_nothing(line, expected, flag):
         code_bare, bare, err_bare = cli(argv[:at] + argv[at + 2:] + ["--format", "json"])
         assert code == code_bare == 0 and err_bare == ""
         with_flag, bare = json.loads(with_flag), json.loads(bare)
-        assert with_flag.pop(flag) != bare.pop(flag)  # the flag was taken...
+        if flag in with_flag:  # a link or collective the metrics name
+            assert with_flag.pop(flag) != bare.pop(flag)  # the flag was taken...
         assert with_flag == bare  # ...and changed nothing else
 
 
@@ -262,3 +263,17 @@ def test_a_good_task_limit_in_the_environment_is_used():
     proc = subprocess.run([sys.executable, "-m", "sim", "run", "--model", "resnet50", "--gpus", "4", "--scheduler",
                            "bytescheduler"], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2 and "the limit is 1,000" in proc.stderr
+
+
+@pytest.mark.parametrize("extra, expected", [
+    (["--network", "100gbe"], "--size-regimes does nothing with --network 100gbe: it has no measured"),
+    (["--network", "10gbe-k80-osu", "--network-gbps", "3"], "--size-regimes does nothing with --network-gbps"),
+])
+def test_size_regimes_that_do_nothing_say_so(extra, expected):
+    """--size-regimes without a measured table for the network, or with its rate overridden: a warning, and
+    the numbers of the run without the flag."""
+    argv = ["run", "--model", "resnet50", "--gpus", "8", *extra, "--format", "json"]
+    code, out, err = cli([*argv, "--size-regimes"])
+    assert code == 0 and err.startswith("warning: ") and expected in err and err.count("\n") == 1, err
+    code_bare, bare, err_bare = cli(argv)
+    assert code_bare == 0 and err_bare == "" and json.loads(out) == json.loads(bare)

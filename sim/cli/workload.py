@@ -37,6 +37,7 @@ from sim.runs import (
 )
 from sim.schedulers.knobs import DEFAULT_BUCKET_MB, KNOBS
 from sim.schedulers.registry import PS_ARCHITECTURE, check_knobs_apply, knob_users, scheduler_names
+from sim.topology import network_regimes
 
 __all__ = ["add_compression_flag", "add_knob_flags", "add_workload_flags", "bucket_mb", "check_cluster_flags", "check_not_blank", "checked_runs", "cluster", "model", "options",
            "run_one"]
@@ -211,8 +212,9 @@ def check_cluster_flags(args, architectures) -> None:
     """--alpha/--beta replace the links and the collective; a parameter server has no collective."""
     if (args.alpha is None) != (args.beta is None):
         raise SimInputError("--alpha and --beta go together: give both or neither")
-    for flag in ("network", "intra", "collective", "framework", "launch_us", "network_gbps", "intra_gbps"):
-        if args.alpha is not None and getattr(args, flag, None) is not None:
+    for flag in ("network", "intra", "collective", "framework", "launch_us", "network_gbps", "intra_gbps",
+                 "tree_chunk_bytes", *TOPOLOGY_FLAGS):
+        if args.alpha is not None and getattr(args, flag, None) not in (None, False):
             raise SimInputError(f"--{flag.replace('_', '-')} does nothing with --alpha/--beta (they replace the "
                                 "links, the collective and the framework): give one or the other")
     if args.collective is not None and architectures and all(a == PS_ARCHITECTURE for a in architectures):
@@ -236,8 +238,34 @@ def warn_unused_links(args) -> None:
                       f"only {' and '.join(CHUNKED)} pipeline a tree")
     if args.collective is not None and max(gpus) == 1:
         unused.append("--collective does nothing with one GPU (nothing is all-reduced): give --gpus")
+    unused += _unused_overrides(args, gpus)
     for message in unused:
         warnings.warn(message, SimInputWarning, stacklevel=2)
+
+
+def _unused_overrides(args, gpus: list[int]) -> list[str]:
+    """The overrides this run ignores: interference coefficients with interference off, a link's rate where
+    that link is not used, size regimes without a table or under --network-gbps."""
+    out = []
+    if getattr(args, "interference", None) is False:
+        out += [f"--{k} does nothing with --no-interference" for k in ("compute-slowdown", "comm-slowdown")
+                if getattr(args, k.replace("-", "_"), None) is not None]
+    if getattr(args, "network_gbps", None) is not None and max(gpus) <= args.gpus_per_node:
+        out.append("--network-gbps does nothing when every GPU is in one node: no inter-node link is used")
+    if getattr(args, "intra_gbps", None) is not None and args.gpus_per_node == 1:
+        out.append("--intra-gbps does nothing with one GPU per node (no intra-node link): give --gpus-per-node")
+    if getattr(args, "size_regimes", False):
+        network = getattr(args, "network", None) or DEFAULTS["network"]
+        if getattr(args, "network_gbps", None) is not None:
+            out.append("--size-regimes does nothing with --network-gbps: the measured table is replaced")
+        elif not network_regimes(network):
+            out.append(f"--size-regimes does nothing with --network {network}: it has no measured size-regime "
+                       "table (data/network_regimes.csv)")
+    if getattr(args, "nic_near_gpus", None) is not None and getattr(args, "nic_path", None) is None \
+            and (getattr(args, "topology", None) in (None, "flat")):
+        out.append("--nic-near-gpus does nothing without --nic-path (or a topology with one): the other GPUs "
+                   "cross no link to the NIC")
+    return out
 
 
 #: The cluster flags' defaults (None on the command line, so that a flag given for nothing is seen).
