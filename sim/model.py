@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import io
 import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sim.checks import MAX_TIME_S, check_array, check_float, check_int
-from sim.errors import SimInputError
+from sim.errors import SimInputError, SimInputWarning
 from sim.precision import BYTES_PER_PARAM, PRECISIONS, bytes_per_param
 from sim.tensors import (
     DEFAULT_GRADIENTS,
@@ -63,6 +64,10 @@ __all__ = [
 ]
 
 REQUIRED_COLUMNS = ("name", "params", "fwd_ms", "bwd_ms")
+#: Every column `model_from_frame` reads; and the columns the project's own writers add for the reader's
+#: information (`Model.layers_frame`, the B-Caffe and Kineto importers), which it leaves unread without a word.
+READ_COLUMNS = (*REQUIRED_COLUMNS, "type", "comm_ms", "tensors")
+NOTE_COLUMNS = ("fwd_flops", "out_elems", "dtype", "allreduce_bytes", "blobs")
 #: Layers per model; raise it here (each layer costs tasks, memory and time in every run).
 MAX_LAYERS = 100_000
 #: Parameters per model: 1e15 (a thousand times the largest published models), so that the gradient's
@@ -311,6 +316,10 @@ def model_from_frame(
         raise SimInputError(f"{where}: missing column(s) {', '.join(missing)}; need {', '.join(REQUIRED_COLUMNS)}")
     if len(frame) == 0:
         raise SimInputError(f"{where}: no layer rows")
+    unread = [str(c) for c in frame.columns if c not in READ_COLUMNS + NOTE_COLUMNS]
+    if unread:
+        warnings.warn(f"{where}: column(s) {', '.join(map(repr, unread[:5]))} not read (a layer table reads "
+                      f"{', '.join(READ_COLUMNS)}): check the spelling", SimInputWarning, stacklevel=2)
     names = [str(v).strip() for v in frame["name"]]
     seen: dict[str, int] = {}
     for i, layer in enumerate(names):

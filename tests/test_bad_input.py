@@ -277,3 +277,18 @@ def test_size_regimes_that_do_nothing_say_so(extra, expected):
     assert code == 0 and err.startswith("warning: ") and expected in err and err.count("\n") == 1, err
     code_bare, bare, err_bare = cli(argv)
     assert code_bare == 0 and err_bare == "" and json.loads(out) == json.loads(bare)
+
+
+def test_a_misspelled_layer_column_is_named(tmp_path):
+    """A layer CSV's column the reader does not know (comm_msec for comm_ms) is named in a warning; it was
+    dropped without a word and the links' cost simulated instead of the measured one. The columns the
+    project's own writers add (fwd_flops, out_elems; the importers' dtype, allreduce_bytes, blobs) pass."""
+    path = tmp_path / "typo.csv"
+    path.write_text("name,params,fwd_ms,bwd_ms,comm_msec\nl1,100,1,2,50\nl2,100,1,2,90\n")
+    code, _, err = cli(["run", "--model", str(path), "--gpus", "4"])
+    assert code == 0 and err.count("\n") == 1
+    assert "typo.csv: column(s) 'comm_msec' not read" in err
+    written = tmp_path / "written.csv"
+    sim.load_model("resnet50").timed(gpu="v100-sxm2", batch_size=8).layers_frame().to_csv(written, index=False)
+    code, _, err = cli(["run", "--model", str(written), "--gpus", "4"])
+    assert code == 0 and err == ""
