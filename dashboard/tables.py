@@ -125,7 +125,7 @@ def layer_table(model: sim.Model, cost: CommCost, precision: str, groups: list[l
 
     ``model`` must carry compute times (a resolved model, e.g. ``SimResult.model``).
     The all-reduce columns are for the layer's gradient sent alone:
-    ``T(M) = alpha + beta * M`` (0 for layers without parameters). With a
+    ``T(M) = alpha + beta * M`` of the size regime M falls in (0 for layers without parameters). With a
     trace-driven cost (measured ``layer_s``), the measured time is the total
     and its alpha part is the fitted alpha, at most the whole.
     """
@@ -136,9 +136,10 @@ def layer_table(model: sim.Model, cost: CommCost, precision: str, groups: list[l
         total_ms = np.where(has, np.asarray(measured, dtype=float) * 1e3, 0.0)
         alpha_ms = np.minimum(np.where(has, cost.alpha_s * 1e3, 0.0), total_ms)
         beta_ms = total_ms - alpha_ms
-    else:
-        alpha_ms = np.where(has, cost.alpha_s * 1e3, 0.0)
-        beta_ms = np.where(has, cost.beta_s_per_byte * nbytes * 1e3, 0.0)
+    else:  # the line of the size regime each gradient falls in (piecewise costs: size regimes, the tree's fill)
+        alpha = np.array([cost.alpha_at(b) for b in nbytes]) if cost.regimes else np.full(len(nbytes), cost.alpha_s)
+        alpha_ms = np.where(has, alpha * 1e3, 0.0)
+        beta_ms = np.where(has, np.asarray(cost.time_s(nbytes), dtype=float) * 1e3, 0.0) - alpha_ms
     group_of = {name: gi for gi, members in enumerate(groups or []) for name in members}
     frame = pd.DataFrame(
         {

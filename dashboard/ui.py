@@ -416,6 +416,15 @@ def guarded(fn: Callable[..., T], *args, **kwargs) -> T:
         raise  # unreachable: st.stop() raises
 
 
+def cost_line(cost) -> str:
+    """``α + β·M with α = ..., β = ...``, or for a piecewise cost (size regimes, a tree's pipeline fill) its
+    regimes' count and the small-message α and large-message β."""
+    if not cost.regimes:
+        return f"α + β·M with α = {fmt_alpha(cost.alpha_s)}, β = {cost.beta_s_per_byte * 1e9:.3g} ns/byte"
+    return (f"α + β·M in {len(cost.regimes)} size regimes ({cost.label}): α = {fmt_alpha(cost.alpha_s)} for the "
+            f"smallest messages, β = {cost.beta_s_per_byte * 1e9:.3g} ns/byte for the largest")
+
+
 def assumptions(cfg: Config, what: str = "") -> None:
     """One line stating the model behind the page's numbers."""
     cost = cfg.cluster().comm_cost(cached.model_of(cfg), cfg.precision)
@@ -427,7 +436,7 @@ def assumptions(cfg: Config, what: str = "") -> None:
     else:
         nodes = max(1, cfg.gpus // cfg.gpus_per_node)
         comm = (f"{cfg.collective} all-reduce on {nodes} node(s) × {min(cfg.gpus, cfg.gpus_per_node)} GPUs "
-                f"costs α + β·M with α = {fmt_alpha(cost.alpha_s)}, β = {cost.beta_s_per_byte * 1e9:.3g} ns/byte")
+                f"costs {cost_line(cost)}")
     st.caption(
         f"Assumptions: α-β cost model ({comm}); {cfg.gpus} identical workers"
         f"{' (stragglers from the sidebar: per-worker panel below)' if st.session_state.get('strag') else ', no stragglers'}; "

@@ -29,7 +29,10 @@ c[2].metric("Gradient per iteration", tables.fmt_bytes(layers["grad_bytes"].sum(
 c[3].metric("Layers where α > β·M", f"{alpha_bound} of {len(with_params)}",
             help="For these layers, sending the gradient alone costs more in start-up than in transfer: "
                  "merging them with neighbours saves most.")
-if cfg.gpus > 1:
+if cfg.gpus > 1 and cost.regimes:
+    st.caption(f"All-reduce here: T(M) = {ui.cost_line(cost)}; each layer's bars split its gradient's time by the "
+               "line of the regime it falls in.")
+elif cfg.gpus > 1:
     st.caption(
         f"All-reduce here: T(M) = α + β·M with α = {ui.fmt_alpha(cost.alpha_s)} and β = "
         f"{cost.beta_s_per_byte * 1e9:.3g} ns/byte, so a gradient smaller than α/β = "

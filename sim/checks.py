@@ -45,13 +45,17 @@ def check_float(name: str, value, low: float | None = None, high: float | None =
     +inf only with ``allow_inf``."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise SimInputError(f"{name} must be a number, got {value!r}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int beyond a float's range (10**400)
+        raise SimInputError(f"{name} must be a finite number, got an integer of {len(str(abs(value)))} digits") from None
     if math.isnan(value) or (math.isinf(value) and not (allow_inf and value > 0)):
         raise SimInputError(f"{name} must be a finite number, got {value}")
     if low is not None and (value < low or (low_open and value == low)):
         raise SimInputError(f"{name} must be {'>' if low_open else '>='} {low:g}, got {value:g}")
     if high is not None and value > high:
-        raise SimInputError(f"{name} must be <= {high:g}, got {value:g}")
+        shown = f"{value:g}" if f"{value:g}" != f"{high:g}" else repr(value)  # 1073741825 shows as 1.07374e+09
+        raise SimInputError(f"{name} must be <= {high:g}, got {shown}")
     return value
 
 

@@ -34,7 +34,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sim.checks import check_int
+from sim.checks import check_float, check_int
 from sim.core.cost import (
     NO_COMM,
     CommCost,
@@ -251,31 +251,33 @@ TREE_CHUNK_BYTES = 262144
 
 def double_binary_tree(nodes: int, k: int, intra: Link, inter: Link, gamma: float,
                        chunk_bytes: float = TREE_CHUNK_BYTES) -> CommCost:
-    """NCCL's double binary tree: per hop alpha + min(M, C) beta, 2 (ceil(lg N) + k - 1) hops, + 2 M beta + M gamma.
+    """NCCL's double binary tree, pipelined in chunks of C = ``chunk_bytes``:
+    H alpha + M gamma plus min(M, C) sum_h beta_h + 2 max(M - C, 0) beta, over the H = 2 (ceil(lg N) + k - 1) hops.
 
     NCCL 2.4 (Sanders, Speck and Traeff, Parallel Computing 35(12), 2009;
     NVIDIA, "Massively Scale Your Deep Learning Training with NCCL 2.4", 2019):
     two complementary binary trees across the nodes, each reducing and then
-    broadcasting half of the data; inside a node the k GPUs form a chain. Every
-    rank is interior in one tree and a leaf in the other, so it sends and
-    receives 2M bytes in all, 2 M beta on the slowest link. The data are
-    pipelined in chunks of C = ``chunk_bytes`` (`TREE_CHUNK_BYTES`, NCCL's
-    figure; 0 leaves the fill out, the model before it), so the pipeline fills in
-    the depth of the trees, up and down (ceil(lg N) hops across the network,
-    k-1 along the chain), each hop a latency and one chunk at that hop's rate
-    (the whole message when it is smaller than a chunk): two size regimes,
-    continuous at C. One rank per node sends across the network at a time, so
-    the interface is not shared.
+    broadcasting half of the data; inside a node the k GPUs form a chain, so a
+    message climbs and descends ceil(lg N) hops across the network and k-1
+    along the chain, each at its own latency. The data move in chunks of C
+    (`TREE_CHUNK_BYTES`): a message no larger than a chunk crosses every hop
+    once, each hop at its own rate (sum_h beta_h M); a larger one fills the
+    pipeline with its first chunk and streams the rest through the slowest
+    link, where every rank, interior in one tree and a leaf in the other,
+    sends and receives 2 bytes a byte (2 (M - C) beta). Two size regimes,
+    continuous at C; ``chunk_bytes`` 0 gives the model without the fill,
+    H alpha + 2 M beta + M gamma. One rank per node sends across the network
+    at a time, so the interface is not shared.
     """
     link = _bottleneck(nodes, k, intra, inter)
     alpha = 2 * (_lg(nodes) * inter.alpha_s + (k - 1) * intra.alpha_s)
-    beta = 2 * link.beta_s_per_byte + gamma
-    fill = 2 * (_lg(nodes) * inter.beta_s_per_byte + (k - 1) * intra.beta_s_per_byte)  # per byte of a chunk
-    if fill == 0 or chunk_bytes == 0:
-        return CommCost(alpha, beta, "double_binary_tree")
-    return CommCost.piecewise([Regime(0.0, alpha, beta + fill, "tree, one chunk"),
-                               Regime(float(chunk_bytes), alpha + fill * chunk_bytes, beta, "tree, pipelined")],
-                              "double_binary_tree")
+    stream = 2 * link.beta_s_per_byte
+    hops = 2 * (_lg(nodes) * inter.beta_s_per_byte + (k - 1) * intra.beta_s_per_byte)  # one byte through every hop
+    if hops <= stream or chunk_bytes == 0:  # (no hop at the slowest link's rate: nothing to fill)
+        return CommCost(alpha, stream + gamma, "double_binary_tree")
+    return CommCost.piecewise([Regime(0.0, alpha, hops + gamma, "tree, one chunk"),
+                               Regime(float(chunk_bytes), alpha + (hops - stream) * chunk_bytes, stream + gamma,
+                                      "tree, pipelined")], "double_binary_tree")
 
 
 def ps_cost(nodes: int, k: int, intra: Link, inter: Link, gamma: float = 0.0, *, servers: int | None = None,
@@ -364,7 +366,8 @@ def nccl(nodes: int, k: int, intra: Link, inter: Link, gamma: float,
     named = [CommCost.piecewise([Regime(x.from_bytes, x.alpha_s, x.beta_s_per_byte, name) for x in lines(c)], name)
              for c, name in ((t, "tree"), (r, "ring"))]
     env = lower_envelope(named, "nccl")
-    algos = list(dict.fromkeys(x.label for x in lines(env)))
+    algos = list(dict.fromkeys(x.label for x in env.regimes)) or [  # one line wins at every size: which
+        c.label for c in named if (c.alpha_s, c.beta_s_per_byte) == (env.alpha_s, env.beta_s_per_byte)][:1]
     return dataclasses.replace(env, label=f"nccl ({', then '.join(algos)})")
 
 
@@ -402,6 +405,7 @@ def allreduce_cost(
     if nodes * gpus_per_node == 1:
         return NO_COMM
     formula = COLLECTIVES[collective]
+    tree_chunk_bytes = check_float("tree_chunk_bytes", tree_chunk_bytes, 0)
     if collective in CHUNKED:
         formula = functools.partial(formula, chunk_bytes=tree_chunk_bytes)
     if not intra.regimes and not (inter.regimes and nodes > 1):

@@ -51,20 +51,23 @@ class TestTorus2D:
 
 class TestDoubleBinaryTree:
     def test_eight_nodes_of_four(self):
-        # 2 (lg 8 alpha_e + 3 alpha_i) + 2 M beta_e, and the pipeline's fill: one 256 KiB chunk
-        # through every hop, 2 (lg 8 beta_e + 3 beta_i) C
-        fill = 2 * (3 * 1e-9 + 3 * 1e-10) * 262144
-        expect = 2 * (3 * 1e-5 + 3 * 1e-6) + 2 * 1e-9 * M + fill
+        # 2 (lg 8 alpha_e + 3 alpha_i); the first 256 KiB chunk crosses every hop at that hop's rate,
+        # 2 (lg 8 beta_e + 3 beta_i) C; the rest streams through the slowest link, 2 (M - C) beta_e
+        c = 262144
+        expect = 2 * (3 * 1e-5 + 3 * 1e-6) + 2 * (3 * 1e-9 + 3 * 1e-10) * c + 2 * 1e-9 * (M - c)
         assert t(double_binary_tree(8, 4, INTRA, INTER, 0.0)) == pytest.approx(expect, rel=1e-12)
 
     def test_a_message_smaller_than_a_chunk_is_one_chunk(self):
-        # 100 kB < 256 KiB: every hop carries the whole message once more
+        # 100 kB < 256 KiB: the message crosses every hop once, each at its own rate, and nothing more
         small = 1e5
-        expect = 2 * (3 * 1e-5 + 3 * 1e-6) + 2 * 1e-9 * small + 2 * (3 * 1e-9 + 3 * 1e-10) * small
+        expect = 2 * (3 * 1e-5 + 3 * 1e-6) + 2 * (3 * 1e-9 + 3 * 1e-10) * small
         cost = double_binary_tree(8, 4, INTRA, INTER, 0.0)
         assert float(cost.time_s(small)) == pytest.approx(expect, rel=1e-12)
         left, right = float(cost.time_s(262144 * (1 - 1e-12))), float(cost.time_s(262144))
         assert left == pytest.approx(right, rel=1e-9)  # continuous where the pipeline starts
+        # without the fill (chunk 0): hop latencies and 2 M beta, the model before it
+        bare = double_binary_tree(8, 4, INTRA, INTER, 0.0, chunk_bytes=0)
+        assert float(bare.time_s(small)) == pytest.approx(2 * (3 * 1e-5 + 3 * 1e-6) + 2 * 1e-9 * small, rel=1e-12)
 
     def test_latency_grows_with_log_of_nodes(self):
         a16 = double_binary_tree(16, 1, INTRA, INTER, 0.0).alpha_s

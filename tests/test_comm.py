@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -159,9 +160,27 @@ def test_tree_chunk_bytes_zero_is_the_tree_without_its_pipeline_fill():
     assert plain.alpha_s == pytest.approx(2 * (2 * inter.alpha_s + 3 * intra.alpha_s))
     assert plain.beta_s_per_byte == pytest.approx(2 * max(inter.beta_s_per_byte, intra.beta_s_per_byte))
     filled = sim.Cluster(**kw).comm_cost()
-    hop_s_per_byte = 2 * (2 * inter.beta_s_per_byte + 3 * intra.beta_s_per_byte)
+    hops_s_per_byte = 2 * (2 * inter.beta_s_per_byte + 3 * intra.beta_s_per_byte)  # a byte through every hop
+    stream_s_per_byte = plain.beta_s_per_byte
     for m in (1e3, 1e5, 1e7):
-        extra = hop_s_per_byte * min(m, TREE_CHUNK_BYTES)
-        assert float(filled.time_s(m)) == pytest.approx(float(plain.time_s(m)) + extra, rel=1e-12)
+        first = min(m, TREE_CHUNK_BYTES)  # the first chunk fills the pipeline; the rest streams
+        want = plain.alpha_s + hops_s_per_byte * first + stream_s_per_byte * (m - first)
+        assert float(filled.time_s(m)) == pytest.approx(want, rel=1e-12)
+        assert float(filled.time_s(m)) > float(plain.time_s(m))
     ring = sim.Cluster(**{**kw, "collective": "ring"})
     assert sim.Cluster(**{**kw, "collective": "ring"}, tree_chunk_bytes=0).comm_cost() == ring.comm_cost()
+
+
+@given(st.sampled_from(["nccl", "double_binary_tree", "ring"]), st.integers(2, 16), st.integers(1, 8))
+def test_the_links_size_regimes_and_a_collectives_own_combine(collective, nodes, k):
+    """Links with measured size regimes under a collective that cuts its own (nccl's tree then ring, the tree's
+    chunk): at every size the cost is the collective's formula on the links of that size's regime."""
+    from sim.core.cost import Regime
+
+    intra = Link(7e-6, 1e-10, (Regime(0.0, 7e-6, 1e-10), Regime(8192.0, 2e-5, 8e-11)))
+    inter = Link(5e-6, 1.2e-9, (Regime(0.0, 5e-6, 1.2e-9), Regime(65536.0, 6.8e-5, 7e-10),
+                                Regime(524288.0, 1.5e-4, 6e-10)))
+    cost = allreduce_cost(collective, nodes, k, intra, inter)
+    for m in np.geomspace(1.0, 1e9, 400):
+        want = float(sim.COLLECTIVES[collective](nodes, k, intra.at(m), inter.at(m), 0.0).time_s(m))
+        assert float(cost.time_s(m)) == pytest.approx(want, rel=1e-9)

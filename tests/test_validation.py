@@ -60,19 +60,9 @@ MISSES_TARGET = pytest.mark.xfail(
 )
 
 
-B_CAFFE_MISSES_TARGET = pytest.mark.xfail(
-    strict=True,
-    reason="known miss (median 10.15 %, 9.66 % before the tree's pipeline fill): its preset 10gbe-k80-osu takes "
-    "its interference from 10gbe, whose refit on the survey's calibration rows (compute 0.03 -> 0.00, "
-    "communication 0.06 -> 0.10) moves its WFBP and MG-WFBP rows by 0.9-2.0 points (its SyncEASGD rows not at all), the GoogLeNet "
-    "rows (3-31 % too fast) and the ResNet rows (4-31 % too slow) each further from the measurements (see README, "
-    "Validation)",
-)
-
-
 @pytest.mark.parametrize(
     "source",
-    ["all", "ddl-benchmarks", pytest.param("b-caffe", marks=B_CAFFE_MISSES_TARGET),
+    ["all", "ddl-benchmarks", "b-caffe",
      pytest.param("b-caffe-trace", marks=MISSES_TARGET),
      "ddl-benchmarks-100gib", "ddl-benchmarks-100gbe", DGX1_SOURCE, DGXA100_SOURCE],
 )
@@ -129,13 +119,11 @@ def test_no_group_errs_all_one_way(results, by):
     modelled); and, by method, the held-out Horovod rows (NVIDIA's TensorFlow ResNet-50: DGX-1 1.8 and 3.5 %,
     DGX A100 TF32 1.7 %). NVIDIA's DGX-1 rows were all too fast (by 2.3 to 21.0 %) while nvlink2's rate was the
     datasheet's; it is now fitted on three of them (data/networks.csv) and the other 17 (13, and four PyTorch
-    21.03 rows added later) err both ways. By method, also ByteScheduler-PS since the tree's pipeline fill and its
-    refit: +0.2, +0.3, +1.2, +4.3 and +24.4 % (two within 0.3 %, ResNet-50 and BERT-Large at 16 GPUs; -0.7 % for
-    BERT-Large before); its one row too slow, ResNet-50 at 4 GPUs, is above linear. See data/README.md."""
+    21.03 rows added later) err both ways. See data/README.md."""
     kept = results.loc[~results.case.isin(above_linear(results))]
     summary = summarize(kept, by).set_index("source").drop(index="all")
     one_way = summary.loc[(summary.too_fast == 0) | (summary.too_slow == 0)]
-    known = {"b-caffe-trace", DGXA100_SOURCE} if by == "source" else {HOROVOD, "ByteScheduler-PS"}
+    known = {"b-caffe-trace", DGXA100_SOURCE} if by == "source" else {HOROVOD}
     assert set(one_way.index) == known, one_way[["cases", "too_fast", "too_slow"]]
     # The cases without a survey method (grouped by their scheduler) are NVIDIA's DGX rows and nothing else.
     held = results.loc[(results.split == "held-out") & (results.status == "ok")]

@@ -236,6 +236,8 @@ def warn_unused_links(args) -> None:
     if getattr(args, "tree_chunk_bytes", None) is not None and (args.collective or DEFAULTS["collective"]) not in CHUNKED:
         unused.append(f"--tree-chunk-bytes does nothing with collective {args.collective or DEFAULTS['collective']!r}: "
                       f"only {' and '.join(CHUNKED)} pipeline a tree")
+    elif getattr(args, "tree_chunk_bytes", None) is not None and max(gpus) <= args.gpus_per_node:
+        unused.append("--tree-chunk-bytes does nothing when every GPU is in one node: NCCL runs rings there")
     if args.collective is not None and max(gpus) == 1:
         unused.append("--collective does nothing with one GPU (nothing is all-reduced): give --gpus")
     unused += _unused_overrides(args, gpus)
