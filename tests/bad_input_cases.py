@@ -367,6 +367,7 @@ CLI_CASES: list[tuple[str, str]] = [
     ("algorithms " + M + " --gpus 4 --algorithms SSP --staleness 99999999999999999999",
      "staleness must be a whole number <= 1000000"),
     ("trace " + M + " --gpus 4 -o /dev/null", "-o: '/dev/null' is not a regular file"),
+    ("run --model gpt2 --gpus 260 --method WFBP-PS --stragglers 1", "a parameter server timed push by push"),
     ("trace " + M + " --gpus 4 -o {d}", "is not a regular file"),
     ("run --model tests/data/tiny.csv --gpus 8 --straggler-dist normal --straggler-cv 0.1 --sync-jitter-cv 0.5",
      "per-worker engine draws each worker's compute itself"),

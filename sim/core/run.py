@@ -41,7 +41,7 @@ from sim.core.timeline import graph_timeline, renamed_layers
 from sim.errors import SimInputError
 from sim.tensors import layer_renamer
 
-__all__ = ["CELLS_PER_TASK", "ENGINES", "MAX_TASKS", "MAX_TASKS_ENV", "MAX_TASKS_ENV_ERROR", "MAX_TASKS_LIMIT", "Timing", "check_cell_budget",
+__all__ = ["CELLS_PER_TASK", "ENGINES", "PS_CELL_WEIGHT", "MAX_TASKS", "MAX_TASKS_ENV", "MAX_TASKS_ENV_ERROR", "MAX_TASKS_LIMIT", "Timing", "check_cell_budget",
            "check_task_budget", "estimated_tasks", "forget_kept",
            "interference_model", "single_gpu_iteration_s", "time_plan"]
 
@@ -382,16 +382,26 @@ def check_task_budget(model, plan: Plan, cost, precision: str, iterations: int, 
             "fewer layers, workers or iterations, or raise the limit")
 
 
-def check_cell_budget(model, plan: Plan, iterations: int, workers: int) -> None:
+#: A per-worker run over a parameter server times each worker's pushes and pulls through the servers' links
+#: task by task: measured per cell about 14 times the all-reduce run's CPU time and 4-6 times its memory (gpt2,
+#: 64 GPUs, one straggler: WFBP-PS 11.6 s and 638 MB, ByteScheduler-PS 15.2 s and 878 MB, wfbp 0.8 s and 149 MB),
+#: so its cells count this many times against the budget: at the limit such a run takes about 10 s and 0.6 GB
+#: (128 GPUs under BSP-PS took 23 s and 1.1 GB with a weight of 20).
+PS_CELL_WEIGHT = 40
+
+
+def check_cell_budget(model, plan: Plan, iterations: int, workers: int, weight: int = 1) -> None:
     """Refuse, before any work, a per-worker run whose arrays of task times (`sim.core.fast`: a start and an
-    end per worker, iteration, layer and message) would exceed `CELLS_PER_TASK` x `MAX_TASKS` numbers."""
+    end per worker, iteration, layer and message) would exceed `CELLS_PER_TASK` x `MAX_TASKS` numbers, each
+    counted ``weight`` times (`PS_CELL_WEIGHT` over a parameter server)."""
     if MAX_TASKS_ENV_ERROR:
         raise SimInputError(MAX_TASKS_ENV_ERROR)
-    cells = 2 * workers * iterations * (model.num_layers + len(plan.groups))
+    cells = 2 * workers * iterations * (model.num_layers + len(plan.groups)) * weight
     if cells > CELLS_PER_TASK * MAX_TASKS:
         raise SimInputError(
             f"this run would hold about {cells:,} task times (a start and an end for {workers:,} workers x "
-            f"{iterations} iterations x ({model.num_layers:,} layers + {len(plan.groups):,} messages)); the limit is {CELLS_PER_TASK * MAX_TASKS:,} ({CELLS_PER_TASK} x "
+            f"{iterations} iterations x ({model.num_layers:,} layers + {len(plan.groups):,} messages)"
+            f"{f' x {weight}, a parameter server timed push by push' if weight > 1 else ''}); the limit is {CELLS_PER_TASK * MAX_TASKS:,} ({CELLS_PER_TASK} x "
             f"${MAX_TASKS_ENV} or sim.core.run.MAX_TASKS): use fewer workers, iterations or layers")
 
 

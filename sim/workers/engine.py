@@ -28,7 +28,13 @@ from sim.cluster import Cluster
 from sim.core.cost import PSCost
 from sim.core.lower import WorkerTimes
 from sim.core.metrics import steady_iteration_s
-from sim.core.run import check_cell_budget, single_gpu_iteration_s, time_plan, time_workers
+from sim.core.run import (
+    PS_CELL_WEIGHT,
+    check_cell_budget,
+    single_gpu_iteration_s,
+    time_plan,
+    time_workers,
+)
 from sim.errors import SimInputError
 from sim.model import Model, bytes_per_param, check_batch_size
 from sim.schedulers import DEFAULT_BUCKET_MB
@@ -121,7 +127,8 @@ def run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, g
     scheduler, architecture, opts = resolve_method(method, scheduler, architecture, options)
     plan, plan_cost, cost = plan_run(base, cluster, scheduler, architecture, opts, precision, bucket_mb)
     p = cluster.gpus
-    check_cell_budget(base, plan, iterations, p)  # before the draws: they too grow with workers x iterations
+    weight = PS_CELL_WEIGHT if isinstance(cost, PSCost) else 1
+    check_cell_budget(base, plan, iterations, p, weight)  # before the draws: they too grow with workers x iterations
     rng = np.random.default_rng(int(seed))
     slow = straggler_factors(spec, rng, p)
     drawn = draw_compute_factors(spec, rng, iterations, p)
