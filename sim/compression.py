@@ -52,6 +52,8 @@ __all__ = ["BYTES_TOUCHED_PER_ELEMENT", "INDEX_BYTES", "KINDS", "Compression", "
 
 #: The kinds of ``--compression`` and how each is written.
 KINDS = ("fp16", "bf16", "topk:RATIO", "powersgd:RANK")
+#: Top-k below one element in a million sends nothing a model of any size would notice: refused.
+MIN_TOPK_RATIO = 1e-6
 #: The largest PowerSGD rank taken (Vogels et al. use ranks 1-32; a rank is bounded by a layer's side).
 MAX_POWERSGD_RANK = 1 << 16
 #: Bytes of a top-k index (int32).
@@ -105,8 +107,8 @@ def parse_compression(text, name: str = "compression") -> Compression | None:
             ratio = float(arg)
         except ValueError:
             ratio = math.nan
-        if not (0 < ratio <= 1):
-            raise SimInputError(f"{name} {text!r}: the top-k ratio must be a number in (0, 1], e.g. topk:0.01")
+        if not (MIN_TOPK_RATIO <= ratio <= 1):
+            raise SimInputError(f"{name} {text!r}: the top-k ratio must be a number in [1e-06, 1], e.g. topk:0.01")
         return Compression("topk", ratio=ratio)
     if kind == "powersgd" and arg:
         if not (arg.isascii() and arg.isdigit() and len(arg) <= 7) or not 1 <= int(arg) <= MAX_POWERSGD_RANK:

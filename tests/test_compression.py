@@ -133,9 +133,9 @@ def test_top_k_sends_less_than_plain_on_a_slow_network():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("topk:0", "compression 'topk:0': the top-k ratio must be a number in (0, 1], e.g. topk:0.01"),
-    ("topk:2", "compression 'topk:2': the top-k ratio must be a number in (0, 1], e.g. topk:0.01"),
-    ("topk:nan", "compression 'topk:nan': the top-k ratio must be a number in (0, 1], e.g. topk:0.01"),
+    ("topk:0", "compression 'topk:0': the top-k ratio must be a number in [1e-06, 1], e.g. topk:0.01"),
+    ("topk:2", "compression 'topk:2': the top-k ratio must be a number in [1e-06, 1], e.g. topk:0.01"),
+    ("topk:nan", "compression 'topk:nan': the top-k ratio must be a number in [1e-06, 1], e.g. topk:0.01"),
     ("powersgd:-1", "compression 'powersgd:-1': the PowerSGD rank must be a whole number in 1..65,536, e.g. powersgd:4"),
     ("powersgd:1.5", "compression 'powersgd:1.5': the PowerSGD rank must be a whole number in 1..65,536, e.g. powersgd:4"),
     ("foo", "compression 'foo': unknown kind; valid: fp16, bf16, topk:RATIO, powersgd:RANK"),

@@ -35,6 +35,10 @@ def run(args, out) -> None:
     if args.split != "all":
         cases = cases.loc[cases["split"] == args.split]
     results = run_validation(cases, reference_dir=args.reference)
+    skipped = results.loc[results["status"] != "ok", "status"]
+    if args.reference is not None and len(skipped):
+        raise SimInputError(f"--reference: {args.reference!r} lacks the traces {len(skipped)} cases read "
+                            f"({skipped.iloc[0].removeprefix('skipped: ')})")
     summaries = {by: summarize(results, by) for by in (*GROUPS, "split")}
     coarse = coarse_versus_fine(results) if (results["status"] == "ok").sum() >= 2 else {}
     if args.format == "json":

@@ -15,6 +15,9 @@ from sim.model import Model, bytes_per_param, check_batch_size
 
 __all__ = ["MAX_ITERATIONS", "calibrate", "check_run_args", "resolve_model", "with_sync_wait"]
 
+#: No training step takes under a microsecond: a shorter measured iteration is a unit mistake.
+MIN_ITERATION_S = 1e-6
+
 MAX_ITERATIONS = 1000
 
 
@@ -53,7 +56,7 @@ def calibrate(model, measured_iteration_s: float, *, precision: str = "fp32", pr
     iteration is io + h2d + s * C without prefetch (C the compute time), so
     s = (T - io - h2d) / C; with prefetch it is max(io, h2d, s * C), so s = T / C.
     """
-    t = check_float("calibrate_iteration_s", measured_iteration_s, 0, MAX_TIME_S, low_open=True)
+    t = check_float("calibrate_iteration_s", measured_iteration_s, MIN_ITERATION_S, MAX_TIME_S)
     compute = float(model.fwd_s.sum() + model.bwd_s.sum() + model.update_s)
     if compute <= 0:
         raise SimInputError("cannot calibrate a model with no compute time")

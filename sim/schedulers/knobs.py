@@ -96,7 +96,7 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("servers", int, "", None, 1, MAX_COUNT, "parameter servers S (default: as many as worker machines)", ps=True),
     Knob("colocated", bool, "", False, None, None,
          "parameter servers on the worker machines instead of separate hosts", ps=True),
-    Knob("ps_link_efficiency", float, "", 1.0, 0, 1,
-         "fraction of the network's effective rate that parameter-server push and pull reach (1: all of it)",
-         low_open=True, ps=True, setting=False),
+    Knob("ps_link_efficiency", float, "", 1.0, 0.001, 1,
+         "fraction of the network's effective rate that parameter-server push and pull reach (1: all of it; "
+         "at least 0.001)", ps=True, setting=False),
 )}
