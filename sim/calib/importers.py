@@ -25,8 +25,12 @@ import re
 
 import pandas as pd
 
+from sim.checks import MAX_TIME_S
 from sim.errors import SimInputError
-from sim.model import MAX_PARAMS
+from sim.model import MAX_LAYERS, MAX_PARAMS
+
+#: A blob's backward or all-reduce time above a day (`sim.checks.MAX_TIME_S`, in the log's microseconds).
+MAX_TIME_US = MAX_TIME_S * 1e6
 
 __all__ = ["IMPORTERS", "FORWARD_OVER_BACKWARD", "parse_bcaffe_blobs", "bcaffe_layers"]
 
@@ -58,10 +62,15 @@ def parse_bcaffe_blobs(text: str, where: str = "log") -> list[pd.DataFrame]:
             raise SimInputError(f"{where} line {line_no}: the list holds a non-finite number (nan or inf)")
         if any(v < 0 for v in values) or values[1] != int(values[1]):
             raise SimInputError(f"{where} line {line_no}: negative value or fractional parameter count")
+        if max(values[2:]) > MAX_TIME_US:
+            raise SimInputError(f"{where} line {line_no}: a time of {max(values[2:]):.3g} us is over a day")
         if values[1] > MAX_PARAMS:
             raise SimInputError(f"{where} line {line_no}: {values[1]:.3g} parameters exceed the limit of "
                                 f"{MAX_PARAMS:.0e} (sim.model.MAX_PARAMS)")
         blob = int(values[0])
+        if blob >= 2 * MAX_LAYERS:  # two blobs a layer at most
+            raise SimInputError(f"{where} line {line_no}: blob {blob:,}: a model of more than {MAX_LAYERS:,} layers "
+                                "(sim.model.MAX_LAYERS)")
         if blob == 0 or not dumps:
             dumps.append([])
         elif blob != dumps[-1][-1][0] + 1:
