@@ -433,6 +433,8 @@ def load_model(
     except (OSError, ValueError) as exc:
         raise SimInputError(f"model path {str(source)[:80]!r}: {getattr(exc, 'strerror', None) or exc}") from None
     if is_file_like:
+        if path.is_dir():
+            raise SimInputError(f"model path {str(path)!r} is a folder, not a layer CSV")
         if not path.is_file():
             raise SimInputError(f"model file {str(path)!r} does not exist")
         frame = _read_csv(path, path.name)

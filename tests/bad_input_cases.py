@@ -93,7 +93,7 @@ CLI_CASES: list[tuple[str, str]] = [
     ("run --model {d}/zero_times.csv --gpus 1", "no time"),
     ("run --model {d}/nan_comm.csv", "column 'comm_ms'"),
     ("run --model {d}/absent.csv", "does not exist"),
-    ("run --model {d}", "does not exist"),
+    ("run --model {d}", "is a folder, not a layer CSV"),
     ("sweep --model {d}/extra_fields.csv", "5 fields"),
     ("trace --model {d}/dup_column.csv -o {d}/t.json", "duplicate column"),
     ("tune --model {d}/huge_params.csv --knob credit --values 1,2", "MAX_PARAMS"),

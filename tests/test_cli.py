@@ -125,3 +125,13 @@ def test_module_entry_point_never_shows_a_traceback():
                           capture_output=True, text=True, cwd=Path(__file__).parent.parent)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and proc.stderr.startswith("error:")
+
+
+def test_a_sweep_that_fits_nowhere_says_so():
+    """sweep --fits-only --format table with every configuration over the GPUs' memory: one sentence, not
+    pandas' "Empty DataFrame" (the hostile review)."""
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["sweep", "--model", "gpt2", "--gpus", "2", "--batch-size", "100000", "--fits-only", "--format",
+                 "table"], out=out, err=err)
+    assert code == 0 and "Empty DataFrame" not in out.getvalue()
+    assert out.getvalue().startswith("no configuration fits in its GPUs' memory (--fits-only)")

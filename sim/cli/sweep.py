@@ -135,4 +135,8 @@ def write_sweep(args, frame: pd.DataFrame, out) -> None:
         cols = ["gpus", *(["method"] if "method" in flat.columns else []), "scheduler", "iteration_time_s",
                 "throughput_samples_per_s", "comm_exposed_s", "speedup", "scaling_efficiency", "num_messages", "fits_in_memory"]
         cols += [c for c in ("iteration_p50_s", "iteration_p99_s") if c in flat.columns]
+        if flat.empty:  # (--fits-only left nothing: pandas would print "Empty DataFrame")
+            out.write("no configuration fits in its GPUs' memory (--fits-only): use a smaller batch, "
+                      "more GPUs or another precision\n")
+            return
         out.write(flat[cols].to_string(index=False) + "\n")
