@@ -170,10 +170,14 @@ st.markdown(
     "off unless you give it.\n\n"
     "The network's collectives have structure of their own. NCCL picks, per message size, its ring or its double "
     "binary tree (`--collective nccl`; the survey's cases ran it): the tree's latency grows with lg N where the "
-    "ring's grows with P, but the tree pipelines a message in 256 KiB chunks, and a chunk must cross every hop "
-    "before the pipeline is full. Over 10GbE a chunk takes about 0.22 ms a hop, so a tree's small messages are "
-    "not nearly as cheap as its hops' latencies alone (NCCL's own cost model counts the chunk; "
-    "`--tree-chunk-bytes 0` leaves it out). The last two rows show both.")
+    "ring's grows with P, but the tree pipelines a message in 256 KiB chunks: a message up to a chunk crosses "
+    "every hop once, each at that hop's rate, and a larger one fills the pipeline with its first chunk, then "
+    "streams the rest. Over 10GbE a full chunk takes about 0.22 ms a hop, so a tree's messages of a few hundred "
+    "KiB are not nearly as cheap as its hops' latencies alone. The chunk is NCCL's: its cost model charges a "
+    "tree hop of its Simple protocol one constant, the time of a 256 KiB chunk at an assumed 12 GB/s. Taking the "
+    "chunk at each hop's own rate, and a smaller message at its own size, is this simulator's extrapolation; "
+    "NCCL's LL and LL128 protocols (tree hops of 0.5–8.5 µs), which it picks for a size where they are faster, "
+    "are not modelled (`--tree-chunk-bytes 0` leaves the fill out). The last two rows show both.")
 net = st.radio("Network", state.LEARN_MECHANISM_NETS, index=state.index_of("learn_mech_net", state.LEARN_MECHANISM_NETS),
                horizontal=True, key="learn_mech_net", bind="query-params")
 case = learn_view.MECHANISM_CASE
