@@ -158,11 +158,8 @@ class Cluster:
                 check_float(name, getattr(self, name), 0, None if name == "alpha_s" else MAX_S_PER_BYTE)
         if self.alpha_s is not None and self.alpha_s > 10:
             raise SimInputError(f"alpha = {self.alpha_s} s is absurd for one message (give seconds)")
-        for field_name, wanted in (("network", "inter"), ("intra", "intra")):
-            scope = get_network(getattr(self, field_name)).scope
-            if scope not in (wanted, "any"):
-                raise SimInputError(f"{field_name} {getattr(self, field_name)!r} is an {scope}-node link: give an "
-                                    f"{wanted}-node preset as {field_name} (python -m sim list networks)")
+        get_network(self.network)  # any preset may play either role: a what-if (NVLink between nodes, say)
+        get_network(self.intra)
         get_gpu(self.gpu)
         if self.framework != AUTO:
             get_framework(self.framework)

@@ -371,8 +371,6 @@ CLI_CASES: list[tuple[str, str]] = [
     ("trace " + M + " --gpus 4 -o /dev/null", "-o: '/dev/null' is not a regular file"),
     ("run --model gpt2 --gpus 260 --method WFBP-PS --stragglers 1", "a parameter server timed push by push"),
     ("run " + M + " --calibrate-iteration-s 1e-30", "calibrate_iteration_s must be >= 1e-06"),
-    ("run " + M + " --gpus 8 --network pcie3", "network 'pcie3' is an intra-node link"),
-    ("run " + M + " --gpus 8 --gpus-per-node 4 --intra 10gbe", "intra '10gbe' is an inter-node link"),
     ("import-bcaffe {d}/bcaffe_long.log -o {d}/b.csv", "bcaffe_long.log line 1: a time of 1e+300 us is over a day"),
     ("import-bcaffe {d}/bcaffe_many.log -o {d}/b.csv", "a model of more than 100,000 layers"),
     ("run " + M + " --gpus 8 --compression topk:1e-30", "the top-k ratio must be a number in [1e-06, 1]"),
