@@ -17,10 +17,8 @@ automatic mixed precision train).
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import functools
-import io
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -30,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sim.checks import MAX_TIME_S, check_array, check_float, check_int
+from sim.csv_table import check_csv_shape, read_csv_table
 from sim.errors import SimInputError, SimInputWarning
 from sim.precision import BYTES_PER_PARAM, PRECISIONS, bytes_per_param
 from sim.tensors import (
@@ -290,6 +289,14 @@ def _numeric_column(frame: pd.DataFrame, column: str, where: str, *, integer: bo
     return values.to_numpy(dtype=np.int64 if integer else float)
 
 
+def _warn_unread(frame, where: str) -> None:
+    """A warning naming the columns `model_from_frame` does not read (a misspelled ``comm_ms`` would be lost)."""
+    unread = [str(c) for c in frame.columns if c not in READ_COLUMNS + NOTE_COLUMNS]
+    if unread:
+        warnings.warn(f"{where}: column(s) {', '.join(map(repr, unread[:5]))} not read (a layer table reads "
+                      f"{', '.join(READ_COLUMNS)}): check the spelling", SimInputWarning, stacklevel=3)
+
+
 def model_from_frame(
     frame: pd.DataFrame,
     name: str,
@@ -316,10 +323,7 @@ def model_from_frame(
         raise SimInputError(f"{where}: missing column(s) {', '.join(missing)}; need {', '.join(REQUIRED_COLUMNS)}")
     if len(frame) == 0:
         raise SimInputError(f"{where}: no layer rows")
-    unread = [str(c) for c in frame.columns if c not in READ_COLUMNS + NOTE_COLUMNS]
-    if unread:
-        warnings.warn(f"{where}: column(s) {', '.join(map(repr, unread[:5]))} not read (a layer table reads "
-                      f"{', '.join(READ_COLUMNS)}): check the spelling", SimInputWarning, stacklevel=2)
+    _warn_unread(frame, where)
     names = [str(v).strip() for v in frame["name"]]
     seen: dict[str, int] = {}
     for i, layer in enumerate(names):
@@ -353,43 +357,6 @@ def model_from_frame(
         source=source,
         tensor_params=tensors,
     )
-
-
-def check_csv_shape(text: str, where: str) -> None:
-    """Refuse duplicate column names and a row with more fields than the header
-    (pandas would silently shift it), naming the column or line."""
-    lines = [(i, line.split("#", 1)[0]) for i, line in enumerate(text.splitlines(), 1)]
-    lines = [(i, line) for i, line in lines if line.strip()]
-    if not lines:
-        return
-    header_line, *rows = csv.reader([line for _, line in lines], skipinitialspace=True)
-    header = [c.strip() for c in header_line]
-    for j, column in enumerate(header):
-        if column in header[:j]:
-            raise SimInputError(f"{where}: duplicate column {column!r} (columns {header.index(column) + 1} and {j + 1})")
-    for (lineno, _), row in zip(lines[1:], rows, strict=True):
-        if len(row) > len(header):
-            raise SimInputError(f"{where} line {lineno}: {len(row)} fields but the header has {len(header)} "
-                                f"({', '.join(header)})")
-
-
-def _read_csv(text_or_path: str | Path, where: str) -> pd.DataFrame:
-    import pandas as pd
-
-    try:
-        text = text_or_path.read_text(encoding="utf-8") if isinstance(text_or_path, Path) else text_or_path
-        check_csv_shape(text, where)
-    except (UnicodeDecodeError, csv.Error, OSError) as exc:
-        raise SimInputError(f"{where}: not a readable CSV ({str(exc).splitlines()[0] if str(exc) else exc!r})") from None
-    try:
-        if isinstance(text_or_path, Path):
-            return pd.read_csv(text_or_path, comment="#", skipinitialspace=True)
-        return pd.read_csv(io.StringIO(text_or_path), comment="#", skipinitialspace=True)
-    except pd.errors.EmptyDataError:
-        raise SimInputError(f"{where}: empty file") from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SimInputError(f"{where}: not a readable CSV ({first})") from None
 
 
 def load_model(
@@ -437,7 +404,7 @@ def load_model(
             raise SimInputError(f"model path {str(path)!r} is a folder, not a layer CSV")
         if not path.is_file():
             raise SimInputError(f"model file {str(path)!r} does not exist")
-        frame = _read_csv(path, path.name)
+        frame = read_csv_table(path, path.name)
         return model_from_frame(
             frame, path.stem, where=path.name, io_ms=io_ms, h2d_ms=h2d_ms, update_ms=update_ms,
             source=f"user CSV {path.name}",

@@ -70,6 +70,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sim.calib.kineto_checks import (
+    DTYPE_BYTES,
+    check_dtype,
+    check_elements,
+    check_number,
+    check_world_size,
+)
 from sim.calib.tracejson import parse_trace_object, read_text
 from sim.checks import check_int
 from sim.core.intervals import covered_before, union
@@ -90,12 +97,6 @@ __all__ = [
 
 #: Largest trace accepted, in bytes, on disk and after decompression.
 MAX_TRACE_BYTES = 200 * 10**6
-#: Bytes per element of the ``dtype`` names PyTorch writes into NCCL kernel args.
-DTYPE_BYTES = {
-    "Float": 4, "Double": 8, "Half": 2, "BFloat16": 2, "Long": 8, "Int": 4, "Short": 2,
-    "Char": 1, "Byte": 1, "Bool": 1, "ComplexFloat": 8, "ComplexDouble": 16,
-    "Float8_e4m3fn": 1, "Float8_e5m2": 1, "Float8_e4m3fnuz": 1, "Float8_e5m2fnuz": 1,
-}
 #: The report's median keys (per-step rows carry them too).
 REPORT_KEYS = (
     "iteration_time_s", "comm_s", "comm_hidden_s", "comm_exposed_s", "overlap_pct",
@@ -134,43 +135,6 @@ class KinetoTrace:
 # ---------------------------------------------------------------- reading
 
 
-#: A complete event longer than a day (in the trace's microseconds) is absurd; an NCCL message of more than
-#: 2^48 elements (a petabyte of fp32) too.
-MAX_DUR_US = 86_400e6
-MAX_ELEMENTS = 2**48
-
-
-def _number(event: dict, key: str, index: int, where: str) -> float:
-    value = event.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or (
-        key == "dur" and not 0 <= value <= MAX_DUR_US
-    ):
-        raise SimInputError(f"{where}: event {index} ({str(event.get('name'))[:40]!r}) has a bad {key!r}: {value!r}"
-                            + (f" (a duration from 0 to {MAX_DUR_US:.0f} us)" if key == "dur" else ""))
-    return float(value)
-
-
-def _elements(event: dict, args: dict, index: int, where: str) -> int | None:
-    """An NCCL kernel's ``In msg nelems``: None when absent, else a whole number from 0 to `MAX_ELEMENTS`."""
-    value = args.get("In msg nelems")
-    if value is None:
-        return None
-    whole = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value) and value.is_integer())
-    if isinstance(value, bool) or not whole or not 0 <= value <= MAX_ELEMENTS:
-        raise SimInputError(f"{where}: event {index} ({str(event.get('name'))[:40]!r}) has a bad 'In msg nelems': "
-                            f"{value!r} (a whole number from 0 to 2^48)")
-    return int(value)
-
-
-def _dtype(event: dict, args: dict, index: int, where: str):
-    """An NCCL kernel's ``dtype``: absent, or one `DTYPE_BYTES` knows."""
-    value = args.get("dtype")
-    if value is not None and value not in DTYPE_BYTES:
-        raise SimInputError(f"{where}: event {index} ({str(event.get('name'))[:40]!r}) has an unknown dtype "
-                            f"{str(value)[:40]!r}; known: {', '.join(DTYPE_BYTES)}")
-    return value
-
-
 def _keep(event, index: int, where: str) -> dict | None:
     """The fields used of one complete ("X") event, or None for an event not used."""
     if not isinstance(event, dict) or event.get("ph") != "X":
@@ -182,8 +146,8 @@ def _keep(event, index: int, where: str) -> dict | None:
         row = {"kind_": "gpu", "cat": _GPU_CATS[cat], "name": name, "device": event.get("pid"),
                "stream": args.get("stream", event.get("tid")), "correlation": args.get("correlation")}
         if name.startswith("nccl"):
-            row.update(coll_kind=args.get("Collective name"), dtype=_dtype(event, args, index, where),
-                       elements=_elements(event, args, index, where), group_size=args.get("Group size"))
+            row.update(coll_kind=args.get("Collective name"), dtype=check_dtype(event, args, index, where),
+                       elements=check_elements(event, args, index, where), group_size=args.get("Group size"))
     elif cat in _RUNTIME_CATS:
         if args.get("correlation") is None:
             return None
@@ -193,8 +157,8 @@ def _keep(event, index: int, where: str) -> dict | None:
         row = {"kind_": "cpu", "name": name, "tid": event.get("tid")}
     else:
         return None
-    row["ts"] = _number(event, "ts", index, where)
-    row["dur"] = _number(event, "dur", index, where)
+    row["ts"] = check_number(event, "ts", index, where)
+    row["dur"] = check_number(event, "dur", index, where)
     return row
 
 
@@ -244,7 +208,7 @@ def _build(meta: dict, events: list[dict], where: str) -> KinetoTrace:
     props = meta.get("deviceProperties") if isinstance(meta.get("deviceProperties"), list) else []
     info = {
         "source": where,
-        "world_size": _world_size(dist.get("world_size"), where),
+        "world_size": check_world_size(dist.get("world_size"), where),
         "rank": dist.get("rank"),
         "backend": dist.get("backend"),
         "nccl_version": dist.get("nccl_version"),
@@ -253,16 +217,6 @@ def _build(meta: dict, events: list[dict], where: str) -> KinetoTrace:
         "steps_profiled": len(step_frame),
     }
     return KinetoTrace(where=where, gpu=gpu, steps=step_frame, info=info)
-
-
-def _world_size(value, where: str) -> int | None:
-    """``distributedInfo.world_size``: absent, or a whole number of ranks from 1 to 2^20."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 2**20:
-        raise SimInputError(f"{where}: distributedInfo has a bad world_size: {str(value)[:40]!r} (a whole number of "
-                            "ranks from 1 to 1048576)")
-    return value
 
 
 def _join_launches(gpu: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -23,6 +22,13 @@ import numpy as np
 from sim.core import engine as core_engine
 from sim.core import fast, interference
 from sim.core.backward_stretch import backward_times
+from sim.core.budget import (
+    CELLS_PER_TASK,
+    MAX_TASKS_ENV,
+    MAX_TASKS_LIMIT,
+    PS_CELL_WEIGHT,
+    max_tasks_from_env,
+)
 from sim.core.interference import (
     CommFactors,
     CommOverlap,
@@ -37,6 +43,7 @@ from sim.core.interference import (
 from sim.core.lower import WorkerTimes, lower, retimed, task_count
 from sim.core.metrics import PHASE_KEYS, graph_figures, iterations_to_run
 from sim.core.plan import Plan
+from sim.core.scalar import single_gpu_period_s
 from sim.core.timeline import graph_timeline, renamed_layers
 from sim.errors import SimInputError
 from sim.tensors import layer_renamer
@@ -45,33 +52,8 @@ __all__ = ["CELLS_PER_TASK", "ENGINES", "PS_CELL_WEIGHT", "MAX_TASKS", "MAX_TASK
            "check_task_budget", "estimated_tasks", "forget_kept",
            "interference_model", "single_gpu_iteration_s", "time_plan"]
 
-#: Tasks one run's graph may hold (at the limit, about 10 s and 1 GB on one core in the event loop, half that
-#: for one worker's plain pipeline, `sim.core.pipeline`; a timeline or interference adds to it); raise it with the
-#: environment variable `MAX_TASKS_ENV` or here.
-MAX_TASKS_ENV = "SSGD_MAX_TASKS"
-#: Beyond 2^40 tasks a run would take days and terabytes: the environment variable is refused above it.
-MAX_TASKS_LIMIT = 2**40
-
-
-def _max_tasks_from_env(default: int = 8_000_000) -> tuple[int, str]:
-    """`MAX_TASKS` from ``$SSGD_MAX_TASKS`` and, for a bad value, the message every budget check raises (the
-    default stands meanwhile, so that commands that time nothing still run)."""
-    text = os.environ.get(MAX_TASKS_ENV)
-    if text is None:
-        return default, ""
-    try:
-        value = int(text.strip().replace("_", ""))
-    except ValueError:
-        value = None
-    if value is None or not 1 <= value <= MAX_TASKS_LIMIT:
-        return default, (f"${MAX_TASKS_ENV} must be a whole number of tasks from 1 to {MAX_TASKS_LIMIT:,}, "
-                         f"got {text[:40]!r}")
-    return value, ""
-
-
-MAX_TASKS, MAX_TASKS_ENV_ERROR = _max_tasks_from_env()
-#: Numbers a per-worker run's arrays may hold per task of the budget (16 x 8M: about 1 GB, 10 s).
-CELLS_PER_TASK = 16
+#: The task limit (`sim.core.budget`): ``$SSGD_MAX_TASKS`` or the default; a script may set it here.
+MAX_TASKS, MAX_TASKS_ENV_ERROR = max_tasks_from_env()
 
 #: ``auto``: the fast path where it applies, else the task graph; ``general``: always the task graph.
 ENGINES = ("auto", "general")
@@ -382,14 +364,6 @@ def check_task_budget(model, plan: Plan, cost, precision: str, iterations: int, 
             "fewer layers, workers or iterations, or raise the limit")
 
 
-#: A per-worker run over a parameter server times each worker's pushes and pulls through the servers' links
-#: task by task: measured per cell about 14 times the all-reduce run's CPU time and 4-6 times its memory (gpt2,
-#: 64 GPUs, one straggler: WFBP-PS 11.6 s and 638 MB, ByteScheduler-PS 15.2 s and 878 MB, wfbp 0.8 s and 149 MB),
-#: so its cells count this many times against the budget: at the limit such a run takes about 10 s and 0.6 GB
-#: (128 GPUs under BSP-PS took 23 s and 1.1 GB with a weight of 20).
-PS_CELL_WEIGHT = 40
-
-
 def check_cell_budget(model, plan: Plan, iterations: int, workers: int, weight: int = 1) -> None:
     """Refuse, before any work, a per-worker run whose arrays of task times (`sim.core.fast`: a start and an
     end per worker, iteration, layer and message) would exceed `CELLS_PER_TASK` x `MAX_TASKS` numbers, each
@@ -433,7 +407,7 @@ def single_gpu_iteration_s(model, precision: str = "fp32", prefetch: bool = Fals
         kept = _SINGLE_GPU_S.get(model) if _immutable_times(model) else None
         if kept is not None and prefetch in kept:
             return kept[prefetch]
-        value = _single_gpu_scalar_s(float(model.io_s), float(model.h2d_s), float(model.update_s),
+        value = single_gpu_period_s(float(model.io_s), float(model.h2d_s), float(model.update_s),
                                      model.fwd_s.tolist(), model.bwd_s[::-1].tolist(), prefetch)
         if _immutable_times(model):
             with _SINGLE_GPU_LOCK:
@@ -464,27 +438,6 @@ def _immutable_times(model) -> bool:
     """True when ``model``'s forward and backward times are read-only arrays that own their data."""
     return all(isinstance(a, np.ndarray) and a.base is None and not a.flags.writeable
                for a in (model.fwd_s, model.bwd_s))
-
-
-def _single_gpu_scalar_s(io_s: float, h2d_s: float, update_s: float, fwd_s: list, bwd_rev_s: list,
-                         prefetch: bool) -> float:
-    """Two iterations on one GPU, as `sim.core.fast.evaluate` times them (the same maxima and the
-    same additions in the same order, so the same bits), on Python floats: the period between
-    the two updates' ends."""
-    io_end = h2d_end = update_end = 0.0
-    ends = []
-    for k in range(2):
-        io_start = 0.0 if k == 0 else io_end if prefetch else max(update_end, io_end)
-        io_end = io_start + io_s
-        h2d_end = (io_end if k == 0 else max(io_end, h2d_end)) + h2d_s
-        t = h2d_end if k == 0 else max(h2d_end, update_end)
-        for d in fwd_s:
-            t += d
-        for d in bwd_rev_s:
-            t += d
-        update_end = t + update_s
-        ends.append(update_end)
-    return ends[1] - ends[0]
 
 
 def time_workers(model, plan: Plan, cost, times: WorkerTimes, *, precision: str = "fp32", iterations: int,

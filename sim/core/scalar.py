@@ -21,7 +21,7 @@ import numpy as np
 from sim.core.channel import channel_row
 from sim.core.overlap import hidden_row_s
 
-__all__ = ["LastRow", "evaluate_row", "row_phase_metrics"]
+__all__ = ["LastRow", "evaluate_row", "row_phase_metrics", "single_gpu_period_s"]
 
 #: The per-iteration scalars `evaluate_row` returns, in the order it records them (the forward
 #: pass's start last: it, the forward ends and the backward ends are one run of numbers).
@@ -155,3 +155,24 @@ def _covered_s(c_start: list, c_end: list, after: float, until: float) -> float:
             first = _piece(c_start[i0], c_end[i0], after, until)
             return functools.reduce(operator.add, inner, first) + _piece(c_start[i1 - 1], c_end[i1 - 1], after, until)
     return functools.reduce(operator.add, map(_piece, c_start[i0:i1], c_end[i0:i1], repeat(after), repeat(until)), 0.0)
+
+
+def single_gpu_period_s(io_s: float, h2d_s: float, update_s: float, fwd_s: list, bwd_rev_s: list,
+                        prefetch: bool) -> float:
+    """Two iterations on one GPU, as `sim.core.fast.evaluate` times them (the same maxima and the
+    same additions in the same order, so the same bits), on Python floats: the period between
+    the two updates' ends."""
+    io_end = h2d_end = update_end = 0.0
+    ends = []
+    for k in range(2):
+        io_start = 0.0 if k == 0 else io_end if prefetch else max(update_end, io_end)
+        io_end = io_start + io_s
+        h2d_end = (io_end if k == 0 else max(io_end, h2d_end)) + h2d_s
+        t = h2d_end if k == 0 else max(h2d_end, update_end)
+        for d in fwd_s:
+            t += d
+        for d in bwd_rev_s:
+            t += d
+        update_end = t + update_s
+        ends.append(update_end)
+    return ends[1] - ends[0]

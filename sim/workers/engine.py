@@ -186,13 +186,12 @@ def simulate_workers(
     Parameters
     ----------
     model, cluster, scheduler, batch_size, precision, prefetch, bucket_mb, calibrate_iteration_s, method, ...
-        As in `sim.simulate` (the plan is made for ``cluster.gpu``).
+        As in `sim.simulate` (the plan is made for ``cluster.gpu``; no ``sync_jitter_cv``: the draws stand for it).
     straggler : StragglerSpec, optional
         What varies between workers (default: nothing).
-    iterations : int
-        Iterations, 2 to `MAX_WORKER_ITERATIONS` (the first is start-up).
-    seed : int
-        Seed of the one ``numpy`` Generator of every random draw.
+    iterations, seed : int
+        Iterations, 2 to `MAX_WORKER_ITERATIONS` (the first is start-up); the seed of the one ``numpy``
+        Generator of every random draw.
     gpus_by_worker : sequence of str, optional
         The GPU type of each worker (a zoo model is needed to mix types).
     timeline_iterations : int, optional
@@ -204,11 +203,7 @@ def simulate_workers(
     has every worker's tasks and its waits (`with_waits`).
     """
     spec = straggler or StragglerSpec()
-    if cluster.sync_jitter_cv:
-        raise SimInputError(f"sync_jitter_cv = {cluster.sync_jitter_cv} is the aggregate engine's jitter; the "
-                            "per-worker engine draws each worker's compute itself: give the straggler spec's "
-                            "jitter_cv (--straggler-jitter-cv) instead")
-    cluster = dataclasses.replace(cluster, sync_jitter_cv=0.0)  # (the fitted default too: the draws stand for it)
+    cluster = _without_sync_jitter(cluster)
     if timeline_iterations is not None:
         check_int("timeline_iterations", timeline_iterations, 1)
     common = dict(batch_size=batch_size, iterations=iterations, seed=seed, precision=precision, prefetch=prefetch,
@@ -227,6 +222,16 @@ def simulate_workers(
     slow = tuple(int(w) for w in np.flatnonzero(run.slow != 1.0))
     return SimResult(mean, metrics, functools.partial(with_waits, run, timeline_iterations), groups, run.plan,
                      run.base, cluster, run.periods_s, run.wait_s, slow, run.names)
+
+
+def _without_sync_jitter(cluster: Cluster) -> Cluster:
+    """``cluster`` without the aggregate engine's jitter (the fitted default too: the per-worker draws stand for
+    it); a jitter given is refused, for the per-worker engine draws each worker's compute itself."""
+    if cluster.sync_jitter_cv:
+        raise SimInputError(f"sync_jitter_cv = {cluster.sync_jitter_cv} is the aggregate engine's jitter; the "
+                            "per-worker engine draws each worker's compute itself: give the straggler spec's "
+                            "jitter_cv (--straggler-jitter-cv) instead")
+    return dataclasses.replace(cluster, sync_jitter_cv=0.0)
 
 
 def with_waits(run: SyncRun, iterations: int | None = None) -> pd.DataFrame:
