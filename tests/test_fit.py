@@ -1,5 +1,6 @@
 """Fitting alpha and beta to all-reduce benchmark logs (OSU and nccl-tests)."""
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -8,6 +9,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from sim.catalog import Network, get_network
+from sim.cli import main
 from sim.comm import Link, ring
 from sim.errors import SimInputError
 from sim.fit import (
@@ -369,3 +371,25 @@ class TestRealOSULog:
         net = get_network("10gbe-k80-osu")
         assert net.effective_gbps == pytest.approx(row["effective_gbps"], rel=5e-3)
         assert net.alpha_s * 1e6 == pytest.approx(row["alpha_us"], rel=5e-3)
+
+
+def test_an_nccl_tests_row_with_wrong_results_is_refused():
+    """A row whose #wrong count is not 0 timed an all-reduce that gave wrong sums: not a measurement to fit
+    (the hostile review found it fitted)."""
+    rows = NCCL_TESTS_SAMPLE.splitlines()
+    at = next(i for i, r in enumerate(rows) if r.strip().startswith("524288"))
+    rows[at] = rows[at][: rows[at].rindex("0")] + "3"  # the in-place #wrong column
+    with pytest.raises(SimInputError, match=rf"line {at + 1}: nccl-tests counts 3 wrong results"):
+        parse_allreduce_log("\n".join(rows) + "\n")
+    assert len(parse_allreduce_log(NCCL_TESTS_SAMPLE)) == 13
+
+
+def test_fit_network_warns_of_a_falling_log_and_refuses_one_rank(tmp_path):
+    log = tmp_path / "falling.txt"
+    log.write_text("# OSU MPI Allreduce Latency Test\n4 100.0\n1024 50.0\n1048576 10.0\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["fit-network", str(log)], out=out, err=err) == 0
+    assert err.getvalue().startswith("warning: the fitted line has a negative beta")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["fit-network", str(log), "--gpus", "1"], out=out, err=err) == 2
+    assert "--gpus: an all-reduce log has 2 to" in err.getvalue()

@@ -232,11 +232,15 @@ def _nccl_rows(lines: list[str], header_at: int, names: list[str]):
                 raise ValueError
             rows.append((line_no, int(tokens[0]), float(tokens[time_col])))
             algbws.append(float(tokens[algbw_col]))
+            wrong = [tokens[i] for i, n in enumerate(names) if n == "#wrong" and tokens[i].isdigit()]
         except ValueError:
             raise SimInputError(
                 f"line {line_no}: nccl-tests row does not match the {len(names)}-column header "
                 f"({' '.join(names[: time_col + 2])} ...): {line[:60]!r}"
             ) from None
+        if any(int(w) for w in wrong):
+            raise SimInputError(f"line {line_no}: nccl-tests counts {max(map(int, wrong))} wrong results in this "
+                                "row: a wrong all-reduce's time is not a measurement to fit")
     return rows, algbws, ranks
 
 

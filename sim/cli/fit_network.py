@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,8 @@ from sim.cli.args import (
     table,
     write_json,
 )
-from sim.errors import SimInputError
+from sim.cluster import MAX_GPUS
+from sim.errors import SimInputError, SimInputWarning
 
 NAME = "fit-network"
 HELP = "fit alpha and beta (and size regimes) to an OSU or nccl-tests all-reduce log"
@@ -98,6 +100,12 @@ def run(args, out) -> None:
     path = Path(args.file)
     points = parse_allreduce_log(read_text(path))
     fit = fit_alpha_beta(points["bytes"], points["time_s"], min_bytes=args.min_bytes, weighting=args.weighting)
+    if args.gpus is not None and not 2 <= args.gpus <= MAX_GPUS:
+        raise SimInputError(f"--gpus: an all-reduce log has 2 to {MAX_GPUS:,} ranks, got {args.gpus:,}")
+    if fit.alpha_s < 0 or fit.beta_s_per_byte < 0:
+        warnings.warn(f"the fitted line has a negative {'beta' if fit.beta_s_per_byte < 0 else 'alpha'}: the log's "
+                      "times do not grow with the message size as an alpha-beta line does (--save refuses it)",
+                      SimInputWarning, stacklevel=2)
     ranks = args.gpus or points.attrs.get("ranks")
     result = {
         "file": path.name, "format": points.attrs.get("format"), "ranks": ranks,
