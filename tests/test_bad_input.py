@@ -292,3 +292,13 @@ def test_a_misspelled_layer_column_is_named(tmp_path):
     sim.load_model("resnet50").timed(gpu="v100-sxm2", batch_size=8).layers_frame().to_csv(written, index=False)
     code, _, err = cli(["run", "--model", str(written), "--gpus", "4"])
     assert code == 0 and err == ""
+
+
+def test_more_nics_than_gpus_in_a_node_are_clamped_and_say_so():
+    """--nics-per-node above the node's GPUs: a warning, and the run of one NIC per GPU (it was clamped without a
+    word: the hostile review)."""
+    argv = ["run", "--model", "resnet50", "--gpus", "8", "--gpus-per-node", "4", "--format", "json"]
+    code, out, err = cli([*argv, "--nics-per-node", "1000"])
+    assert code == 0 and err.startswith("warning: --nics-per-node 1000: a node of 4 GPU(s) uses 4")
+    code4, out4, err4 = cli([*argv, "--nics-per-node", "4"])
+    assert code4 == 0 and err4 == "" and json.loads(out) == json.loads(out4)

@@ -37,6 +37,9 @@ def add_arguments(al) -> None:
     al.add_argument("--network", default=None, help="network preset: every worker's and the server's link (default 10gbe)")
     al.add_argument("--intra", default=None, help="intra-node link preset (AR-SGD; default pcie3)")
     al.add_argument("--collective", default=None, help=f"AR-SGD's all-reduce: one of {', '.join(COLLECTIVES)} (default ring)")
+    al.add_argument("--tree-chunk-bytes", type=nonneg_float, default=None,
+                    help="the chunk NCCL's tree pipelines a message in (collectives double_binary_tree and nccl; "
+                         "default 262144, 0 leaves the pipeline's fill out)")
     al.add_argument("--batch-size", type=positive_int, default=32, help="samples per worker per step")
     al.add_argument("--precision", choices=list(BYTES_PER_PARAM), default="fp32", help=PRECISION_HELP)
     al.add_argument("--algorithms", type=name_list, default=list(ALGORITHMS), help="e.g. BSP,ASP,AR-SGD")
@@ -76,7 +79,7 @@ def run(args, out) -> None:
     check(args)
     spec = straggler_spec(args, [args.gpus])
     given = {k: getattr(args, k) for k in ("gpus_per_node", "network", "intra", "collective", "gpu", "staleness", "tau",
-                                           "gossip_p") if getattr(args, k) is not None}
+                                           "gossip_p", "tree_chunk_bytes") if getattr(args, k) is not None}
     cluster = Cluster(gpus=args.gpus, **{k: v for k, v in given.items() if k not in CONFIG_FLAGS})
     config = AlgorithmConfig(**{k: v for k, v in given.items() if k in CONFIG_FLAGS})
     the_model = load_model(args.model)

@@ -263,6 +263,10 @@ def _unused_overrides(args, gpus: list[int]) -> list[str]:
         elif not network_regimes(network):
             out.append(f"--size-regimes does nothing with --network {network}: it has no measured size-regime "
                        "table (data/network_regimes.csv)")
+    nics = getattr(args, "nics_per_node", None)
+    if nics is not None and nics > args.gpus_per_node:
+        out.append(f"--nics-per-node {nics}: a node of {args.gpus_per_node} GPU(s) uses {args.gpus_per_node} of them "
+                   "(NCCL spreads its channels over one NIC per GPU at most)")
     if getattr(args, "nic_near_gpus", None) is not None and getattr(args, "nic_path", None) is None \
             and (getattr(args, "topology", None) in (None, "flat")):
         out.append("--nic-near-gpus does nothing without --nic-path (or a topology with one): the other GPUs "
