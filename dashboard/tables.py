@@ -13,6 +13,7 @@ import pandas as pd
 
 import sim
 from sim.comm import CommCost
+from sim.core.cost import lines
 
 __all__ = [
     "METRIC_LABELS",
@@ -137,7 +138,7 @@ def layer_table(model: sim.Model, cost: CommCost, precision: str, groups: list[l
         alpha_ms = np.minimum(np.where(has, cost.alpha_s * 1e3, 0.0), total_ms)
         beta_ms = total_ms - alpha_ms
     else:  # the line of the size regime each gradient falls in (piecewise costs: size regimes, the tree's fill)
-        alpha = np.array([cost.alpha_at(b) for b in nbytes]) if cost.regimes else np.full(len(nbytes), cost.alpha_s)
+        alpha = np.array([r.alpha_s for r in lines(cost)])[cost.regime_index(nbytes)]
         alpha_ms = np.where(has, alpha * 1e3, 0.0)
         beta_ms = np.where(has, np.asarray(cost.time_s(nbytes), dtype=float) * 1e3, 0.0) - alpha_ms
     group_of = {name: gi for gi, members in enumerate(groups or []) for name in members}

@@ -28,7 +28,6 @@ per channel; its channels split the data, so sharing the NIC adds no bytes.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -362,13 +361,8 @@ def nccl(nodes: int, k: int, intra: Link, inter: Link, gamma: float,
     r = ring(nodes, k, intra, inter, gamma)
     if nodes == 1:
         return CommCost(r.alpha_s, r.beta_s_per_byte, "nccl (ring)")
-    t = double_binary_tree(nodes, k, intra, inter, gamma, chunk_bytes)
-    named = [CommCost.piecewise([Regime(x.from_bytes, x.alpha_s, x.beta_s_per_byte, name) for x in lines(c)], name)
-             for c, name in ((t, "tree"), (r, "ring"))]
-    env = lower_envelope(named, "nccl")
-    algos = list(dict.fromkeys(x.label for x in env.regimes)) or [  # one line wins at every size: which
-        c.label for c in named if (c.alpha_s, c.beta_s_per_byte) == (env.alpha_s, env.beta_s_per_byte)][:1]
-    return dataclasses.replace(env, label=f"nccl ({', then '.join(algos)})")
+    return lower_envelope([double_binary_tree(nodes, k, intra, inter, gamma, chunk_bytes), r], "nccl",
+                          names=("tree", "ring"))
 
 
 #: The collectives whose cost depends on the tree's chunk (``tree_chunk_bytes``).

@@ -97,11 +97,11 @@ def _print_tables(result: dict, out) -> None:
 def run(args, out) -> None:
     from sim.fit import fit_alpha_beta, parse_allreduce_log
 
+    if args.gpus is not None and not 2 <= args.gpus <= MAX_GPUS:
+        raise SimInputError(f"--gpus: an all-reduce log has 2 to {MAX_GPUS:,} ranks, got {args.gpus:,}")
     path = Path(args.file)
     points = parse_allreduce_log(read_text(path))
     fit = fit_alpha_beta(points["bytes"], points["time_s"], min_bytes=args.min_bytes, weighting=args.weighting)
-    if args.gpus is not None and not 2 <= args.gpus <= MAX_GPUS:
-        raise SimInputError(f"--gpus: an all-reduce log has 2 to {MAX_GPUS:,} ranks, got {args.gpus:,}")
     if fit.alpha_s < 0 or fit.beta_s_per_byte < 0:
         warnings.warn(f"the fitted line has a negative {'beta' if fit.beta_s_per_byte < 0 else 'alpha'}: the log's "
                       "times do not grow with the message size as an alpha-beta line does (--save refuses it)",

@@ -233,10 +233,13 @@ def warn_unused_links(args) -> None:
     if args.network is not None and max(gpus) <= args.gpus_per_node:
         unused.append(f"--network does nothing when every GPU is in one node (--gpus {max(gpus)}, "
                       f"--gpus-per-node {args.gpus_per_node}): no inter-node link is used")
-    if getattr(args, "tree_chunk_bytes", None) is not None and (args.collective or DEFAULTS["collective"]) not in CHUNKED:
-        unused.append(f"--tree-chunk-bytes does nothing with collective {args.collective or DEFAULTS['collective']!r}: "
+    collective = args.collective or DEFAULTS["collective"]
+    if getattr(args, "tree_chunk_bytes", None) is None:
+        pass
+    elif collective not in CHUNKED:
+        unused.append(f"--tree-chunk-bytes does nothing with collective {collective!r}: "
                       f"only {' and '.join(CHUNKED)} pipeline a tree")
-    elif getattr(args, "tree_chunk_bytes", None) is not None and max(gpus) <= args.gpus_per_node:
+    elif max(gpus) <= args.gpus_per_node:
         unused.append("--tree-chunk-bytes does nothing when every GPU is in one node: NCCL runs rings there")
     if args.collective is not None and max(gpus) == 1:
         unused.append("--collective does nothing with one GPU (nothing is all-reduced): give --gpus")

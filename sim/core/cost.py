@@ -254,11 +254,13 @@ def lines(cost: CommCost) -> list[Regime]:
     return list(cost.regimes) or [Regime(0.0, cost.alpha_s, cost.beta_s_per_byte, cost.label)]
 
 
-def lower_envelope(costs: list[CommCost], label: str) -> CommCost:
+def lower_envelope(costs: list[CommCost], label: str, names=None) -> CommCost:
     """The pointwise minimum of piecewise-affine costs, as one piecewise cost (affine when one line wins
     at every size): what a library that times each algorithm and runs the fastest at each message size
-    costs. Each regime keeps the label of the cost it comes from."""
-    tables = [lines(c) for c in costs]
+    costs. Each regime is labelled with the name of the cost it comes from (``names``, default their
+    labels), and the result ``label (a, then b)`` with the winners in size order."""
+    names = [c.label for c in costs] if names is None else list(names)
+    tables = [[dataclasses.replace(r, label=n) for r in lines(c)] for c, n in zip(costs, names, strict=True)]
     starts = sorted({r.from_bytes for t in tables for r in t})
     out: list[Regime] = []
     for i, lo in enumerate(starts):
@@ -282,7 +284,7 @@ def lower_envelope(costs: list[CommCost], label: str) -> CommCost:
     for r in out[1:]:
         if (r.alpha_s, r.beta_s_per_byte) != (kept[-1].alpha_s, kept[-1].beta_s_per_byte):
             kept.append(r)
-    return CommCost.piecewise(kept, label)
+    return CommCost.piecewise(kept, f"{label} ({', then '.join(dict.fromkeys(r.label for r in kept))})")
 
 
 @dataclass(frozen=True)

@@ -22,13 +22,7 @@ import numpy as np
 from sim.core import engine as core_engine
 from sim.core import fast, interference
 from sim.core.backward_stretch import backward_times
-from sim.core.budget import (
-    CELLS_PER_TASK,
-    MAX_TASKS_ENV,
-    MAX_TASKS_LIMIT,
-    PS_CELL_WEIGHT,
-    max_tasks_from_env,
-)
+from sim.core.budget import CELLS_PER_TASK, MAX_TASKS_ENV, max_tasks_from_env
 from sim.core.interference import (
     CommFactors,
     CommOverlap,
@@ -48,7 +42,7 @@ from sim.core.timeline import graph_timeline, renamed_layers
 from sim.errors import SimInputError
 from sim.tensors import layer_renamer
 
-__all__ = ["CELLS_PER_TASK", "ENGINES", "PS_CELL_WEIGHT", "MAX_TASKS", "MAX_TASKS_ENV", "MAX_TASKS_ENV_ERROR", "MAX_TASKS_LIMIT", "Timing", "check_cell_budget",
+__all__ = ["CELLS_PER_TASK", "ENGINES", "MAX_TASKS", "MAX_TASKS_ENV", "MAX_TASKS_ENV_ERROR", "Timing", "check_cell_budget",
            "check_task_budget", "estimated_tasks", "forget_kept",
            "interference_model", "single_gpu_iteration_s", "time_plan"]
 
@@ -367,7 +361,7 @@ def check_task_budget(model, plan: Plan, cost, precision: str, iterations: int, 
 def check_cell_budget(model, plan: Plan, iterations: int, workers: int, weight: int = 1) -> None:
     """Refuse, before any work, a per-worker run whose arrays of task times (`sim.core.fast`: a start and an
     end per worker, iteration, layer and message) would exceed `CELLS_PER_TASK` x `MAX_TASKS` numbers, each
-    counted ``weight`` times (`PS_CELL_WEIGHT` over a parameter server)."""
+    counted ``weight`` times (`sim.core.budget.PS_CELL_WEIGHT` over a parameter server)."""
     if MAX_TASKS_ENV_ERROR:
         raise SimInputError(MAX_TASKS_ENV_ERROR)
     cells = 2 * workers * iterations * (model.num_layers + len(plan.groups)) * weight

@@ -25,16 +25,11 @@ from sim.api import SimResult, plan_run, resolve_method, resolve_model, run_metr
 from sim.catalog import get_gpu
 from sim.checks import check_int, check_seed
 from sim.cluster import Cluster
+from sim.core.budget import PS_CELL_WEIGHT
 from sim.core.cost import PSCost
 from sim.core.lower import WorkerTimes
 from sim.core.metrics import steady_iteration_s
-from sim.core.run import (
-    PS_CELL_WEIGHT,
-    check_cell_budget,
-    single_gpu_iteration_s,
-    time_plan,
-    time_workers,
-)
+from sim.core.run import check_cell_budget, single_gpu_iteration_s, time_plan, time_workers
 from sim.errors import SimInputError
 from sim.model import Model, bytes_per_param, check_batch_size
 from sim.schedulers import DEFAULT_BUCKET_MB
