@@ -1,6 +1,8 @@
 """Network and GPU catalogs: required presets, sources, conversions, user presets."""
 
+import csv
 import math
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +18,15 @@ from sim.catalog import (
     user_networks_path,
 )
 from sim.errors import SimInputError
+
+REFERENCE = Path(__file__).resolve().parent.parent / "data" / "reference"
+
+
+def mgwfbp_fit(network: str, gpus: int) -> dict:
+    """One row of the MG-WFBP authors' fitted all-reduce lines (data/reference/mgwfbp_fitted_alpha_beta.csv)."""
+    with open(REFERENCE / "mgwfbp_fitted_alpha_beta.csv", newline="") as fh:
+        row = next(r for r in csv.DictReader(fh) if r["network"] == network and int(r["gpus"]) == gpus)
+    return {"alpha_s": float(row["alpha_s"]), "beta_s_per_byte": float(row["beta_s_per_byte"])}
 
 REQUIRED_NETWORKS = {
     "pcie3": "intra",
@@ -78,13 +89,29 @@ class TestBuiltinNetworks:
         assert get_network("nvlink3").line_rate_gbps == 12 * 25 * 8
         assert get_network("nvlink4").line_rate_gbps == 18 * 25 * 8
 
-    def test_10gbe_from_the_mgwfbp_fit(self):
-        # mgwfbp_fitted_alpha_beta.csv, 10GbE, 8 GPUs on 2 nodes:
-        # alpha_AR = 523.03 us over 2(P-1) = 14 ring steps; beta_AR = 8.5707e-10 s/B
-        # is the NIC's per-byte time (M bytes per NIC direction for N = 2 nodes).
-        net = get_network("10gbe")
-        assert net.alpha_s == pytest.approx(523.03e-6 / 14, rel=2e-3)
-        assert net.beta_s_per_byte == pytest.approx(8.5707e-10, rel=2e-3)
+    @pytest.mark.parametrize("preset, network", [("10gbe", "10GbE"), ("ib-fdr-56", "56GbIB")])
+    def test_inter_node_presets_from_the_mgwfbp_fit(self, preset, network):
+        # data/reference/mgwfbp_fitted_alpha_beta.csv, 8 GPUs on 2 nodes: alpha_AR over the 2(P-1) = 14 steps of
+        # a ring on P = 8; beta_AR is the NIC's per-byte time (M bytes per NIC direction for N = 2 nodes). The
+        # presets keep 3-4 significant figures.
+        fit = mgwfbp_fit(network, 8)
+        net = get_network(preset)
+        assert net.alpha_s == pytest.approx(fit["alpha_s"] / 14, rel=2e-3)
+        assert net.beta_s_per_byte == pytest.approx(fit["beta_s_per_byte"], rel=2e-3)
+
+    def test_the_figures_data_readme_quotes_from_the_reference_files(self):
+        """data/README: pcie3's latency is the 4-GPU fit's alpha_AR / 6 and that fit's per-edge rate 58.28 Gb/s
+        (beta_link = beta_AR x P / (2(P - 1)) on P = 4); the 16-GPU 10GbE fit's beta_AR 7.40e-10 s/B is below
+        what 4 nodes at 10 Gb/s allow (2 x 3/4 x 8 / 10e9 = 1.2e-9); 10gbe's per-step latency agrees with the
+        31.92 us of a 4-byte MPI all-reduce on 2 nodes (allreduce2.log)."""
+        four = mgwfbp_fit("10GbE", 4)
+        assert get_network("pcie3").alpha_s == pytest.approx(four["alpha_s"] / 6, rel=2e-3)
+        assert 8 / (four["beta_s_per_byte"] * 4 / 6) / 1e9 == pytest.approx(58.28, abs=0.005)
+        sixteen = mgwfbp_fit("10GbE", 16)
+        assert round(sixteen["beta_s_per_byte"], 12) == 7.40e-10 < 2 * 3 / 4 * 8 / 10e9
+        log = (REFERENCE / "bcaffe_k80_10gbe" / "allreduce2.log").read_text().splitlines()
+        four_bytes = next(float(line.split()[1]) for line in log if line.startswith("2,4 "))
+        assert four_bytes == 31.92
 
     def test_beta_is_eight_over_effective_rate(self):
         net = get_network("10gbe")
