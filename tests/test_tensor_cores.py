@@ -21,8 +21,8 @@ def test_the_stored_scales_are_what_the_fit_gives():
 
 def test_held_out_speedups_are_within_the_stated_tolerance():
     """NVIDIA's one-GPU fp32 -> mixed precision speedups (data/validation/mixed_precision.csv, each row cited):
-    held-out median |error| 17.2 %, worst 28.1 % when fitted (README, Validation), against 33-221 % (median
-    123 %) with tensor cores at the fp32 efficiency. Bounds: the measured figures, rounded up (a regression
+    held-out median |error| 17.2 %, worst 28.1 % when fitted (README, Validation), against 33-220 % (median
+    122 %) with tensor cores at the fp32 efficiency. Bounds: the measured figures, rounded up (a regression
     guard, not a target)."""
     held = tensor_core_report().query("split == 'held-out' and base_precision == 'fp32'")  # tf32 rows: below
     assert len(held) == 7
