@@ -88,8 +88,10 @@ class Cluster:
         latency stays.
     size_regimes : bool
         Use the network preset's measured size-regime table
-        (``data/network_regimes.csv``) where it has one: alpha and beta per
-        message-size regime instead of one line. Off keeps the one line.
+        (``data/network_regimes.csv``) where it has one (the default: a preset
+        uses its measured table, issue 13): alpha and beta per message-size
+        regime instead of one line. False keeps the preset's one line. A
+        preset without a table has its one line either way.
     topology : str
         Node topology preset (``data/topologies.csv``): ``flat`` (every GPU
         reaches the NIC directly, the intra link at its preset rate),
@@ -127,7 +129,7 @@ class Cluster:
     interference: bool = True
     compute_slowdown: float | None = None
     comm_slowdown: float | None = None
-    size_regimes: bool = False
+    size_regimes: bool = True
     topology: str = "flat"
     nics_per_node: int | None = None
     nic_near_gpus: int | None = None

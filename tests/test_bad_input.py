@@ -265,15 +265,18 @@ def test_a_good_task_limit_in_the_environment_is_used():
     assert proc.returncode == 2 and "the limit is 1,000" in proc.stderr
 
 
-@pytest.mark.parametrize("extra, expected", [
-    (["--network", "100gbe"], "--size-regimes does nothing with --network 100gbe: it has no measured"),
-    (["--network", "10gbe-k80-osu", "--network-gbps", "3"], "--size-regimes does nothing with --network-gbps"),
+@pytest.mark.parametrize("flag, extra, expected", [
+    (flag, extra, expected.format(flag=flag)) for flag in ("--size-regimes", "--no-size-regimes")
+    for extra, expected in (
+        (["--network", "100gbe"], "{flag} does nothing with --network 100gbe: it has no measured"),
+        (["--network", "10gbe-k80-osu", "--network-gbps", "3"], "{flag} does nothing with --network-gbps"),
+    )
 ])
-def test_size_regimes_that_do_nothing_say_so(extra, expected):
-    """--size-regimes without a measured table for the network, or with its rate overridden: a warning, and
-    the numbers of the run without the flag."""
+def test_size_regimes_that_do_nothing_say_so(flag, extra, expected):
+    """--size-regimes or --no-size-regimes without a measured table for the network, or with its rate
+    overridden: a warning, and the numbers of the run without the flag."""
     argv = ["run", "--model", "resnet50", "--gpus", "8", *extra, "--format", "json"]
-    code, out, err = cli([*argv, "--size-regimes"])
+    code, out, err = cli([*argv, flag])
     assert code == 0 and err.startswith("warning: ") and expected in err and err.count("\n") == 1, err
     code_bare, bare, err_bare = cli(argv)
     assert code_bare == 0 and err_bare == "" and json.loads(out) == json.loads(bare)

@@ -153,8 +153,11 @@ def test_cli_flags_reach_the_cluster():
     code, topo, err = cli(*base, "--topology", "dgx1")
     assert code == 0, err
     assert json.loads(topo)["alpha_s"] > json.loads(flat)["alpha_s"]
-    code, regimes, err = cli("run", "--model", "resnet50", "--gpus", "8", "--network", "10gbe-k80-osu",
-                             "--size-regimes", "--format", "json")
-    _, line, _ = cli("run", "--model", "resnet50", "--gpus", "8", "--network", "10gbe-k80-osu", "--format", "json")
-    assert code == 0, err
-    assert json.loads(regimes)["iteration_time_s"] != json.loads(line)["iteration_time_s"]
+    k80 = ["run", "--model", "resnet50", "--gpus", "8", "--network", "10gbe-k80-osu", "--format", "json"]
+    code, regimes, err = cli(*k80, "--size-regimes")
+    assert code == 0 and err == "", err
+    code, line, err = cli(*k80, "--no-size-regimes")
+    assert code == 0 and err == "", err
+    _, default, _ = cli(*k80)
+    assert json.loads(regimes) == json.loads(default)  # the preset's measured table is the default
+    assert json.loads(regimes)["iteration_time_s"] < json.loads(line)["iteration_time_s"]

@@ -205,6 +205,8 @@ def ablation(cases: pd.DataFrame | None = None) -> pd.DataFrame:
         "no communication slowed by compute (comm_slowdown 0)": (cases, {"comm_slowdowns": dict.fromkeys(links, 0.0)}),
         "without the tree's pipeline fill (tree_chunk_bytes 0: collective nccl's tree costs its hops' latencies alone)":
             (cases, {"tree_chunk_bytes": 0.0}),
+        "one line per network preset, not its measured size-regime table (size_regimes False: 10gbe-k80-osu's "
+        "OSU fit over 4 B-1 MiB for every message)": (cases, {"size_regimes": False}),
         "nvlink2 at 960 Gb/s (6 x 20 GB/s payload: an isolated all-reduce's rate, not fitted)":
             (cases, {"links": {"nvlink2": 960.0}}),
         "without ByteScheduler's per-partition launch (a bare NCCL call per partition)":

@@ -152,12 +152,13 @@ def _calibrated(row, model: Model, cluster: Cluster) -> Model:
 
 def _cluster(row, links: dict | None = None, slowdowns: dict | None = None,
              sync_jitter_cv: float | None = None, comm_slowdowns: dict | None = None,
-             tree_chunk_bytes: float | None = None) -> Cluster:
+             tree_chunk_bytes: float | None = None, size_regimes: bool = True) -> Cluster:
     """The case's cluster; ``links`` maps a network preset to an effective rate
     in Gb/s that replaces the preset's, ``slowdowns`` and ``comm_slowdowns`` a
     link to its interference coefficients (compute slowed by communication,
     communication slowed by compute), ``sync_jitter_cv`` replaces the default
-    jitter (all used when fitting them)."""
+    jitter (all used when fitting them); ``size_regimes`` False gives every
+    preset its one line instead of its measured size-regime table."""
     links, slowdowns, comm_slowdowns = links or {}, slowdowns or {}, comm_slowdowns or {}
     crossed = row.network if int(row.gpus) > int(row.gpus_per_node) else row.intra
     return Cluster(gpus=int(row.gpus), gpus_per_node=int(row.gpus_per_node), network=row.network,
@@ -166,7 +167,7 @@ def _cluster(row, links: dict | None = None, slowdowns: dict | None = None,
                    topology=getattr(row, "topology", "flat") or "flat",
                    network_gbps=links.get(row.network), intra_gbps=links.get(row.intra),
                    compute_slowdown=slowdowns.get(crossed), comm_slowdown=comm_slowdowns.get(crossed),
-                   sync_jitter_cv=sync_jitter_cv, tree_chunk_bytes=tree_chunk_bytes)
+                   sync_jitter_cv=sync_jitter_cv, tree_chunk_bytes=tree_chunk_bytes, size_regimes=size_regimes)
 
 
 def case_model(case: str, reference_dir: Path | str | None = None) -> tuple[pd.Series, Model]:
@@ -185,7 +186,8 @@ def run_validation(cases: pd.DataFrame | None = None, reference_dir: Path | str 
                    overrides: dict | None = None, method_options: dict | None = None,
                    links: dict | None = None, launch_us: dict | None = None,
                    slowdowns: dict | None = None, sync_jitter_cv: float | None = None,
-                   comm_slowdowns: dict | None = None, tree_chunk_bytes: float | None = None) -> pd.DataFrame:
+                   comm_slowdowns: dict | None = None, tree_chunk_bytes: float | None = None,
+                   size_regimes: bool = True) -> pd.DataFrame:
     """Simulate every case; one row each with measured, simulated and signed error.
 
     ``overrides`` replaces case columns for every case (e.g. ``{"collective":
@@ -196,7 +198,8 @@ def run_validation(cases: pd.DataFrame | None = None, reference_dir: Path | str 
     ``links`` ({preset: effective Gb/s}), ``launch_us`` ({framework: us per
     message}), ``slowdowns`` and ``comm_slowdowns`` ({link: interference
     coefficient}, `sim.interference`) replace those presets' values, for fitting them;
-    ``sync_jitter_cv`` and ``tree_chunk_bytes`` replace the clusters' defaults.
+    ``sync_jitter_cv`` and ``tree_chunk_bytes`` replace the clusters' defaults;
+    ``size_regimes`` False gives the presets their one line (an ablation).
     """
     cases = load_cases() if cases is None else cases
     reference_dir = Path(reference_dir) if reference_dir is not None else DEFAULT_REFERENCE_DIR
@@ -210,7 +213,7 @@ def run_validation(cases: pd.DataFrame | None = None, reference_dir: Path | str 
                "network": row.network, "split": row.split, "measured": float(row.measured_samples_per_s),
                "simulated": np.nan, "error_pct": np.nan, "status": "ok", "citation": row.citation}
         try:
-            cluster = _cluster(row, links, slowdowns, sync_jitter_cv, comm_slowdowns, tree_chunk_bytes)
+            cluster = _cluster(row, links, slowdowns, sync_jitter_cv, comm_slowdowns, tree_chunk_bytes, size_regimes)
             if launch_us:
                 preset = METHODS.get(row.method)
                 fw = resolve_framework(cluster.framework, preset.scheduler if preset else row.scheduler,

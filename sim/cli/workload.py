@@ -139,9 +139,11 @@ def add_link_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_topology_flags(p: argparse.ArgumentParser) -> None:
-    """Size regimes and node topology (`sim.cluster.Cluster`); the defaults keep one line and a flat node."""
-    p.add_argument("--size-regimes", action="store_true",
-                   help="use the network preset's measured size-regime table (data/network_regimes.csv)")
+    """Size regimes and node topology (`sim.cluster.Cluster`); the defaults: a preset's measured size regimes where
+    it has a table, a flat node."""
+    p.add_argument("--size-regimes", action=argparse.BooleanOptionalAction, default=None,
+                   help="use the network preset's measured size-regime table (data/network_regimes.csv) where it "
+                        "has one (the default); --no-size-regimes keeps the preset's one alpha-beta line")
     p.add_argument("--topology", default=None, help="node topology preset: flat (default), dgx1, dgx1-4nic, pcie-2socket")
     p.add_argument("--nics-per-node", type=positive_int, default=None, help="NICs per node (overrides the topology)")
     p.add_argument("--nic-near-gpus", type=nonneg_int, default=None,
@@ -259,12 +261,14 @@ def _unused_overrides(args, gpus: list[int]) -> list[str]:
         out.append("--network-gbps does nothing when every GPU is in one node: no inter-node link is used")
     if getattr(args, "intra_gbps", None) is not None and args.gpus_per_node == 1:
         out.append("--intra-gbps does nothing with one GPU per node (no intra-node link): give --gpus-per-node")
-    if getattr(args, "size_regimes", False):
+    regimes = getattr(args, "size_regimes", None)
+    if regimes is not None:
+        flag = "--size-regimes" if regimes else "--no-size-regimes"
         network = getattr(args, "network", None) or DEFAULTS["network"]
         if getattr(args, "network_gbps", None) is not None:
-            out.append("--size-regimes does nothing with --network-gbps: the measured table is replaced")
+            out.append(f"{flag} does nothing with --network-gbps: the measured table is replaced")
         elif not network_regimes(network):
-            out.append(f"--size-regimes does nothing with --network {network}: it has no measured size-regime "
+            out.append(f"{flag} does nothing with --network {network}: it has no measured size-regime "
                        "table (data/network_regimes.csv)")
     nics = getattr(args, "nics_per_node", None)
     if nics is not None and nics > args.gpus_per_node:
@@ -286,7 +290,7 @@ DEFAULTS = {f.name: f.default for f in fields(Cluster)
 
 def cluster(args, gpus: int) -> Cluster:
     given = {k: getattr(args, k) for k in DEFAULTS if getattr(args, k, None) is not None}
-    topology = {k: getattr(args, k) for k in TOPOLOGY_FLAGS if getattr(args, k, None) not in (None, False)}
+    topology = {k: getattr(args, k) for k in TOPOLOGY_FLAGS if getattr(args, k, None) is not None}
     return Cluster(gpus=gpus, gpus_per_node=args.gpus_per_node, alpha_s=args.alpha, beta_s_per_byte=args.beta,
                    **{**DEFAULTS, **given}, **topology)
 
