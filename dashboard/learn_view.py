@@ -204,6 +204,8 @@ MECHANISM_VARIANTS = (
     ("NCCL's tree or ring per message size (collective nccl, not the default ring)", {"collective": "nccl"}, None),
     ("collective nccl, its trees without their pipeline fill (tree_chunk_bytes 0)",
      {"collective": "nccl", "tree_chunk_bytes": 0.0}, None),
+    ("the network preset's one α-β line, not its measured size-regime table (size_regimes False)",
+     {"size_regimes": False}, None),
 )
 
 

@@ -134,7 +134,7 @@ COMPRESSIONS = ["none", "fp16", "bf16", "topk:0.01", "topk:0.001", "powersgd:1",
 PARITY_BY = ["source", "method"]
 SUMMARY_BY = ["source", "method", "network", "split"]
 #: The networks of the Learn page's mechanisms table.
-LEARN_MECHANISM_NETS = ["10gbe", "ib-edr-100"]
+LEARN_MECHANISM_NETS = ["10gbe", "ib-edr-100", "10gbe-k80-osu"]
 
 
 def tune_knob_options() -> list[str]:

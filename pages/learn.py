@@ -177,7 +177,14 @@ st.markdown(
     "tree hop of its Simple protocol one constant, the time of a 256 KiB chunk at an assumed 12 GB/s. Taking the "
     "chunk at each hop's own rate, and a smaller message at its own size, is this simulator's extrapolation; "
     "NCCL's LL and LL128 protocols (tree hops of 0.5–8.5 µs), which it picks for a size where they are faster, "
-    "are not modelled (`--tree-chunk-bytes 0` leaves the fill out). The last two rows show both.")
+    "are not modelled (`--tree-chunk-bytes 0` leaves the fill out). Two rows show both.\n\n"
+    "A link's cost also changes with the message size where the library switches algorithm or protocol (Open MPI "
+    "from recursive doubling to a ring at 10,000 bytes, say). A preset with a measured size-regime table "
+    "(`data/network_regimes.csv`; today `10gbe-k80-osu`, fitted to the OSU all-reduce log of the B-Caffe K80 "
+    "cluster) takes its α and β per message size by default; its one line, fitted over every size of the log "
+    "and so mostly over small messages, charges a large message the small messages' rate "
+    "(`--no-size-regimes`). The last row shows it: the same iteration on a preset without a table, and on "
+    "`10gbe-k80-osu` the difference a large gradient makes.")
 net = st.radio("Network", state.LEARN_MECHANISM_NETS, index=state.index_of("learn_mech_net", state.LEARN_MECHANISM_NETS),
                horizontal=True, key="learn_mech_net", bind="query-params")
 case = learn_view.MECHANISM_CASE

@@ -152,6 +152,24 @@ def test_what_real_clusters_add_is_read_off_the_simulator():
     assert any(f"{off:.1f} against {by.iloc[0]['iteration_ms']:.1f} ms" in c for c in claims)
 
 
+def test_the_size_regime_row_differs_only_on_a_preset_with_a_table():
+    """Learn, section 6, last row: a preset's one line instead of its measured size regimes changes nothing where
+    the preset has no table (10gbe), and on 10gbe-k80-osu charges ResNet-50's large gradients the small
+    messages' rate; the sentence states what the table shows."""
+    from dashboard.learn_view import MECHANISM_VARIANTS, mechanism_claims, mechanism_frame
+    from dashboard.state import LEARN_MECHANISM_NETS
+
+    label = MECHANISM_VARIANTS[-1][0]
+    assert "size_regimes False" in label and "10gbe-k80-osu" in LEARN_MECHANISM_NETS
+    plain = mechanism_frame("10gbe").set_index("variant")
+    assert plain.loc[label, "iteration_ms"] == plain.iloc[0]["iteration_ms"]
+    assert f"With {label}: the same iteration" in " ".join(mechanism_claims(plain.reset_index()))
+    k80 = mechanism_frame("10gbe-k80-osu").set_index("variant")
+    line, table = k80.loc[label, "iteration_ms"], k80.iloc[0]["iteration_ms"]
+    assert line > table
+    assert f"({line:.1f} against {table:.1f} ms)" in " ".join(mechanism_claims(k80.reset_index()))
+
+
 @pytest.mark.parametrize("network", ["10gbe", "ib-edr-100"])
 def test_what_mixed_precision_sends_is_read_off_the_simulator(network):
     """Learn, section 7: autocast computes as fp16 does and sends as fp32 does; the sentences state the table."""
