@@ -364,6 +364,10 @@ CLI_CASES: list[tuple[str, str]] = [
     ("run " + M + " --gpus 4 --power-w 1e308", "power_w must be <= 100000"),
     # --- third hostile pass (2026-11-25) -----------------------------------------------------------------------
     ("run " + M + " --gpus 8 --size-regimes --alpha 1e-5 --beta 1e-9", "--size-regimes does nothing with --alpha"),
+    # a flag given as 0 or --no-... is given too (0 == False let them through)
+    ("run " + M + " --gpus 8 --no-size-regimes --alpha 1e-5 --beta 1e-9", "--no-size-regimes does nothing with"),
+    ("run " + M + " --gpus 8 --launch-us 0 --alpha 1e-5 --beta 1e-9", "--launch-us does nothing with --alpha"),
+    ("run " + M + " --gpus 8 --tree-chunk-bytes 0 --alpha 1e-5 --beta 1e-9", "--tree-chunk-bytes does nothing with"),
     ("run " + M + " --gpus 8 --gpus-per-node 4 --topology dgx1 --alpha 1e-5 --beta 1e-9",
      "--topology does nothing with --alpha/--beta"),
     ("algorithms " + M + " --gpus 4 --algorithms SSP --staleness 99999999999999999999",

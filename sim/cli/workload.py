@@ -216,8 +216,10 @@ def check_cluster_flags(args, architectures) -> None:
         raise SimInputError("--alpha and --beta go together: give both or neither")
     for flag in ("network", "intra", "collective", "framework", "launch_us", "network_gbps", "intra_gbps",
                  "tree_chunk_bytes", *TOPOLOGY_FLAGS):
-        if args.alpha is not None and getattr(args, flag, None) not in (None, False):
-            raise SimInputError(f"--{flag.replace('_', '-')} does nothing with --alpha/--beta (they replace the "
+        value = getattr(args, flag, None)
+        if args.alpha is not None and value is not None:  # 0 and False (--no-size-regimes) are values given too
+            name = ("no-" if value is False else "") + flag.replace("_", "-")
+            raise SimInputError(f"--{name} does nothing with --alpha/--beta (they replace the "
                                 "links, the collective and the framework): give one or the other")
     if args.collective is not None and architectures and all(a == PS_ARCHITECTURE for a in architectures):
         raise SimInputError("--collective does nothing with a parameter server (push and pull, no all-reduce)")
