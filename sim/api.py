@@ -372,7 +372,7 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
     if single_gpu_iteration_s is None:
         # (the argument shadows the function of the same name: reach it through its module)
         single_gpu_iteration_s = t_iter if cluster.gpus == 1 else core_run.single_gpu_iteration_s(
-            one_gpu, precision, prefetch, engine)
+            one_gpu, precision, prefetch, engine, plan.per_layer_update)
     groups = group_names(plan, model.layer_names)
     metrics = run_metrics(model, cluster, scheduler, batch_size, precision, plan_cost, t_iter, phases,
                           single_gpu_iteration_s, groups, architecture)

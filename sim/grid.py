@@ -136,6 +136,9 @@ class Workload:
     prefetch: bool
     batch_size: int
     single_gpu_iteration_s: float
+    #: The one-GPU reference of a plan that updates per layer (the next batch read while the GPU updates:
+    #: `sim.core.run.single_gpu_iteration_s`, ``update_overlaps_io``); the same without io or host copies.
+    single_gpu_iteration_overlap_s: float
 
 
 class Grid:
@@ -362,8 +365,10 @@ class Grid:
         check_distinct("workloads", len(self.workloads) + 1)
         timed = resolve_model(model, cluster, batch_size, precision, prefetch, calibrate)
         single = single_gpu_iteration_s(timed, precision, prefetch)
+        overlap = single_gpu_iteration_s(timed, precision, prefetch, update_overlaps_io=True)
         wid = self._workload_ids[wkey] = len(self.workloads)
-        self.workloads.append(Workload(with_sync_wait(timed, cluster), precision, prefetch, int(batch_size), single))
+        self.workloads.append(Workload(with_sync_wait(timed, cluster), precision, prefetch, int(batch_size), single,
+                                       overlap))
         return wid
 
     def work(self, unit_ids) -> float:

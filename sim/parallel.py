@@ -35,11 +35,14 @@ import numpy as np
 import pandas as pd
 
 from sim.checks import check_int
+from sim.core.cost import NO_COMM
 from sim.core.metrics import METRIC_KEYS, PHASE_KEYS, rates
+from sim.core.plan import NO_GRADIENTS
 from sim.core.run import time_plan
 from sim.errors import SimInputError
 from sim.frameworks import framework_name
 from sim.grid import GRID_KEYS, ConfigProduct, Grid, check_distinct
+from sim.schedulers import make_plan
 from sim.sweep_plans import PlanCache
 from sim.tensors import gradients_of
 
@@ -338,7 +341,11 @@ def _frame(grid: Grid, results: dict) -> pd.DataFrame:
     frameworks = [framework_name(grid.clusters[p // len(grid.schedulers)][0], grid.schedulers[p % len(grid.schedulers)])
                   for p in pairs.tolist()]
     batch = per_workload(lambda w: w.batch_size, np.int64)
-    single = per_workload(lambda w: w.single_gpu_iteration_s, float)
+    per_layer = np.array([make_plan(name, NO_GRADIENTS, NO_COMM).per_layer_update for name in grid.schedulers],
+                         dtype=bool)
+    # (one GPU runs no plan, so its reference is its own run, as in `simulate`)
+    single = np.where(per_layer[code] & (gpus > 1), per_workload(lambda w: w.single_gpu_iteration_overlap_s, float),
+                      per_workload(lambda w: w.single_gpu_iteration_s, float))
     data = {
         "model": per_workload(lambda w: w.model.name),
         "scheduler": _strings(grid.schedulers, code),

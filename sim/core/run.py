@@ -393,19 +393,24 @@ class _Timelines:
         return timeline if rename is None else renamed_layers(timeline, rename)
 
 
-def single_gpu_iteration_s(model, precision: str = "fp32", prefetch: bool = False, engine: str = "auto") -> float:
-    """Steady-state iteration time of ``model`` on one GPU (no communication)."""
+def single_gpu_iteration_s(model, precision: str = "fp32", prefetch: bool = False, engine: str = "auto",
+                           update_overlaps_io: bool = False) -> float:
+    """Steady-state iteration time of ``model`` on one GPU (no communication). ``update_overlaps_io``
+    (a plan that updates per layer): the next batch is read while the GPU updates, as that plan's
+    lowering does (`sim.core.scalar.single_gpu_period_s`); it matters only with io or host copies."""
     from sim.core.cost import NO_COMM
 
-    if engine == "auto" and model.num_layers:  # no message: the fast path's recurrences, on plain floats
+    overlap = bool(update_overlaps_io) and not prefetch and bool(model.io_s or model.h2d_s)
+    if (engine == "auto" or overlap) and model.num_layers:  # no message: the recurrences, on plain floats
+        key = (bool(prefetch), overlap)
         kept = _SINGLE_GPU_S.get(model) if _immutable_times(model) else None
-        if kept is not None and prefetch in kept:
-            return kept[prefetch]
+        if kept is not None and key in kept:
+            return kept[key]
         value = single_gpu_period_s(float(model.io_s), float(model.h2d_s), float(model.update_s),
-                                     model.fwd_s.tolist(), model.bwd_s[::-1].tolist(), prefetch)
+                                     model.fwd_s.tolist(), model.bwd_s[::-1].tolist(), prefetch, overlap)
         if _immutable_times(model):
             with _SINGLE_GPU_LOCK:
-                _SINGLE_GPU_S.setdefault(model, {})[bool(prefetch)] = value
+                _SINGLE_GPU_S.setdefault(model, {})[key] = value
         return value
     if engine == "auto":
         run = fast.evaluate(model, Plan("", ()), NO_COMM, precision=precision, iterations=2, prefetch=prefetch)

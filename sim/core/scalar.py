@@ -158,14 +158,20 @@ def _covered_s(c_start: list, c_end: list, after: float, until: float) -> float:
 
 
 def single_gpu_period_s(io_s: float, h2d_s: float, update_s: float, fwd_s: list, bwd_rev_s: list,
-                        prefetch: bool) -> float:
+                        prefetch: bool, update_overlaps_io: bool = False) -> float:
     """Two iterations on one GPU, as `sim.core.fast.evaluate` times them (the same maxima and the
     same additions in the same order, so the same bits), on Python floats: the period between
-    the two updates' ends."""
-    io_end = h2d_end = update_end = 0.0
+    the two updates' ends.
+
+    ``update_overlaps_io``: the framework's step returns once backward has ended and the next
+    batch is read while the GPU updates (the per-layer-update plans of ByteScheduler and DeAR,
+    `sim.core.lower`); without prefetch the next read starts at the end of backward, not of the
+    update. The one-GPU reference of such a plan, so that its speedup compares like with like."""
+    io_end = h2d_end = update_end = backward_end = 0.0
     ends = []
     for k in range(2):
-        io_start = 0.0 if k == 0 else io_end if prefetch else max(update_end, io_end)
+        step_end = backward_end if update_overlaps_io else update_end
+        io_start = 0.0 if k == 0 else io_end if prefetch else max(step_end, io_end)
         io_end = io_start + io_s
         h2d_end = (io_end if k == 0 else max(io_end, h2d_end)) + h2d_s
         t = h2d_end if k == 0 else max(h2d_end, update_end)
@@ -173,6 +179,7 @@ def single_gpu_period_s(io_s: float, h2d_s: float, update_s: float, fwd_s: list,
             t += d
         for d in bwd_rev_s:
             t += d
+        backward_end = t
         update_end = t + update_s
         ends.append(update_end)
     return ends[1] - ends[0]
