@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import csv
 import io
 from pathlib import PurePath
 
@@ -72,7 +73,10 @@ def model_from_csv_text(text: str, filename: str) -> sim.Model:
     """
     if filename.lower().endswith(".json"):  # a Hugging Face config.json (sim.zoo.hf)
         return hf_model(filename, text=text)
-    check_csv_shape(text, filename)
+    try:
+        check_csv_shape(text, filename)
+    except csv.Error as exc:  # e.g. a field over the csv module's size limit
+        raise sim.SimInputError(f"{filename}: not a readable CSV ({exc})") from None
     try:
         frame = pd.read_csv(io.StringIO(text), comment="#", skipinitialspace=True)
     except pd.errors.EmptyDataError:

@@ -24,10 +24,24 @@ def check_csv_shape(text: str, where: str) -> None:
     for j, column in enumerate(header):
         if column in header[:j]:
             raise SimInputError(f"{where}: duplicate column {column!r} (columns {header.index(column) + 1} and {j + 1})")
+    if len(rows) != len(lines) - 1:  # a quoted field ran on into the next lines
+        raise SimInputError(f"{where} line {_open_quote_line(lines)}: a quote is opened and never closed on its line "
+                            "(a field in quotes must end on the line it starts)")
     for (lineno, _), row in zip(lines[1:], rows, strict=True):
         if len(row) > len(header):
             raise SimInputError(f"{where} line {lineno}: {len(row)} fields but the header has {len(header)} "
                                 f"({', '.join(header)})")
+
+
+def _open_quote_line(lines: list[tuple[int, str]]) -> int:
+    """The number of the first of ``lines`` (number, text) whose quote is left open at its end."""
+    for lineno, line in lines:
+        try:
+            next(csv.reader([line], skipinitialspace=True, strict=True))
+        except csv.Error as exc:
+            if "unexpected end of data" in str(exc):
+                return lineno
+    return lines[0][0]
 
 
 def read_csv_table(text_or_path: str | Path, where: str):

@@ -667,4 +667,9 @@ UPLOAD_CASES: list[tuple[str, str, bytes, str]] = [
     ("missing", "x.csv", FILES["missing_col.csv"].encode(), "missing column(s) bwd_ms"),
     ("too_many_layers", "x.csv",
      ("name,params,fwd_ms,bwd_ms\n" + "".join(f"l{i},1,0,0\n" for i in range(100_001))).encode(), "at most 100000"),
+    # a quote left open swallows the next lines: one row fewer than lines (it raised ValueError from zip)
+    ("open_quote_row", "q.csv", b'name,params,fwd_ms,bwd_ms\n"conv1,1000,1.0\nfc,1,1,1\n', "q.csv line 2: a quote"),
+    ("open_quote_header", "q.csv", b'name,"params\nfc,1,1,1\n', "q.csv line 1: a quote"),
+    ("long_field", "q.csv", b"name,params,fwd_ms,bwd_ms\n" + b"a" * 200_000 + b",1,1,1\n", "q.csv: not a readable CSV"),
+    ("nul_bytes", "q.csv", b'name,params,fwd_ms,bwd_ms\n\x00\x01,,,\n', "q.csv"),
 ]

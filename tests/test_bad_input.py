@@ -305,3 +305,13 @@ def test_more_nics_than_gpus_in_a_node_are_clamped_and_say_so():
     assert code == 0 and err.startswith("warning: --nics-per-node 1000: a node of 4 GPU(s) uses 4")
     code4, out4, err4 = cli([*argv, "--nics-per-node", "4"])
     assert code4 == 0 and err4 == "" and json.loads(out) == json.loads(out4)
+
+
+def test_a_quote_left_open_in_a_layer_file_is_refused_on_its_line(tmp_path):
+    """A quoted field that is never closed runs on into the next lines, so the CSV reader gives fewer rows than
+    the file has lines: the shape check refuses it naming the line (it raised ValueError from ``zip(strict=True)``,
+    a traceback on the dashboard and the CLI)."""
+    path = tmp_path / "q.csv"
+    path.write_text('name,params,fwd_ms,bwd_ms\na,1,1,1\n"conv1,1000,1.0\nfc,1,1,1\n')
+    with pytest.raises(sim.SimInputError, match="q.csv line 3: a quote"):
+        sim.load_model(path)
