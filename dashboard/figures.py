@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashboard.aggregate import BINS, MAX_BARS, Aggregation, merge_bars, merge_pieces
-from dashboard.tables import fmt_bytes, overlap_pct, short_layers
+from dashboard.tables import MAX_LAYER_BARS, binned_layers, fmt_bytes, overlap_pct, short_layers
 from sim.core.intervals import union
 from sim.core.timeline import COMPUTE_KINDS
 from sim.schedulers.names import BUCKET, MGWFBP, OPTIMAL, SEQUENTIAL, SYNCEASGD, WFBP
@@ -713,14 +713,18 @@ def layer_figure(layers: pd.DataFrame) -> go.Figure:
     """Per layer: parameters, compute time, and all-reduce time split into alpha and beta*M.
 
     ``layers`` is `dashboard.tables.layer_table`'s output. Shared x axis: the
-    layer index, input to output; names in the hover.
+    layer index, input to output; names in the hover. Above `MAX_LAYER_BARS`
+    layers a bar sums consecutive layers (`binned_layers`), and the panels say so.
     """
+    layers, per = binned_layers(layers, MAX_LAYER_BARS)
+    unit = "per layer" if per == 1 else f"per bar of {per:,} consecutive layers (summed)"
     fig = make_subplots(
         rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.08,
         subplot_titles=[
-            "parameters per layer",
-            "compute time per layer (ms)",
-            "all-reduce time of each layer's gradient sent alone (ms): start-up α vs transfer β·M",
+            f"parameters {unit}",
+            f"compute time {unit} (ms)",
+            "all-reduce time of each layer's gradient sent alone (ms): start-up α vs transfer β·M"
+            + ("" if per == 1 else f", {unit}"),
         ],
     )
     x = layers["layer"]

@@ -16,7 +16,9 @@ from sim.comm import CommCost
 from sim.core.cost import lines
 
 __all__ = [
+    "MAX_LAYER_BARS",
     "METRIC_LABELS",
+    "binned_layers",
     "fmt_bytes",
     "layer_table",
     "message_table",
@@ -158,6 +160,38 @@ def layer_table(model: sim.Model, cost: CommCost, precision: str, groups: list[l
     )
     frame["allreduce_ms"] = frame["alpha_ms"] + frame["beta_ms"]
     return frame
+
+
+#: Above this many layers the Model page's per-layer bars sum consecutive layers (a browser draws a
+#: few thousand bars at once; 5 panels x 100k layers hung the tab for minutes).
+MAX_LAYER_BARS = 1000
+_SUMMED = ("params", "fwd_ms", "bwd_ms", "alpha_ms", "beta_ms")
+
+
+def binned_layers(layers: pd.DataFrame, max_bars: int = MAX_LAYER_BARS) -> tuple[pd.DataFrame, int]:
+    """`layer_table`'s per-layer bars, at most ``max_bars`` of them: ``(bars, layers per bar)``.
+
+    Up to ``max_bars`` layers every layer is a bar (``layer``, ``name`` and the columns as given).
+    Above, each bar sums ``ceil(n / max_bars)`` consecutive layers: ``layer`` is its first layer's
+    index and ``name`` says which layers it holds.
+
+    >>> t = pd.DataFrame({"layer": range(5), "name": list("abcde"), "params": [1, 2, 3, 4, 5],
+    ...                   "fwd_ms": 1.0, "bwd_ms": 1.0, "alpha_ms": 0.0, "beta_ms": 0.0})
+    >>> bars, per = binned_layers(t, max_bars=2)
+    >>> per, bars["params"].tolist(), bars["name"].tolist()
+    (3, [6, 9], ['a … c (3 layers)', 'd … e (2 layers)'])
+    """
+    n = len(layers)
+    if n <= max_bars:
+        return layers, 1
+    per = -(-n // max_bars)
+    bin_of = np.arange(n) // per
+    bars = layers.groupby(bin_of, sort=True)[list(_SUMMED)].sum()
+    names = layers["name"].astype(str).to_numpy()
+    first, last = np.arange(0, n, per), np.minimum(np.arange(0, n, per) + per, n) - 1
+    bars.insert(0, "name", [f"{names[a]} … {names[b]} ({b - a + 1} layers)" for a, b in zip(first, last, strict=True)])
+    bars.insert(0, "layer", layers["layer"].to_numpy()[first])
+    return bars.reset_index(drop=True), per
 
 
 def scaling_gpu_counts(gpus_per_node: int, current: int | None = None, max_gpus: int = 1024) -> list[int]:
