@@ -425,23 +425,31 @@ def cost_line(cost) -> str:
             f"smallest messages, β = {cost.beta_s_per_byte * 1e9:.3g} ns/byte for the largest")
 
 
-def assumptions(cfg: Config, what: str = "") -> None:
-    """One line stating the model behind the page's numbers."""
+def assumptions_text(cfg: Config, stragglers: bool, what: str = "") -> str:
+    """The line stating the model behind a page's numbers (`assumptions`), counts in words
+    ("1 node", "1 GPU"; one GPU runs no all-reduce)."""
     cost = cfg.cluster().comm_cost(cached.model_of(cfg), cfg.precision)
-    if getattr(cost, "is_measured", False):
+    if cfg.gpus == 1:
+        comm = ""
+    elif getattr(cost, "is_measured", False):
         comm = (f"measured per-layer all-reduce times from the CSV (trace-driven); merged messages cost "
                 f"α + β·M fitted to them, α = {fmt_alpha(cost.alpha_s)}, β = {cost.beta_s_per_byte * 1e9:.3g} ns/byte")
     elif cfg.alpha_s is not None:
         comm = f"every all-reduce of M bytes takes α + β·M with your α = {fmt_alpha(cost.alpha_s)}"
     else:
         nodes = max(1, cfg.gpus // cfg.gpus_per_node)
-        comm = (f"{cfg.collective} all-reduce on {nodes} node(s) × {min(cfg.gpus, cfg.gpus_per_node)} GPUs "
-                f"costs {cost_line(cost)}")
-    st.caption(
-        f"Assumptions: α-β cost model ({comm}); {cfg.gpus} identical workers"
-        f"{' (stragglers from the sidebar: per-worker panel below)' if st.session_state.get('strag') else ', no stragglers'}; "
-        f"{cfg.compute_source}; batch {cfg.batch_size} per GPU, {cfg.precision}.{(' ' + what) if what else ''}"
-    )
+        comm = (f"{cfg.collective} all-reduce on {plural(nodes, 'node')} × "
+                f"{plural(min(cfg.gpus, cfg.gpus_per_node), 'GPU')} costs {cost_line(cost)}")
+    workers = "1 worker" if cfg.gpus == 1 else f"{cfg.gpus} identical workers"
+    model = f"α-β cost model ({comm})" if comm else "no all-reduce (one GPU)"
+    return (f"Assumptions: {model}; {workers}"
+            f"{' (stragglers from the sidebar: per-worker panel below)' if stragglers else ', no stragglers'}; "
+            f"{cfg.compute_source}; batch {cfg.batch_size} per GPU, {cfg.precision}.{(' ' + what) if what else ''}")
+
+
+def assumptions(cfg: Config, what: str = "") -> None:
+    """One line stating the model behind the page's numbers."""
+    st.caption(assumptions_text(cfg, bool(st.session_state.get("strag")), what))
 
 
 def metric_columns() -> dict:

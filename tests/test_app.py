@@ -844,3 +844,18 @@ def test_a_chart_exports_as_pdf_and_svg():
     fig = figures.gantt_figure(res.timeline, "export")
     assert ui.figure_image(fig, "pdf").startswith(b"%PDF")
     assert b"<svg" in ui.figure_image(fig, "svg")[:400]
+
+
+@pytest.mark.parametrize(("gpus", "per_node", "expected", "wrong"), [
+    (1, 4, "Assumptions: no all-reduce (one GPU); 1 worker,", ["1 GPUs", "node(s)", "1 identical workers"]),
+    (4, 4, "ring all-reduce on 1 node × 4 GPUs", ["node(s)"]),
+    (16, 4, "ring all-reduce on 4 nodes × 4 GPUs", ["node(s)"]),
+    (16, 1, "ring all-reduce on 16 nodes × 1 GPU costs", ["1 GPUs", "node(s)"]),
+])
+def test_the_assumptions_line_counts_nodes_gpus_and_workers_in_words(gpus, per_node, expected, wrong):
+    """The line read "ring all-reduce on 1 node(s) × 1 GPUs costs α + β·M with α = 0 µs ...; 1 identical workers"
+    for one GPU, which runs no all-reduce at all."""
+    cfg = state.config_from_state({**state.DEFAULTS, "gpus": gpus, "per_node": per_node})
+    text = ui.assumptions_text(cfg, stragglers=False)
+    assert expected in text
+    assert not [w for w in wrong if w in text], text
