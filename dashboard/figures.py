@@ -16,7 +16,14 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashboard.aggregate import BINS, MAX_BARS, Aggregation, merge_bars, merge_pieces
-from dashboard.tables import MAX_LAYER_BARS, binned_layers, fmt_bytes, overlap_pct, short_layers
+from dashboard.tables import (
+    MAX_LAYER_BARS,
+    binned_layers,
+    fmt_bytes,
+    fmt_change_pct,
+    overlap_pct,
+    short_layers,
+)
 from sim.core.intervals import union
 from sim.core.timeline import COMPUTE_KINDS
 from sim.schedulers.names import BUCKET, MGWFBP, OPTIMAL, SEQUENTIAL, SYNCEASGD, WFBP
@@ -879,7 +886,7 @@ def tune_figure(frame: pd.DataFrame, best: dict) -> go.Figure:
     fig.add_trace(go.Scatter(
         x=[best["value"]], y=[best["iteration_time_s"] * 1e3], mode="markers+text", name="best",
         marker={"size": 14, "symbol": "star", "color": "#2ca02c"},
-        text=[f"best {best['value']:g}: {best['gain_pct']:+.1f} %"], textposition="top center",
+        text=[f"best {best['value']:g}: {fmt_change_pct(best['gain_pct'])}"], textposition="top center",
     ))
     fig.add_hline(y=best["default_iteration_time_s"] * 1e3, line_dash="dot", line_color="grey",
                   annotation_text=f"default {best['default_value']:g}", annotation_position="bottom right")

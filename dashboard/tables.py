@@ -6,6 +6,7 @@ show as tables. No Streamlit here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -19,6 +20,7 @@ __all__ = [
     "MAX_LAYER_BARS",
     "METRIC_LABELS",
     "binned_layers",
+    "fmt_change_pct",
     "fmt_bytes",
     "layer_table",
     "message_table",
@@ -160,6 +162,20 @@ def layer_table(model: sim.Model, cost: CommCost, precision: str, groups: list[l
     )
     frame["allreduce_ms"] = frame["alpha_ms"] + frame["beta_ms"]
     return frame
+
+
+def fmt_change_pct(pct: float) -> str:
+    """A change in percent with a sign and three significant digits, so a small change never reads as
+    ``+0.00 %``; exactly no change is ``0 %``.
+
+    >>> fmt_change_pct(0.00039), fmt_change_pct(12.345), fmt_change_pct(0.0)
+    ('+0.00039 %', '+12.3 %', '0 %')
+    """
+    if not math.isfinite(pct):
+        return "n/a"
+    if pct == 0:
+        return "0 %"
+    return f"{pct:+,.0f} %" if abs(pct) >= 1000 else f"{pct:+.3g} %"
 
 
 #: Above this many layers the Model page's per-layer bars sum consecutive layers (a browser draws a

@@ -81,13 +81,14 @@ c1, c2, c3 = st.columns(3)
 c1.metric("Fastest here", best, f"{ui.fmt_ms(results[best].iteration_time_s)} per iteration", delta_color="off",
           delta_arrow="off")
 same = abs(gap) <= 1e-9  # no arrow, no colour for a zero gap
-c2.metric("MG-WFBP vs optimal", "0 %" if same else f"{gap:+.2%}",
+c2.metric("MG-WFBP vs optimal", "0 %" if same else tables.fmt_change_pct(gap * 100),
           "same iteration" if same else f"{(mg.iteration_time_s - opt.iteration_time_s) * 1e3:+.2f} ms",
           delta_color="off" if same else "inverse", delta_arrow="off" if same else "auto",
           help="How much longer MG-WFBP's greedy merging takes than the best grouping of consecutive layers.")
 c3.metric("Messages (mgwfbp / optimal)", f"{mg.metrics['num_messages']} / {opt.metrics['num_messages']}")
 if gap > 1e-9:
-    st.caption(f"MG-WFBP is **{gap:.2%} slower** than the optimal grouping for this configuration.")
+    st.caption(f"MG-WFBP is **{tables.fmt_change_pct(gap * 100).lstrip('+')} slower** than the optimal grouping "
+               "for this configuration.")
 else:
     st.caption("MG-WFBP matches the optimal grouping for this configuration.")
 
@@ -141,5 +142,5 @@ if best.get("same_for_every_value"):
             "without a launch cost (framework none, or a cost given as alpha and beta) every credit times the "
             "same. On parameter servers credit bounds the servers busy at once.")
 st.caption(f"Best {knob} = {best['value']:g} ({best['scheduler']}): {ui.fmt_ms(best['iteration_time_s'])} per "
-           f"iteration, {best['gain_pct']:+.1f} % against the default {best['default_value']:g}. "
+           f"iteration, {tables.fmt_change_pct(best['gain_pct'])} against the default {best['default_value']:g}. "
            "PyTorch users ask for exactly this (pytorch/pytorch#118421). CLI: `python -m sim tune --knob ...`.")
