@@ -37,7 +37,9 @@ def pin() -> None:
     name = name.replace("~", "-")[:snapshots.MAX_NAME_CHARS]  # as its link will carry it
     session["snapshots"] = {**(session.get("snapshots") or {}), name: snapshots.capture(session)}
     session["snap_name"] = ""
-    session.pop("snap_pick", None)  # every snapshot picked again, the new one included
+    # every snapshot picked again, the new one included: set, not dropped (the picker is identified by its key
+    # alone, so without a value here it keeps the one the browser holds, and the new snapshot is left out)
+    session["snap_pick"] = list(session["snapshots"])
 
 
 def _forget() -> None:
@@ -63,10 +65,11 @@ def panel(cfg: Config) -> None:
         st.info(f"{ui.plural(len(pinned), 'snapshot')} pinned: pin two or more to compare them.")
         return
     c1, c2 = st.columns([3, 1])
-    if [n for n in st.session_state.get("snap_pick") or [] if n not in pinned]:
-        del st.session_state["snap_pick"]
-    picked = c1.multiselect("Snapshots to compare (unpick one to forget it)", list(pinned), default=list(pinned),
-                            key="snap_pick", on_change=_forget)
+    picks = st.session_state.get("snap_pick")
+    if picks is None or [n for n in picks if n not in pinned]:  # none yet (a link's), or a name no longer pinned
+        st.session_state["snap_pick"] = list(pinned)
+    picked = c1.multiselect("Snapshots to compare (unpick one to forget it)", list(pinned), key="snap_pick",
+                            on_change=_forget)
     options = state.scheduler_options()
     scheduler = c2.selectbox("Scheduler", options, index=state.index_of("snap_scheduler", options),
                              key="snap_scheduler", bind="query-params")

@@ -64,6 +64,21 @@ def test_pinning_keeps_the_sidebar_in_the_session_and_the_link():
     assert len(chart(at, "snap_chart")["layout"]["annotations"]) == 2
 
 
+def test_a_third_and_fourth_pin_are_compared_and_kept():
+    """The picker of snapshots to compare kept its old value when a third was pinned (Streamlit's multiselect is
+    identified by its key alone, so dropping the key did not reset it): the third was not compared, and the
+    fourth pin forgot it."""
+    at = open_page(csv_app(), "compare")
+    for batch in (32, 48, 64, 96):
+        at.sidebar.number_input(key="batch").set_value(batch).run()
+        at.text_input(key="snap_name").set_value(f"b{batch}").run()
+        at.button(key="snap_pin").click().run()
+    no_exception(at)
+    assert list(at.session_state["snapshots"]) == ["b32", "b48", "b64", "b96"]
+    assert at.multiselect(key="snap_pick").value == ["b32", "b48", "b64", "b96"]
+    assert len(chart(at, "snap_chart")["layout"]["annotations"]) == 4
+
+
 # --- hostile links (each failed before its fix: an exception, a stopped page, or no word) ---------------
 
 
