@@ -76,6 +76,21 @@ def decode(text: str) -> tuple[str, dict]:
     return name, settings
 
 
+def _one_decimal(value: float) -> str:
+    """``value`` signed with one decimal, or with three significant digits when one decimal would read 0."""
+    return f"{value:+.1f}" if round(value, 1) != 0 else f"{value:+.3g}"
+
+
+def _change(value: float, first: float, points: bool) -> str:
+    """A Δ cell of `diff_table`: "same", a change in points, or a change with its percentage."""
+    change = value - first
+    if change == 0:
+        return "same"
+    if points:
+        return f"{_one_decimal(change)} pts"
+    return f"{change:+,.4g}" + (f" ({_one_decimal((value / first - 1) * 100)} %)" if first else "")
+
+
 def diff_table(snapshots: Mapping[str, Mapping], metrics: Mapping[str, Mapping]) -> pd.DataFrame:
     """One row per setting that differs between the snapshots and per key figure, one
     column per snapshot, and a change column per snapshot after the first (against it)."""
@@ -95,10 +110,6 @@ def diff_table(snapshots: Mapping[str, Mapping], metrics: Mapping[str, Mapping])
         row = {"what": label, **{n: f"{v:,.4g}" for n, v in numbers.items()}}
         first = numbers[names[0]]
         for n in names[1:]:
-            change = numbers[n] - first
-            if label.endswith("(%)"):
-                row[f"Δ {n}"] = f"{change:+.1f} pts"
-            else:
-                row[f"Δ {n}"] = f"{change:+,.4g}" + (f" ({(numbers[n] / first - 1) * 100:+.1f} %)" if first else "")
+            row[f"Δ {n}"] = _change(numbers[n], first, points=label.endswith("(%)"))
         rows.append(row)
     return pd.DataFrame(rows).astype({n: str for n in names}).fillna("")

@@ -37,6 +37,18 @@ def test_diff_table_lists_what_differs_and_the_change():
     assert table.loc["overlap (%)", "a"] == "50" and table.loc["overlap (%)", "Δ b"] == "+50.0 pts"
 
 
+def test_diff_table_says_same_for_no_change_and_never_rounds_a_change_to_zero():
+    """Two snapshots differing in a setting that changes nothing read "+0 (+0.0 %)" and "+0.0 pts", and a
+    change of 1e-7 s read "+0.0001 (+0.0 %)": a change shown where there is none, and a zero where there is one."""
+    base = {"iteration_time_s": 0.5, "throughput_samples_per_s": 1000.0, "comm_hidden_s": 0.1, "comm_s": 0.2,
+            "comm_exposed_s": 0.1, "scaling_efficiency": 0.5}
+    table = snapshots.diff_table({"a": {}, "b": {"strag_seed_sb": 3}},
+                                 {"a": base, "b": {**base, "iteration_time_s": 0.5000001}}).set_index("what")
+    assert table.loc["throughput (samples/s)", "Δ b"] == "same"
+    assert table.loc["overlap (%)", "Δ b"] == "same"
+    assert table.loc["iteration (ms)", "Δ b"] == "+0.0001 (+2e-05 %)"
+
+
 def test_compare_shows_snapshots_from_a_link_side_by_side():
     at = csv_app()
     at.query_params["snap"] = ["10GbE", "IB~net=ib-edr-100", "bad~foo=1"]
