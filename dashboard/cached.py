@@ -24,16 +24,7 @@ from sim.api import resolve_model, single_gpu_iteration_s_of
 from sim.core import fast
 from sim.core.timeline import coalesce
 from sim.dag import build_dag
-from sim.schedulers.names import (
-    BYTESCHEDULER,
-    DEAR,
-    HOROVOD,
-    SEQUENTIAL,
-    SYNCEASGD,
-    ZERO1,
-    ZERO2,
-    ZERO3,
-)
+from sim.schedulers.names import BYTESCHEDULER, DEAR, HOROVOD, SEQUENTIAL, ZERO1, ZERO2, ZERO3
 
 __all__ = [
     "MAX_SWEEP_S",
@@ -41,7 +32,6 @@ __all__ = [
     "cached_figure",
     "check_algorithm_work",
     "check_compare_work",
-    "check_partition_labels",
     "check_sweep_work",
     "figure",
     "iteration_dag",
@@ -160,39 +150,11 @@ def simulate(cfg: Config, scheduler: str, iterations: int = 1) -> sim.SimResult:
 @st.cache_resource(**_SHARED)
 def simulate_method(cfg: Config, method: str, iterations: int = 1) -> sim.SimResult:
     """`sim.simulate` of one of the survey's method presets (`sim.methods.METHODS`; shared: do not change it)."""
-    check_partition_labels(model_of(cfg), method, cfg.precision, iterations)
     return sim.simulate(
         model_of(cfg), cfg.cluster(), method=method,
         batch_size=cfg.batch_size, precision=cfg.precision, iterations=iterations,
         calibrate_iteration_s=cfg.calibrate_iteration_s, single_gpu_iteration_s=single_gpu_s(cfg),
     )
-
-
-#: The characters of layer names a partitioned, merged message's timeline may hold: the engine names every
-#: layer of the message on each partition's push and pull row, text that grows with layers x partitions
-#: (BSP-PS of 10k layers of 25k parameters: 29 M characters, 250 MB; of 30k: 291 M, 1 GB; of 100k: past 23 GB).
-MAX_PARTITION_LABEL_CHARS = 50_000_000
-
-
-def check_partition_labels(model: sim.Model, method: str, precision: str, iterations: int = 1) -> None:
-    """Refuse, before any work, a method whose one merged message is sent in partitions (BSP-PS) when its
-    timeline would hold over `MAX_PARTITION_LABEL_CHARS` characters of layer names."""
-    import math
-
-    from sim.methods import METHODS
-
-    preset = METHODS.get(method)
-    partition = preset.options.get("partition_bytes") if preset is not None else None
-    if not partition or preset.scheduler != SYNCEASGD:
-        return
-    partitions = math.ceil(float(model.gradient_bytes(precision).sum()) / partition)
-    chars = 2 * partitions * iterations * sum(len(name) + 1 for name in model.layer_names)
-    if chars > MAX_PARTITION_LABEL_CHARS:
-        raise sim.SimInputError(
-            f"{method} of a {model.num_layers:,}-layer model sends its one message in {partitions:,} partitions, "
-            f"each naming all its layers in the timeline ({chars:,} characters; the dashboard holds at most "
-            f"{MAX_PARTITION_LABEL_CHARS:,}): pick another method, or a model of fewer layers "
-            "(python -m sim run --method ... runs it)")
 
 
 #: Iterations of the per-worker engine behind the straggler panels (the first is start-up).

@@ -859,25 +859,3 @@ def test_the_assumptions_line_counts_nodes_gpus_and_workers_in_words(gpus, per_n
     text = ui.assumptions_text(cfg, stragglers=False)
     assert expected in text
     assert not [w for w in wrong if w in text], text
-
-
-def test_a_parameter_server_bsp_run_of_a_many_layer_model_is_refused_before_it_fills_the_memory():
-    """BSP-PS of a 100k-layer upload grew the server past 23 GB (killed by the kernel): every 4 MB partition's
-    timeline row names all the layers of the one merged message, text that grows with layers x partitions
-    (30k layers: 291 M characters, 1 GB). The dashboard refuses such a run before any work, naming the method."""
-    import time
-
-    from dashboard import cached
-
-    rng = np.random.default_rng(0)
-    n = 30_000
-    frame = pd.DataFrame({"name": [f"l{i}" for i in range(n)], "params": rng.integers(0, 50_000, n),
-                          "fwd_ms": 0.01, "bwd_ms": 0.02})
-    cfg = state.config_from_state({**state.DEFAULTS, "model": state.UPLOAD, "csv_text": frame.to_csv(index=False),
-                                   "csv_name": "many.csv"})
-    started = time.perf_counter()
-    with pytest.raises(sim.SimInputError, match="BSP-PS"):
-        cached.simulate_method(cfg, "BSP-PS")
-    assert time.perf_counter() - started < 2
-    resnet = state.config_from_state(dict(state.DEFAULTS))
-    assert cached.simulate_method(resnet, "BSP-PS").iteration_time_s > 0
