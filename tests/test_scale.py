@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import make_model
 
 import sim
 from sim import sweep_plans
@@ -162,3 +163,25 @@ def test_import_sim_is_lazy_and_every_public_name_resolves():
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parent.parent)
     assert got.returncode == 0 and got.stdout.strip() == "ok", got.stderr
+
+
+def test_a_partitioned_message_of_many_layers_names_them_once_not_per_part():
+    """BSP-PS of a 100k-layer upload filled the dashboard's server past 23 GB: each 4 MB part's push and pull row
+    named every layer of the one merged message in the timeline's `layer` column (layers x parts characters;
+    30k layers: 291 M). A part names its message as its label does (first and last layer, `PART_LABEL_LAYERS`),
+    in the `layer` column too; a message sent whole keeps its full name (every layer, `+`-joined)."""
+    from sim.core.messages import PART_LABEL_LAYERS
+
+    n = 30_000
+    model = make_model([100_000] * n, [0.01] * n, [0.02] * n)
+    res = sim.simulate(model, sim.Cluster(gpus=8, gpus_per_node=4, network="10gbe"), method="BSP-PS", batch_size=32)
+    timeline = res.timeline
+    parts = timeline[timeline.name.str.contains("#", regex=False)]
+    assert len(parts) > 1000  # 12 GB of gradients in 4 MB parts
+    assert parts.layer.str.len().max() < 40 and timeline.layer.str.len().sum() < 100 * len(timeline)
+    assert all("+...+" in name or name.count("+") < PART_LABEL_LAYERS for name in parts.layer)
+    small = make_model([1000] * 5, [0.01] * 5, [0.02] * 5)
+    whole = sim.simulate(small, sim.Cluster(gpus=8, gpus_per_node=4, network="10gbe"), "synceasgd", batch_size=32)
+    comm = whole.timeline[whole.timeline.kind == "comm"]
+    assert set(comm.layer) == {"+".join(f"L{i}" for i in range(4, -1, -1))} or set(comm.layer) == {
+        "+".join(f"L{i}" for i in range(5))}

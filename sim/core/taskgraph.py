@@ -365,13 +365,17 @@ class TaskGraph:
         return self.layer_of(np.arange(len(self)))
 
     def layer_of(self, rows: np.ndarray) -> np.ndarray:
-        """`layer` of the tasks ``rows``."""
+        """`layer` of the tasks ``rows``. A part of a partitioned message names the message as its
+        label does (``part_labels``: the first and last layer of a long message), so that the
+        column does not grow with layers x parts (a 100k-layer message in 4 MB parts)."""
         self.finish()
         names = np.array(list(self.layer_names) + [""], dtype=object)
-        layer_id, message, tag = self.layer_id[rows], self.message[rows], self.tag[rows]
+        layer_id, message, tag, part = self.layer_id[rows], self.message[rows], self.tag[rows], self.part[rows]
         out = names[layer_id]
         comm = (layer_id < 0) & (message >= 0) & (tag >= TAGS.index("message"))
-        out[comm] = self.message_strings()[message[comm]]
+        whole, parts = comm & (part < 0), comm & (part >= 0)
+        out[whole] = self.message_strings()[message[whole]]
+        out[parts] = self.message_strings(parts=True)[message[parts]]
         return out
 
     @property
