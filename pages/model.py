@@ -21,12 +21,12 @@ layers = tables.layer_table(model, cost, cfg.precision, res.groups)
 with_params = layers.loc[layers["params"] > 0]
 alpha_bound = int((with_params["alpha_ms"] > with_params["beta_ms"]).sum())
 c = st.columns(4)
-c[0].metric("Layers", f"{model.num_layers}", f"{len(with_params)} with parameters", delta_color="off",
+c[0].metric("Layers", f"{model.num_layers:,}", f"{len(with_params):,} with parameters", delta_color="off",
             delta_arrow="off")
 c[1].metric("Parameters", f"{model.total_params / 1e6:,.2f} M")
 c[2].metric("Gradient per iteration", tables.fmt_bytes(layers["grad_bytes"].sum()), cfg.precision,
             delta_color="off", delta_arrow="off")
-c[3].metric("Layers where α > β·M", f"{alpha_bound} of {len(with_params)}",
+c[3].metric("Layers where α > β·M", f"{alpha_bound:,} of {len(with_params):,}",
             help="For these layers, sending the gradient alone costs more in start-up than in transfer: "
                  "merging them with neighbours saves most.")
 if cfg.gpus > 1 and cost.regimes:
