@@ -135,26 +135,52 @@ def single_gpu_s(cfg: Config) -> float:
 #: ``st.cache_data`` would unpickle a copy on every hit (0.7 s for a 100k-layer wfbp timeline).
 #: Nobody may change a result in place.
 _SHARED = {"show_spinner": False, "max_entries": 256}
+#: A result over more layer-iterations than this (its timeline and figures grow with them: tens of MB
+#: at 100k layers) is kept among the last few such results only, so that switching schedulers on a
+#: 100k-layer upload does not keep one large timeline per scheduler (409 -> 1,210 MiB over five).
+LARGE_LAYER_ITERATIONS = 5_000
+_LARGE = {"show_spinner": False, "max_entries": 2}
+
+
+def _is_large(cfg: Config, iterations: int) -> bool:
+    return model_of(cfg).num_layers * max(1, int(iterations)) > LARGE_LAYER_ITERATIONS
+
+
+def _run(cfg: Config, iterations: int, **how) -> sim.SimResult:
+    return sim.simulate(
+        model_of(cfg), cfg.cluster(), batch_size=cfg.batch_size, precision=cfg.precision, iterations=iterations,
+        calibrate_iteration_s=cfg.calibrate_iteration_s, single_gpu_iteration_s=single_gpu_s(cfg), **how,
+    )
 
 
 @st.cache_resource(**_SHARED)
+def _simulate(cfg: Config, scheduler: str, iterations: int) -> sim.SimResult:
+    return _run(cfg, iterations, scheduler=scheduler)
+
+
+@st.cache_resource(**_LARGE)
+def _simulate_large(cfg: Config, scheduler: str, iterations: int) -> sim.SimResult:
+    return _run(cfg, iterations, scheduler=scheduler)
+
+
+@st.cache_resource(**_SHARED)
+def _simulate_method(cfg: Config, method: str, iterations: int) -> sim.SimResult:
+    return _run(cfg, iterations, method=method)
+
+
+@st.cache_resource(**_LARGE)
+def _simulate_method_large(cfg: Config, method: str, iterations: int) -> sim.SimResult:
+    return _run(cfg, iterations, method=method)
+
+
 def simulate(cfg: Config, scheduler: str, iterations: int = 1) -> sim.SimResult:
     """`sim.simulate` for the sidebar's configuration and one scheduler (shared: do not change it)."""
-    return sim.simulate(
-        model_of(cfg), cfg.cluster(), scheduler,
-        batch_size=cfg.batch_size, precision=cfg.precision, iterations=iterations,
-        calibrate_iteration_s=cfg.calibrate_iteration_s, single_gpu_iteration_s=single_gpu_s(cfg),
-    )
+    return (_simulate_large if _is_large(cfg, iterations) else _simulate)(cfg, scheduler, int(iterations))
 
 
-@st.cache_resource(**_SHARED)
 def simulate_method(cfg: Config, method: str, iterations: int = 1) -> sim.SimResult:
     """`sim.simulate` of one of the survey's method presets (`sim.methods.METHODS`; shared: do not change it)."""
-    return sim.simulate(
-        model_of(cfg), cfg.cluster(), method=method,
-        batch_size=cfg.batch_size, precision=cfg.precision, iterations=iterations,
-        calibrate_iteration_s=cfg.calibrate_iteration_s, single_gpu_iteration_s=single_gpu_s(cfg),
-    )
+    return (_simulate_method_large if _is_large(cfg, iterations) else _simulate_method)(cfg, method, int(iterations))
 
 
 #: Iterations of the per-worker engine behind the straggler panels (the first is start-up).

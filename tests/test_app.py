@@ -859,3 +859,24 @@ def test_the_assumptions_line_counts_nodes_gpus_and_workers_in_words(gpus, per_n
     text = ui.assumptions_text(cfg, stragglers=False)
     assert expected in text
     assert not [w for w in wrong if w in text], text
+
+
+def test_results_of_a_large_model_are_kept_among_the_last_two_only():
+    """Switching schedulers on a 100k-layer upload kept one large timeline per scheduler in the shared cache
+    (the server grew 409 -> 1,210 MiB over five): a result over `LARGE_LAYER_ITERATIONS` layer-iterations is
+    kept among the last two such results, a small one among the last 256 (the same object again)."""
+    from dashboard import cached
+
+    n = cached.LARGE_LAYER_ITERATIONS + 1
+    frame = pd.DataFrame({"name": [f"l{i}" for i in range(n)], "params": 1000, "fwd_ms": 0.01, "bwd_ms": 0.02})
+    large = state.config_from_state({**state.DEFAULTS, "model": state.UPLOAD, "csv_text": frame.to_csv(index=False),
+                                     "csv_name": "large.csv"})
+    small = state.config_from_state(dict(state.DEFAULTS))
+    first_large, first_small = cached.simulate(large, "wfbp"), cached.simulate(small, "wfbp")
+    for scheduler in ("mgwfbp", "synceasgd"):
+        cached.simulate(large, scheduler)
+        cached.simulate(small, scheduler)
+    assert cached.simulate(small, "wfbp") is first_small
+    again = cached.simulate(large, "wfbp")
+    assert again is not first_large and again.iteration_time_s == first_large.iteration_time_s
+    assert cached.simulate(large, "wfbp", 1) is again  # the default and 1 iteration are one entry
