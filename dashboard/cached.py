@@ -47,6 +47,7 @@ __all__ = [
     "sweep_seconds",
     "worker_timeline_rows",
     "single_gpu_s",
+    "reference_s",
     "toy_alpha_sweep",
     "tune",
     "toy_model",
@@ -131,35 +132,57 @@ def single_gpu_s(cfg: Config) -> float:
     return _single_gpu_s(_t1_key(cfg))
 
 
+def reference_s(cfg: Config) -> float | None:
+    """The one-GPU reference a run of ``cfg`` is given (`single_gpu_s`, worked out once), or None where it
+    depends on the plan: with io or host copies, a plan that updates per layer reads the next batch while
+    the GPU updates, and `sim.simulate` gives it its own reference (efficiency stays at most 1)."""
+    model = model_of(cfg)
+    return None if (model.io_s or model.h2d_s) else single_gpu_s(cfg)
+
+
 #: Simulation results are kept as they are (``st.cache_resource``), shared by every session:
 #: ``st.cache_data`` would unpickle a copy on every hit (0.7 s for a 100k-layer wfbp timeline).
 #: Nobody may change a result in place.
 _SHARED = {"show_spinner": False, "max_entries": 256}
 #: A result over more layer-iterations than this (its timeline and figures grow with them: tens of MB
-#: at 100k layers) is kept among the last few such results only, so that switching schedulers on a
-#: 100k-layer upload does not keep one large timeline per scheduler (409 -> 1,210 MiB over five).
+#: at 100k layers) is kept apart, with the other large ones, within `LARGE_BUDGET` layer-iterations in
+#: all (the least recently used go first; the newest is always kept), so that switching schedulers on a
+#: 100k-layer upload does not keep one large timeline per scheduler (409 -> 1,210 MiB over five) while a
+#: Compare page of a few schedulers on a 10k-layer model still finds its runs again.
 LARGE_LAYER_ITERATIONS = 5_000
-_LARGE = {"show_spinner": False, "max_entries": 2}
+LARGE_BUDGET = 400_000
+_LARGE_RESULTS: OrderedDict = OrderedDict()
+_LARGE_LOCK = threading.Lock()
 
 
-def _is_large(cfg: Config, iterations: int) -> bool:
-    return model_of(cfg).num_layers * max(1, int(iterations)) > LARGE_LAYER_ITERATIONS
+def _weight(cfg: Config, iterations: int) -> int:
+    return model_of(cfg).num_layers * max(1, int(iterations))
 
 
 def _run(cfg: Config, iterations: int, **how) -> sim.SimResult:
     return sim.simulate(
         model_of(cfg), cfg.cluster(), batch_size=cfg.batch_size, precision=cfg.precision, iterations=iterations,
-        calibrate_iteration_s=cfg.calibrate_iteration_s, single_gpu_iteration_s=single_gpu_s(cfg), **how,
+        calibrate_iteration_s=cfg.calibrate_iteration_s, single_gpu_iteration_s=reference_s(cfg), **how,
     )
+
+
+def _large(cfg: Config, iterations: int, **how) -> sim.SimResult:
+    """`_run` kept among the large results (`LARGE_BUDGET`)."""
+    key = (cfg, int(iterations), tuple(sorted(how.items())))
+    with _LARGE_LOCK:
+        if key in _LARGE_RESULTS:
+            _LARGE_RESULTS.move_to_end(key)
+            return _LARGE_RESULTS[key][0]
+    res = _run(cfg, iterations, **how)
+    with _LARGE_LOCK:
+        _LARGE_RESULTS[key] = (res, _weight(cfg, iterations))
+        while len(_LARGE_RESULTS) > 1 and sum(w for _, w in _LARGE_RESULTS.values()) > LARGE_BUDGET:
+            _LARGE_RESULTS.popitem(last=False)
+    return res
 
 
 @st.cache_resource(**_SHARED)
 def _simulate(cfg: Config, scheduler: str, iterations: int) -> sim.SimResult:
-    return _run(cfg, iterations, scheduler=scheduler)
-
-
-@st.cache_resource(**_LARGE)
-def _simulate_large(cfg: Config, scheduler: str, iterations: int) -> sim.SimResult:
     return _run(cfg, iterations, scheduler=scheduler)
 
 
@@ -168,19 +191,18 @@ def _simulate_method(cfg: Config, method: str, iterations: int) -> sim.SimResult
     return _run(cfg, iterations, method=method)
 
 
-@st.cache_resource(**_LARGE)
-def _simulate_method_large(cfg: Config, method: str, iterations: int) -> sim.SimResult:
-    return _run(cfg, iterations, method=method)
-
-
 def simulate(cfg: Config, scheduler: str, iterations: int = 1) -> sim.SimResult:
     """`sim.simulate` for the sidebar's configuration and one scheduler (shared: do not change it)."""
-    return (_simulate_large if _is_large(cfg, iterations) else _simulate)(cfg, scheduler, int(iterations))
+    if _weight(cfg, iterations) > LARGE_LAYER_ITERATIONS:
+        return _large(cfg, iterations, scheduler=scheduler)
+    return _simulate(cfg, scheduler, int(iterations))
 
 
 def simulate_method(cfg: Config, method: str, iterations: int = 1) -> sim.SimResult:
     """`sim.simulate` of one of the survey's method presets (`sim.methods.METHODS`; shared: do not change it)."""
-    return (_simulate_method_large if _is_large(cfg, iterations) else _simulate_method)(cfg, method, int(iterations))
+    if _weight(cfg, iterations) > LARGE_LAYER_ITERATIONS:
+        return _large(cfg, iterations, method=method)
+    return _simulate_method(cfg, method, int(iterations))
 
 
 #: Iterations of the per-worker engine behind the straggler panels (the first is start-up).
@@ -382,7 +404,7 @@ def scaling_point(cfg: Config, gpus: int, network: str, scheduler: str) -> dict:
     res = sim.simulate(
         model_of(cfg), cfg.cluster(gpus=gpus, network=network), scheduler,
         batch_size=cfg.batch_size, precision=cfg.precision,
-        calibrate_iteration_s=cfg.calibrate_iteration_s, single_gpu_iteration_s=single_gpu_s(cfg),
+        calibrate_iteration_s=cfg.calibrate_iteration_s, single_gpu_iteration_s=reference_s(cfg),
     )
     return {k: v for k, v in res.metrics.items() if k != "groups"}
 

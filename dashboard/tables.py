@@ -116,7 +116,10 @@ def message_table(timeline: pd.DataFrame, iteration: int = 0) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "message": [f"g{g}" for g in comm["group"]],
-            "layers": (comm["layer"].str.count(r"\+") + 1).to_numpy(),
+            # a message named by its first and last layer only (a partitioned one of very many layers,
+            # `sim.core.taskgraph.MAX_PART_NAME_CHARS`) has an unknown count here: left empty
+            "layers": (comm["layer"].str.count(r"\+") + 1).astype("Int64").mask(
+                comm["layer"].str.contains("+...+", regex=False)).to_numpy(),
             "contents": comm["layer"].map(short_layers).to_numpy(),
             "size": comm["bytes"].map(fmt_bytes).to_numpy(),
             "start (ms)": (comm["start_s"] * 1e3).to_numpy(),

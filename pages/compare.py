@@ -40,7 +40,7 @@ def compressed(cfg, scheduler: str, kind: str) -> sim.SimResult:
     """`sim.simulate` of one scheduler with its gradients compressed."""
     return sim.simulate(cached.model_of(cfg), cfg.cluster(), scheduler, batch_size=cfg.batch_size,
                         precision=cfg.precision, calibrate_iteration_s=cfg.calibrate_iteration_s,
-                        single_gpu_iteration_s=cached.single_gpu_s(cfg), compression=kind)
+                        single_gpu_iteration_s=cached.reference_s(cfg), compression=kind)
 
 
 compressed_runs = [s for s in chosen if refusal(s) is None] if compression != "none" else []

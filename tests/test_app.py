@@ -861,22 +861,44 @@ def test_the_assumptions_line_counts_nodes_gpus_and_workers_in_words(gpus, per_n
     assert not [w for w in wrong if w in text], text
 
 
-def test_results_of_a_large_model_are_kept_among_the_last_two_only():
+def test_results_of_large_models_are_kept_within_a_budget_of_layer_iterations(monkeypatch):
     """Switching schedulers on a 100k-layer upload kept one large timeline per scheduler in the shared cache
     (the server grew 409 -> 1,210 MiB over five): a result over `LARGE_LAYER_ITERATIONS` layer-iterations is
-    kept among the last two such results, a small one among the last 256 (the same object again)."""
+    kept with the other large ones within `LARGE_BUDGET` layer-iterations (least recently used first out; the
+    newest always kept), so a page of a few runs finds them again; a small one among the last 256."""
     from dashboard import cached
 
     n = cached.LARGE_LAYER_ITERATIONS + 1
+    monkeypatch.setattr(cached, "LARGE_BUDGET", 3 * n)  # room for three such results
+    monkeypatch.setattr(cached, "_LARGE_RESULTS", type(cached._LARGE_RESULTS)())
     frame = pd.DataFrame({"name": [f"l{i}" for i in range(n)], "params": 1000, "fwd_ms": 0.01, "bwd_ms": 0.02})
     large = state.config_from_state({**state.DEFAULTS, "model": state.UPLOAD, "csv_text": frame.to_csv(index=False),
                                      "csv_name": "large.csv"})
     small = state.config_from_state(dict(state.DEFAULTS))
-    first_large, first_small = cached.simulate(large, "wfbp"), cached.simulate(small, "wfbp")
-    for scheduler in ("mgwfbp", "synceasgd"):
-        cached.simulate(large, scheduler)
-        cached.simulate(small, scheduler)
+    first = {s: cached.simulate(large, s) for s in ("wfbp", "mgwfbp", "synceasgd")}
+    first_small = cached.simulate(small, "wfbp")
+    assert all(cached.simulate(large, s) is res for s, res in first.items())  # three fit: found again
+    assert cached.simulate(large, "wfbp", 1) is first["wfbp"]  # the default and 1 iteration are one entry
+    cached.simulate(large, "optimal")  # a fourth: the least recently used (mgwfbp) goes
+    assert cached.simulate(large, "wfbp") is first["wfbp"]
+    again = cached.simulate(large, "mgwfbp")
+    assert again is not first["mgwfbp"] and again.iteration_time_s == first["mgwfbp"].iteration_time_s
     assert cached.simulate(small, "wfbp") is first_small
-    again = cached.simulate(large, "wfbp")
-    assert again is not first_large and again.iteration_time_s == first_large.iteration_time_s
-    assert cached.simulate(large, "wfbp", 1) is again  # the default and 1 iteration are one entry
+
+
+def test_the_dashboard_gives_a_plan_that_updates_per_layer_its_own_reference():
+    """With io and host copies, DeAR's efficiency on the Timeline was 1.12 (the API's 0.96): the dashboard
+    passed every run the serial one-GPU reference. It now lets `sim.simulate` choose it where it depends on
+    the plan, so the dashboard and the API agree and efficiency stays at most 1."""
+    from dashboard import cached
+
+    frame = pd.DataFrame({"name": [f"l{i}" for i in range(6)], "params": 1_000_000, "fwd_ms": 1.0, "bwd_ms": 2.0})
+    text = "# io_ms: 60\n# h2d_ms: 20\n# update_ms: 30\n" + frame.to_csv(index=False)
+    cfg = state.config_from_state({**state.DEFAULTS, "model": state.UPLOAD, "csv_text": text, "csv_name": "io.csv",
+                                   "gpus": 2, "per_node": 4})
+    model = cached.model_of(cfg)
+    assert model.io_s > 0 and cached.reference_s(cfg) is None
+    for scheduler in ("dear", "bytescheduler", "wfbp"):
+        res = cached.simulate(cfg, scheduler)
+        api = sim.simulate(model, cfg.cluster(), scheduler, batch_size=cfg.batch_size, precision=cfg.precision)
+        assert res.metrics["scaling_efficiency"] == api.metrics["scaling_efficiency"] <= 1

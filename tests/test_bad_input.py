@@ -315,3 +315,18 @@ def test_a_quote_left_open_in_a_layer_file_is_refused_on_its_line(tmp_path):
     path.write_text('name,params,fwd_ms,bwd_ms\na,1,1,1\n"conv1,1000,1.0\nfc,1,1,1\n')
     with pytest.raises(sim.SimInputError, match="q.csv line 3: a quote"):
         sim.load_model(path)
+
+
+def test_size_regime_flags_see_the_intra_node_link_too():
+    """The measured table applies to whichever role uses the preset: with --intra 10gbe-k80-osu,
+    --no-size-regimes changes the run and says nothing; in one node a network's table is not used, and
+    the warning says why (it said the preset had no table)."""
+    two_nodes = ["run", "--model", "resnet50", "--gpus", "8", "--gpus-per-node", "4", "--network", "10gbe",
+                 "--intra", "10gbe-k80-osu", "--format", "json"]
+    code, line, err = cli([*two_nodes, "--no-size-regimes"])
+    assert code == 0 and err == "", err
+    _, table, _ = cli(two_nodes)
+    assert json.loads(line)["iteration_time_s"] > json.loads(table)["iteration_time_s"]
+    code, _, err = cli(["run", "--model", "resnet50", "--gpus", "4", "--gpus-per-node", "4", "--network",
+                        "10gbe-k80-osu", "--no-size-regimes"])
+    assert code == 0 and "--no-size-regimes does nothing: every GPU is in one node" in err, err

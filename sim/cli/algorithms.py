@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from sim.cli.args import (
     name_list,
     nonneg_float,
@@ -40,6 +42,9 @@ def add_arguments(al) -> None:
     al.add_argument("--tree-chunk-bytes", type=nonneg_float, default=None,
                     help="the chunk NCCL's tree pipelines a message in (collectives double_binary_tree and nccl; "
                          "default 262144, 0 leaves the pipeline's fill out)")
+    al.add_argument("--size-regimes", action=argparse.BooleanOptionalAction, default=None,
+                    help="use the link presets' measured size-regime tables where they have one (the default); "
+                         "--no-size-regimes keeps each preset's one alpha-beta line")
     al.add_argument("--batch-size", type=positive_int, default=32, help="samples per worker per step")
     al.add_argument("--precision", choices=list(BYTES_PER_PARAM), default="fp32", help=PRECISION_HELP)
     al.add_argument("--algorithms", type=name_list, default=list(ALGORITHMS), help="e.g. BSP,ASP,AR-SGD")
@@ -79,7 +84,7 @@ def run(args, out) -> None:
     check(args)
     spec = straggler_spec(args, [args.gpus])
     given = {k: getattr(args, k) for k in ("gpus_per_node", "network", "intra", "collective", "gpu", "staleness", "tau",
-                                           "gossip_p", "tree_chunk_bytes") if getattr(args, k) is not None}
+                                           "gossip_p", "tree_chunk_bytes", "size_regimes") if getattr(args, k) is not None}
     cluster = Cluster(gpus=args.gpus, **{k: v for k, v in given.items() if k not in CONFIG_FLAGS})
     config = AlgorithmConfig(**{k: v for k, v in given.items() if k in CONFIG_FLAGS})
     the_model = load_model(args.model)

@@ -252,6 +252,17 @@ def warn_unused_links(args) -> None:
         warnings.warn(message, SimInputWarning, stacklevel=2)
 
 
+def _links_with_a_table(args, gpus: list[int]) -> list[str]:
+    """The link presets of these runs that take a measured size-regime table: the network where a run crosses
+    nodes, the intra-node link where a node holds more than one GPU, each unless its rate is overridden."""
+    used = []
+    if max(gpus) > args.gpus_per_node and getattr(args, "network_gbps", None) is None:
+        used.append(getattr(args, "network", None) or DEFAULTS["network"])
+    if args.gpus_per_node > 1 and min(max(gpus), args.gpus_per_node) > 1 and getattr(args, "intra_gbps", None) is None:
+        used.append(getattr(args, "intra", None) or DEFAULTS["intra"])
+    return [name for name in used if network_regimes(name)]
+
+
 def _unused_overrides(args, gpus: list[int]) -> list[str]:
     """The overrides this run ignores: interference coefficients with interference off, a link's rate where
     that link is not used, size regimes without a table or under --network-gbps."""
@@ -263,15 +274,17 @@ def _unused_overrides(args, gpus: list[int]) -> list[str]:
         out.append("--network-gbps does nothing when every GPU is in one node: no inter-node link is used")
     if getattr(args, "intra_gbps", None) is not None and args.gpus_per_node == 1:
         out.append("--intra-gbps does nothing with one GPU per node (no intra-node link): give --gpus-per-node")
-    regimes = getattr(args, "size_regimes", None)
-    if regimes is not None:
-        flag = "--size-regimes" if regimes else "--no-size-regimes"
+    if getattr(args, "size_regimes", None) is not None and not _links_with_a_table(args, gpus):
+        flag = "--size-regimes" if args.size_regimes else "--no-size-regimes"
         network = getattr(args, "network", None) or DEFAULTS["network"]
-        if getattr(args, "network_gbps", None) is not None:
+        if getattr(args, "network_gbps", None) is not None and network_regimes(network):
             out.append(f"{flag} does nothing with --network-gbps: the measured table is replaced")
-        elif not network_regimes(network):
+        elif network_regimes(network):
+            out.append(f"{flag} does nothing: every GPU is in one node, so --network {network}'s measured table "
+                       "is not used, and the intra-node link has none")
+        else:
             out.append(f"{flag} does nothing with --network {network}: it has no measured size-regime "
-                       "table (data/network_regimes.csv)")
+                       "table (data/network_regimes.csv), nor has the intra-node link a run uses")
     nics = getattr(args, "nics_per_node", None)
     if nics is not None and nics > args.gpus_per_node:
         out.append(f"--nics-per-node {nics}: a node of {args.gpus_per_node} GPU(s) uses {args.gpus_per_node} of them "

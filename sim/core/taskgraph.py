@@ -27,6 +27,9 @@ KINDS = ("io", "h2d", "forward", "backward", "update", "comm")
 #: empty), ``"0"`` (io, h2d), the message alone (an all-reduce), or a step.
 TAGS = ("", "0", "message", "push", "pull", "reduce-scatter", "all-gather", "all-gather-fwd", "all-gather-bwd",
         "launch")
+#: The characters a partitioned message's name may take in the `layer` column over all its parts, repeated
+#: whole on each part; beyond it the parts name it as their labels do (`TaskGraph.layer_of`).
+MAX_PART_NAME_CHARS = 2_000_000
 _INT_COLUMNS = ("resource", "iteration", "worker", "kind_id", "layer_id", "message", "tag", "part")
 _SMALL_COLUMNS = ("kind_id", "tag")  # a few values each (`KINDS` and what callers add, `TAGS`): int8
 _COLUMNS = (("duration_s", np.float64), ("nbytes", np.int64), ("key0", np.int64), ("key1", np.int32),
@@ -365,17 +368,23 @@ class TaskGraph:
         return self.layer_of(np.arange(len(self)))
 
     def layer_of(self, rows: np.ndarray) -> np.ndarray:
-        """`layer` of the tasks ``rows``. A part of a partitioned message names the message as its
-        label does (``part_labels``: the first and last layer of a long message), so that the
+        """`layer` of the tasks ``rows``: a message's whole name (its layers, ``+``-joined). Where a
+        partitioned message's parts would repeat it over `MAX_PART_NAME_CHARS` characters in all,
+        they name it as their labels do (``part_labels``: its first and last layer), so that the
         column does not grow with layers x parts (a 100k-layer message in 4 MB parts)."""
         self.finish()
         names = np.array(list(self.layer_names) + [""], dtype=object)
         layer_id, message, tag, part = self.layer_id[rows], self.message[rows], self.tag[rows], self.part[rows]
         out = names[layer_id]
         comm = (layer_id < 0) & (message >= 0) & (tag >= TAGS.index("message"))
-        whole, parts = comm & (part < 0), comm & (part >= 0)
-        out[whole] = self.message_strings()[message[whole]]
-        out[parts] = self.message_strings(parts=True)[message[parts]]
+        whole = self.message_strings()
+        out[comm] = whole[message[comm]]
+        parts = comm & (part >= 0)
+        if parts.any():
+            per_message = np.bincount(message[parts], minlength=len(whole))
+            chars = per_message * np.fromiter(map(len, whole), dtype=np.int64, count=len(whole))
+            long = parts & (chars[np.where(message >= 0, message, len(whole) - 1)] > MAX_PART_NAME_CHARS)
+            out[long] = self.message_strings(parts=True)[message[long]]
         return out
 
     @property
