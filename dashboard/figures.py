@@ -25,6 +25,7 @@ from dashboard.tables import (
     short_layers,
 )
 from sim.core.intervals import union
+from sim.core.messages import ELIDED
 from sim.core.timeline import COMPUTE_KINDS
 from sim.schedulers.names import BUCKET, MGWFBP, OPTIMAL, SEQUENTIAL, SYNCEASGD, WFBP
 
@@ -168,7 +169,7 @@ def gantt_frame(timeline: pd.DataFrame, texts: bool = True) -> pd.DataFrame:
     df["n_layers"] = np.where(is_comm, n_layers, 1)
     df["label"] = ""
     df.loc[is_comm, "label"] = [
-        f"g{g} (many layers)" if "+...+" in name else f"g{g} ({n} layers)" if n > 1 else name
+        f"g{g} (many layers)" if ELIDED in name else f"g{g} ({n} layers)" if n > 1 else name
         for g, n, name in zip(df.loc[is_comm, "group"], n_layers[is_comm], layers[is_comm], strict=True)
     ]
     joined = layers.str.contains("+", regex=False)

@@ -15,6 +15,7 @@ import pandas as pd
 import sim
 from sim.comm import CommCost
 from sim.core.cost import lines
+from sim.core.messages import ELIDED
 
 __all__ = [
     "MAX_LAYER_BARS",
@@ -119,7 +120,7 @@ def message_table(timeline: pd.DataFrame, iteration: int = 0) -> pd.DataFrame:
             # a message named by its first and last layer only (a partitioned one of very many layers,
             # `sim.core.taskgraph.MAX_PART_NAME_CHARS`) has an unknown count here: left empty
             "layers": (comm["layer"].str.count(r"\+") + 1).astype("Int64").mask(
-                comm["layer"].str.contains("+...+", regex=False)).to_numpy(),
+                comm["layer"].str.contains(ELIDED, regex=False)).to_numpy(),
             "contents": comm["layer"].map(short_layers).to_numpy(),
             "size": comm["bytes"].map(fmt_bytes).to_numpy(),
             "start (ms)": (comm["start_s"] * 1e3).to_numpy(),

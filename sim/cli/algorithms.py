@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-
 from sim.cli.args import (
     name_list,
     nonneg_float,
@@ -13,7 +11,7 @@ from sim.cli.args import (
     write_json,
 )
 from sim.cli.stragglers import add_straggler_flags, straggler_spec
-from sim.cli.workload import PRECISION_HELP
+from sim.cli.workload import PRECISION_HELP, add_size_regimes_flag, add_tree_chunk_flag
 from sim.cluster import Cluster
 from sim.comm import COLLECTIVES
 from sim.errors import SimInputError
@@ -39,12 +37,8 @@ def add_arguments(al) -> None:
     al.add_argument("--network", default=None, help="network preset: every worker's and the server's link (default 10gbe)")
     al.add_argument("--intra", default=None, help="intra-node link preset (AR-SGD; default pcie3)")
     al.add_argument("--collective", default=None, help=f"AR-SGD's all-reduce: one of {', '.join(COLLECTIVES)} (default ring)")
-    al.add_argument("--tree-chunk-bytes", type=nonneg_float, default=None,
-                    help="the chunk NCCL's tree pipelines a message in (collectives double_binary_tree and nccl; "
-                         "default 262144, 0 leaves the pipeline's fill out)")
-    al.add_argument("--size-regimes", action=argparse.BooleanOptionalAction, default=None,
-                    help="use the link presets' measured size-regime tables where they have one (the default); "
-                         "--no-size-regimes keeps each preset's one alpha-beta line")
+    add_tree_chunk_flag(al)
+    add_size_regimes_flag(al)
     al.add_argument("--batch-size", type=positive_int, default=32, help="samples per worker per step")
     al.add_argument("--precision", choices=list(BYTES_PER_PARAM), default="fp32", help=PRECISION_HELP)
     al.add_argument("--algorithms", type=name_list, default=list(ALGORITHMS), help="e.g. BSP,ASP,AR-SGD")

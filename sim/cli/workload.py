@@ -126,12 +126,22 @@ def refuse_compression_with_stragglers(args, straggling: bool) -> None:
                             "does not compress)")
 
 
-def add_link_flags(p: argparse.ArgumentParser) -> None:
-    """The flags that change how the links cost a message: the tree's chunk and the presets' rates."""
+def add_tree_chunk_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tree-chunk-bytes", type=nonneg_float, default=None,
                    help="the chunk NCCL's tree pipelines a message in (collectives double_binary_tree and nccl): "
                         "the pipeline fills with one chunk through every hop (default 262144, NCCL's cost model; "
                         "0 leaves the fill out)")
+
+
+def add_size_regimes_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--size-regimes", action=argparse.BooleanOptionalAction, default=None,
+                   help="use a link preset's measured size-regime table (data/network_regimes.csv) where it "
+                        "has one (the default); --no-size-regimes keeps the preset's one alpha-beta line")
+
+
+def add_link_flags(p: argparse.ArgumentParser) -> None:
+    """The flags that change how the links cost a message: the tree's chunk and the presets' rates."""
+    add_tree_chunk_flag(p)
     p.add_argument("--network-gbps", type=positive_float, default=None,
                    help="override the network preset's effective rate, Gb/s")
     p.add_argument("--intra-gbps", type=positive_float, default=None,
@@ -141,9 +151,7 @@ def add_link_flags(p: argparse.ArgumentParser) -> None:
 def add_topology_flags(p: argparse.ArgumentParser) -> None:
     """Size regimes and node topology (`sim.cluster.Cluster`); the defaults: a preset's measured size regimes where
     it has a table, a flat node."""
-    p.add_argument("--size-regimes", action=argparse.BooleanOptionalAction, default=None,
-                   help="use the network preset's measured size-regime table (data/network_regimes.csv) where it "
-                        "has one (the default); --no-size-regimes keeps the preset's one alpha-beta line")
+    add_size_regimes_flag(p)
     p.add_argument("--topology", default=None, help="node topology preset: flat (default), dgx1, dgx1-4nic, pcie-2socket")
     p.add_argument("--nics-per-node", type=positive_int, default=None, help="NICs per node (overrides the topology)")
     p.add_argument("--nic-near-gpus", type=nonneg_int, default=None,
@@ -238,13 +246,12 @@ def warn_unused_links(args) -> None:
         unused.append(f"--network does nothing when every GPU is in one node (--gpus {max(gpus)}, "
                       f"--gpus-per-node {args.gpus_per_node}): no inter-node link is used")
     collective = args.collective or DEFAULTS["collective"]
-    if getattr(args, "tree_chunk_bytes", None) is None:
-        pass
-    elif collective not in CHUNKED:
-        unused.append(f"--tree-chunk-bytes does nothing with collective {collective!r}: "
-                      f"only {' and '.join(CHUNKED)} pipeline a tree")
-    elif max(gpus) <= args.gpus_per_node:
-        unused.append("--tree-chunk-bytes does nothing when every GPU is in one node: NCCL runs rings there")
+    if getattr(args, "tree_chunk_bytes", None) is not None:
+        if collective not in CHUNKED:
+            unused.append(f"--tree-chunk-bytes does nothing with collective {collective!r}: "
+                          f"only {' and '.join(CHUNKED)} pipeline a tree")
+        elif max(gpus) <= args.gpus_per_node:
+            unused.append("--tree-chunk-bytes does nothing when every GPU is in one node: NCCL runs rings there")
     if args.collective is not None and max(gpus) == 1:
         unused.append("--collective does nothing with one GPU (nothing is all-reduced): give --gpus")
     unused += _unused_overrides(args, gpus)

@@ -17,10 +17,12 @@ import numpy as np
 
 from sim.core.cost import CommCost, PSCost
 
-__all__ = ["PART_LABEL_LAYERS", "Messages", "part_count", "parts_of"]
+__all__ = ["ELIDED", "PART_LABEL_LAYERS", "Messages", "part_count", "parts_of"]
 
 #: A part of a message of more layers than this names the message by its first and last layer.
 PART_LABEL_LAYERS = 3
+#: What stands for the layers between a long message's first and last in its part names (`Messages.part_labels`).
+ELIDED = "+...+"
 
 
 def parts_of(nbytes: int, partition_bytes: int) -> list[int]:
@@ -108,7 +110,7 @@ class Messages:
         """Each message's name in the names of its parts: its label, or for a message of more than
         `PART_LABEL_LAYERS` layers its first and last layer (``"l0+...+l99"``), so that a timeline of
         many parts of one large message does not repeat its whole label in every part's name."""
-        return [label if len(g) <= PART_LABEL_LAYERS else f"{self.names[g[0]]}+...+{self.names[g[-1]]}"
+        return [label if len(g) <= PART_LABEL_LAYERS else f"{self.names[g[0]]}{ELIDED}{self.names[g[-1]]}"
                 for g, label in zip(self.groups, self.labels, strict=True)]
 
     def step_times_s(self, cost, step: str) -> np.ndarray:

@@ -381,9 +381,9 @@ class TaskGraph:
         out[comm] = whole[message[comm]]
         parts = comm & (part >= 0)
         if parts.any():
-            per_message = np.bincount(message[parts], minlength=len(whole))
-            chars = per_message * np.fromiter(map(len, whole), dtype=np.int64, count=len(whole))
-            long = parts & (chars[np.where(message >= 0, message, len(whole) - 1)] > MAX_PART_NAME_CHARS)
+            repeats = np.bincount(message[parts], minlength=len(whole))
+            chars = repeats * np.fromiter(map(len, whole), dtype=np.int64, count=len(whole))
+            long = parts & np.isin(message, np.flatnonzero(chars > MAX_PART_NAME_CHARS))
             out[long] = self.message_strings(parts=True)[message[long]]
         return out
 
