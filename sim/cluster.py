@@ -212,13 +212,15 @@ class Cluster:
         """The intra- and inter-node links of the presets, with ``intra_gbps``/``network_gbps``,
         size regimes (``size_regimes``) and the node topology applied for ``collective``
         (default: the cluster's)."""
-        def link(name: str, gbps: float | None) -> Link:  # a rate override replaces the preset's line and regimes
+        def link(name: str, gbps: float | None, ranks: int) -> Link:  # a rate override replaces line and regimes
             net = get_network(name)
             if gbps is not None:
                 return Link(net.alpha_s, 8.0 / (gbps * 1e9))
-            return Link(net.alpha_s, net.beta_s_per_byte, network_regimes(name) if self.size_regimes else ())
+            return Link(net.alpha_s, net.beta_s_per_byte, network_regimes(name, ranks) if self.size_regimes else ())
 
-        intra, inter = link(self.intra, self.intra_gbps), link(self.network, self.network_gbps)
+        # (a table is taken at the ranks its link joins: the GPUs of a node inside it, the nodes across)
+        intra = link(self.intra, self.intra_gbps, self.gpus_in_node)
+        inter = link(self.network, self.network_gbps, self.nodes)
         topo = self.node_topology
         path = None
         if topo.nic_path is not None:

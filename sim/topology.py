@@ -20,7 +20,8 @@ from sim.catalog import DATA_DIR, get_network
 from sim.core.cost import Regime, check_regimes
 from sim.errors import SimInputError
 
-__all__ = ["TOPOLOGIES_FILE", "REGIMES_FILE", "Topology", "get_topology", "network_regimes", "topologies"]
+__all__ = ["TOPOLOGIES_FILE", "REGIMES_FILE", "Topology", "get_topology", "network_regimes", "regime_nodes",
+           "topologies"]
 
 TOPOLOGIES_FILE = DATA_DIR / "topologies.csv"
 REGIMES_FILE = DATA_DIR / "network_regimes.csv"
@@ -137,22 +138,47 @@ def get_topology(name: str) -> Topology:
 
 
 @functools.cache
-def _regime_table() -> dict[str, tuple[Regime, ...]]:
-    grouped: dict[str, list[Regime]] = {}
+def _regime_table() -> dict[str, dict[int, tuple[Regime, ...]]]:
+    """Per preset, its tables by the node count each was measured on (``nodes``: ranks of the
+    all-reduce benchmark, one a node)."""
+    grouped: dict[str, dict[int, list[Regime]]] = {}
     for line, row in _rows(REGIMES_FILE):
         name = row["network"]
         get_network(name)
+        nodes = _number(REGIMES_FILE, line, row, "nodes", integer=True)
+        if nodes < 2:
+            raise SimInputError(f"{REGIMES_FILE.name} line {line}: nodes must be >= 2 (the ranks the table was "
+                                f"measured on), got {row['nodes']!r}")
         gbps = _number(REGIMES_FILE, line, row, "effective_gbps")
         beta = 0.0 if math.isinf(gbps) else 8.0 / (gbps * 1e9) if gbps > 0 else math.inf
         if not math.isfinite(beta):
             raise SimInputError(f"{REGIMES_FILE.name} line {line}: effective_gbps must be > 0")
-        grouped.setdefault(name, []).append(Regime(
+        grouped.setdefault(name, {}).setdefault(nodes, []).append(Regime(
             _number(REGIMES_FILE, line, row, "from_bytes"), _number(REGIMES_FILE, line, row, "alpha_us") * 1e-6, beta,
-            f"{name} from {row['from_bytes']} B"))
-    return {name: check_regimes(sorted(rs, key=lambda r: r.from_bytes)) for name, rs in grouped.items()}
+            f"{name} from {row['from_bytes']} B ({nodes} nodes)"))
+    return {name: {nodes: check_regimes(sorted(rs, key=lambda r: r.from_bytes)) for nodes, rs in sorted(tables.items())}
+            for name, tables in grouped.items()}
 
 
-def network_regimes(name: str) -> tuple[Regime, ...]:
+def regime_nodes(name: str) -> tuple[int, ...]:
+    """The node counts network preset ``name`` has a measured size-regime table for (ascending; () for none)."""
+    return tuple(_regime_table().get(name, {}))
+
+
+def network_regimes(name: str, nodes: int | None = None) -> tuple[Regime, ...]:
     """Per-link size regimes of network preset ``name`` (alpha and beta of one ring step,
-    starting at all-reduce message sizes), or () if it has no measured table."""
-    return _regime_table().get(name, ())
+    starting at all-reduce message sizes), or () if it has no measured table.
+
+    A preset may have a table per node count it was measured on (an all-reduce benchmark
+    on 2, 4 and 8 nodes, say): the cost of an all-reduce does not follow the ring's
+    ``2 (P-1)/P`` from one count to another (MPI changes algorithm with the rank count),
+    so a run on ``nodes`` nodes takes the table measured on that many, else on the nearest
+    count measured (by ratio; a tie goes to the larger), which the ring then carries to
+    ``nodes``. ``nodes`` None: the table measured on the most nodes."""
+    tables = _regime_table().get(name)
+    if not tables:
+        return ()
+    if nodes is None:
+        return tables[max(tables)]
+    n = max(int(nodes), 1)
+    return tables[min(tables, key=lambda k: (abs(math.log(k / n)), -k))]

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sim
+import sim.topology as topology
 from sim import fast
 from sim.calib.fit import parse_allreduce_log, parse_nccl_tests
 from sim.calib.regimes import fit_regimes, regimes_to_network
@@ -24,7 +25,7 @@ from sim.core.lower import lower
 from sim.core.plan import gradient_layers
 from sim.core.timeline import graph_timeline
 from sim.schedulers.names import MGWFBP, OPTIMAL, SEQUENTIAL, WFBP
-from sim.topology import network_regimes
+from sim.topology import network_regimes, regime_nodes
 
 ROOT = Path(__file__).resolve().parent.parent
 K80_LOG = ROOT / "data" / "reference" / "bcaffe_k80_10gbe" / "allreduce8.log"
@@ -267,6 +268,67 @@ class TestPresetTable:
         assert len(cost.regimes) == 3
         err = np.abs(cost.time_s(points["bytes"]) / points["time_s"] - 1) * 100
         assert np.median(err) <= 5.0
+
+    @pytest.mark.parametrize("nodes", [2, 4, 8])
+    def test_each_node_counts_table_is_its_log_refitted(self, nodes):
+        """The preset has a table per OSU log (2, 4 and 8 nodes): each row is `fit_regimes` on that log, inverted
+        for a ring on its node count, to the 4 decimals the CSV keeps; and a ring on those nodes reproduces the log."""
+        log = K80_LOG.parent / f"allreduce{nodes}.log"
+        points = parse_allreduce_log(log.read_text())
+        rows = regimes_to_network(fit_regimes(points["bytes"], points["time_s"]), "10gbe-k80-osu", nodes)
+        stored = pd.read_csv(topology.REGIMES_FILE)
+        stored = stored.loc[(stored.network == "10gbe-k80-osu") & (stored.nodes == nodes)]
+        assert stored.from_bytes.tolist() == [r["from_bytes"] for r in rows]
+        np.testing.assert_allclose(stored.alpha_us, [r["alpha_us"] for r in rows], atol=5e-5)
+        np.testing.assert_allclose(stored.effective_gbps, [r["effective_gbps"] for r in rows], atol=5e-5)
+        assert all(f"allreduce{nodes}.log" in src for src in stored.source)
+        cost = sim.Cluster(gpus=nodes, gpus_per_node=1, network="10gbe-k80-osu", collective="ring").comm_cost()
+        err = np.abs(cost.time_s(points["bytes"]) / points["time_s"] - 1) * 100
+        assert np.median(err) <= 3.0
+
+    @pytest.mark.parametrize("nodes", [2, 4])
+    def test_the_eight_node_table_does_not_carry_to_fewer_nodes(self, nodes):
+        """Why a table per node count: MPI's all-reduce does not scale as the ring's 2 (P-1)/P from 8 nodes down
+        (1 MiB takes 1.84 ms on 2 nodes, 2.25 on 4, 4.68 on 8), so the 8-node table, carried to 2 or 4 nodes by
+        the ring, misses those logs by over 10 % at the median (17 % and 16 %) where their own tables miss by 3 % or
+        less (above)."""
+        points = parse_allreduce_log((K80_LOG.parent / f"allreduce{nodes}.log").read_text())
+        net = sim.catalog.get_network("10gbe-k80-osu")
+        carried = allreduce_cost("ring", nodes, 1, Link(0.0, 0.0),
+                                 Link(net.alpha_s, net.beta_s_per_byte, network_regimes("10gbe-k80-osu", 8)))
+        err = np.abs(carried.time_s(points["bytes"]) / points["time_s"] - 1) * 100
+        assert np.median(err) > 10.0
+
+    def test_a_run_takes_the_table_of_the_nearest_node_count(self):
+        """Exact where measured; else the nearest count by ratio (a tie, 2 between 1 and 4 say, to the larger);
+        None: the most nodes measured. Inside a node the intra link is looked up by the GPUs of the node."""
+        name = "10gbe-k80-osu"
+        assert regime_nodes(name) == (2, 4, 8) and regime_nodes("10gbe") == ()
+        tables = {n: network_regimes(name, n) for n in (2, 4, 8)}
+        assert len({tables[2], tables[4], tables[8]}) == 3
+        for nodes, measured in [(1, 2), (2, 2), (3, 4), (4, 4), (5, 4), (6, 8), (8, 8), (16, 8), (1024, 8)]:
+            assert network_regimes(name, nodes) == tables[measured], nodes
+        assert network_regimes(name) == tables[8] and network_regimes("10gbe", 4) == ()
+        for gpus, per_node, measured in [(4, 2, 2), (8, 2, 4), (16, 2, 8), (40, 8, 4), (48, 8, 8)]:
+            got = sim.Cluster(gpus=gpus, gpus_per_node=per_node, network=name).links()[1]
+            assert got.regimes == tables[measured], (gpus, per_node)
+
+    @pytest.mark.parametrize("text, match", [
+        ("network,from_bytes,alpha_us,effective_gbps,source\n10gbe,0,1,1,x\n", "line 2: nodes must be a number"),
+        ("network,nodes,from_bytes,alpha_us,effective_gbps,source\n10gbe,1,0,1,1,x\n", "line 2: nodes must be >= 2"),
+        ("network,nodes,from_bytes,alpha_us,effective_gbps,source\n10gbe,2.5,0,1,1,x\n",
+         "line 2: nodes must be a number"),
+    ])
+    def test_a_bad_nodes_column_names_the_line(self, tmp_path, monkeypatch, text, match):
+        bad = tmp_path / "network_regimes.csv"
+        bad.write_text(text)
+        monkeypatch.setattr(topology, "REGIMES_FILE", bad)
+        topology._regime_table.cache_clear()
+        try:
+            with pytest.raises(sim.SimInputError, match=match):
+                network_regimes("10gbe", 2)
+        finally:
+            topology._regime_table.cache_clear()
 
     def test_ring_inversion_round_trips(self):
         points = parse_allreduce_log(K80_LOG.read_text())

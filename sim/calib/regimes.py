@@ -202,7 +202,8 @@ def fit_regimes(bytes, time_s, *, max_regimes: int = MAX_REGIMES, min_points: in
 def regimes_to_network(fit: RegimeFit, name: str, gpus: int, *, source: str = "", note: str = "") -> list[dict]:
     """Rows of ``data/network_regimes.csv`` for preset ``name``: each regime inverted for a
     ring all-reduce on ``gpus`` workers (`sim.calib.fit.ring_link`), so a P-worker ring
-    over the preset reproduces the fitted T(M) in every regime.
+    over the preset reproduces the fitted T(M) in every regime; ``nodes`` is P (the
+    benchmark's ranks, one a node: the count the table was measured on).
 
     A regime with no per-byte cost (a constant) gets an ``effective_gbps`` of ``inf``.
     """
@@ -218,7 +219,7 @@ def regimes_to_network(fit: RegimeFit, name: str, gpus: int, *, source: str = ""
             alpha_link, gbps = r.alpha_s / (2 * (p - 1)), float("inf")
         derivation = (f"ring fit on P={p}: alpha_AR={r.alpha_s * 1e6:.4g} us, beta_AR={r.beta_s_per_byte:.4g} s/B "
                       f"from {r.from_bytes:.0f} B")
-        rows.append({"network": name, "from_bytes": int(r.from_bytes), "alpha_us": alpha_link * 1e6,
+        rows.append({"network": name, "nodes": p, "from_bytes": int(r.from_bytes), "alpha_us": alpha_link * 1e6,
                      "effective_gbps": gbps, "source": source,
                      "note": f"{note}; {derivation}" if note else derivation})
     return rows
