@@ -180,8 +180,10 @@ st.markdown(
     "are not modelled (`--tree-chunk-bytes 0` leaves the fill out). Two rows show both.\n\n"
     "A link's cost also changes with the message size where the library switches algorithm or protocol (Open MPI "
     "from recursive doubling to a ring at 10,000 bytes, say). A preset with a measured size-regime table "
-    "(`data/network_regimes.csv`; today `10gbe-k80-osu`, fitted to the OSU all-reduce log of the B-Caffe K80 "
-    "cluster) takes its α and β per message size by default; its one line, fitted over every size of the log "
+    "(`data/network_regimes.csv`; today `10gbe-k80-osu`, fitted to the OSU all-reduce logs of the B-Caffe K80 "
+    "cluster, one table for each of 2, 4 and 8 nodes, since the all-reduce's cost does not scale from one node "
+    "count to another as a ring's would) takes its α and β per message size by default, from the table of the "
+    "run's node count or the nearest; its one line, fitted over every size of the 8-node log "
     "and so mostly over small messages, charges a large message the small messages' rate "
     "(`--no-size-regimes`). The last row shows it: the same iteration on a preset without a table, and on "
     "`10gbe-k80-osu` the difference a large gradient makes.")
