@@ -146,6 +146,22 @@ class TestStragglers:
         assert a.timeline.equals(b.timeline) and a.metrics == b.metrics
         assert not np.array_equal(a.iteration_times_s, c.iteration_times_s)
 
+    @pytest.mark.parametrize("dist", ["normal", "lognormal", "exponential"])
+    @pytest.mark.parametrize("seed", [0, 1, 5])
+    def test_one_gpu_is_its_own_reference(self, dist, seed):
+        """On one GPU the drawn factors' sample mean is not 1 (a lognormal's, over 100 draws, is below 1 more
+        often than not): the run is its own one-GPU reference, speedup and efficiency exactly 1, while the
+        slowdown against the ideal (no variability) run still reports the draws."""
+        model = make_model([1000, 5000, 200], [1, 2, 1], [2, 3, 1])
+        spec = StragglerSpec(dist, cv=0.3)
+        res = simulate_workers(model, user_cluster(gpus=1), "wfbp", batch_size=4, iterations=100, straggler=spec,
+                               seed=seed)
+        m = res.metrics
+        assert m["speedup"] == 1.0 and m["scaling_efficiency"] == 1.0
+        assert m["single_gpu_iteration_time_s"] == m["iteration_time_s"]
+        assert m["straggler_slowdown"] == pytest.approx(m["iteration_time_s"] / m["ideal_iteration_time_s"])
+        assert m["straggler_slowdown"] != 1.0
+
     def test_a_mixed_cluster_runs_at_its_slowest_gpu(self):
         """One V100 and one K80 with one message after backward: the K80 sets every step,
         so the mix equals a cluster of two K80s (same plan, same network)."""

@@ -143,7 +143,8 @@ def _metrics(run: SyncRun, spec: StragglerSpec, cluster: Cluster, scheduler: str
     timing = time_plan(run.base, run.plan, [run.cost], precision=precision, prefetch=prefetch, keep_timeline=False)
     phases = {key: float(value[0]) for key, value in timing.phases.items()}
     groups = [[run.base.layer_names[i] for i in members] for members in run.plan.groups]
-    single = float(ideal) if cluster.gpus == 1 else single_gpu_iteration_s(run.base, precision, prefetch,
+    # one GPU: the run is its own one-GPU reference (its drawn factors' sample mean is not the ideal's)
+    single = float(mean) if cluster.gpus == 1 else single_gpu_iteration_s(run.base, precision, prefetch,
                                                                            update_overlaps_io=run.plan.per_layer_update)
     metrics = run_metrics(run.base, cluster, scheduler, batch_size, precision, run.plan_cost, mean, phases, single,
                           groups, "ps" if isinstance(run.cost, PSCost) else "allreduce")
