@@ -183,7 +183,8 @@ st.markdown(
     "(`data/network_regimes.csv`; today `10gbe-k80-osu`, fitted to the OSU all-reduce logs of the B-Caffe K80 "
     "cluster, one table for each of 2, 4 and 8 nodes, since the all-reduce's cost does not scale from one node "
     "count to another as a ring's would) takes its α and β per message size by default, from the table of the "
-    "run's node count or the nearest; its one line, fitted over every size of the 8-node log "
+    "run's node count (between two measured counts, interpolated); its one line, fitted over every size of the "
+    "8-node log "
     "and so mostly over small messages, charges a large message the small messages' rate "
     "(`--no-size-regimes`). The last row shows it: the same iteration on a preset without a table, and on "
     "`10gbe-k80-osu` the difference a large gradient makes.")

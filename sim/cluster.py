@@ -90,8 +90,10 @@ class Cluster:
         Use the network preset's measured size-regime table
         (``data/network_regimes.csv``) where it has one (the default: a preset
         uses its measured table, issue 13): alpha and beta per message-size
-        regime instead of one line. False keeps the preset's one line. A
-        preset without a table has its one line either way.
+        regime instead of one line, from the table measured on this
+        cluster's node count, interpolated between two measured counts, the
+        nearest beyond them (`sim.topology.network_regimes`). False keeps the
+        preset's one line. A preset without a table has its one line either way.
     topology : str
         Node topology preset (``data/topologies.csv``): ``flat`` (every GPU
         reaches the NIC directly, the intra link at its preset rate),

@@ -3,7 +3,8 @@
 * ``data/topologies.csv``: how the GPUs of a node reach its NICs and each
   other (`Topology`, `get_topology`);
 * ``data/network_regimes.csv``: per-link alpha-beta size regimes of a network
-  preset, fitted from a measured all-reduce log (`network_regimes`).
+  preset, fitted from measured all-reduce logs, one table per node count
+  measured (`network_regimes`).
 
 Both are pure lookups; `sim.comm` applies them to the collectives' links.
 """
@@ -14,9 +15,11 @@ import csv
 import functools
 import io
 import math
+import re
 from dataclasses import dataclass
 
 from sim.catalog import DATA_DIR, get_network
+from sim.checks import check_int
 from sim.core.cost import Regime, check_regimes
 from sim.errors import SimInputError
 
@@ -41,13 +44,21 @@ def _rows(path) -> list[tuple[int, dict[str, str]]]:
 
 
 def _number(path, line: int, row: dict, field: str, *, integer: bool = False):
+    if field not in row or row[field] is None:
+        raise SimInputError(f"{path.name} line {line}: no {field} column")
     text = row.get(field, "")
+    kind = "a whole number" if integer else "a number"
     try:
+        if integer and not re.fullmatch(r"[+-]?[0-9]+", text):
+            raise ValueError
         value = int(text) if integer else float(text)
+        finite = math.isfinite(value)
     except ValueError:
-        raise SimInputError(f"{path.name} line {line}: {field} must be a number, got {text!r}") from None
-    if not (math.isfinite(value) or field == "effective_gbps") or value < 0:
-        raise SimInputError(f"{path.name} line {line}: {field} must be a finite number >= 0, got {text!r}")
+        raise SimInputError(f"{path.name} line {line}: {field} must be {kind}, got {text!r}") from None
+    except OverflowError:  # an integer beyond a float's range
+        finite = False
+    if not (finite or field == "effective_gbps") or value < 0:
+        raise SimInputError(f"{path.name} line {line}: {field} must be a finite number >= 0, got {text[:40]!r}")
     return value
 
 
@@ -147,8 +158,8 @@ def _regime_table() -> dict[str, dict[int, tuple[Regime, ...]]]:
         get_network(name)
         nodes = _number(REGIMES_FILE, line, row, "nodes", integer=True)
         if nodes < 2:
-            raise SimInputError(f"{REGIMES_FILE.name} line {line}: nodes must be >= 2 (the ranks the table was "
-                                f"measured on), got {row['nodes']!r}")
+            raise SimInputError(f"{REGIMES_FILE.name} line {line}: nodes must be a whole number >= 2 (the ranks the "
+                                f"table was measured on), got {row['nodes']!r}")
         gbps = _number(REGIMES_FILE, line, row, "effective_gbps")
         beta = 0.0 if math.isinf(gbps) else 8.0 / (gbps * 1e9) if gbps > 0 else math.inf
         if not math.isfinite(beta):
@@ -156,8 +167,15 @@ def _regime_table() -> dict[str, dict[int, tuple[Regime, ...]]]:
         grouped.setdefault(name, {}).setdefault(nodes, []).append(Regime(
             _number(REGIMES_FILE, line, row, "from_bytes"), _number(REGIMES_FILE, line, row, "alpha_us") * 1e-6, beta,
             f"{name} from {row['from_bytes']} B ({nodes} nodes)"))
-    return {name: {nodes: check_regimes(sorted(rs, key=lambda r: r.from_bytes)) for nodes, rs in sorted(tables.items())}
-            for name, tables in grouped.items()}
+    out = {}
+    for name, tables in grouped.items():
+        out[name] = {}
+        for nodes, rs in sorted(tables.items()):
+            try:
+                out[name][nodes] = check_regimes(sorted(rs, key=lambda r: r.from_bytes))
+            except SimInputError as err:
+                raise SimInputError(f"{REGIMES_FILE.name}: {name}'s table for {nodes} nodes: {err}") from None
+    return out
 
 
 def regime_nodes(name: str) -> tuple[int, ...]:
@@ -170,15 +188,53 @@ def network_regimes(name: str, nodes: int | None = None) -> tuple[Regime, ...]:
     starting at all-reduce message sizes), or () if it has no measured table.
 
     A preset may have a table per node count it was measured on (an all-reduce benchmark
-    on 2, 4 and 8 nodes, say): the cost of an all-reduce does not follow the ring's
-    ``2 (P-1)/P`` from one count to another (MPI changes algorithm with the rank count),
-    so a run on ``nodes`` nodes takes the table measured on that many, else on the nearest
-    count measured (by ratio; a tie goes to the larger), which the ring then carries to
-    ``nodes``. ``nodes`` None: the table measured on the most nodes."""
+    on 2, 4 and 8 nodes, one rank a node, say): the cost of an all-reduce does not follow
+    the ring's ``2 (P-1)/P`` from one count to another (MPI changes algorithm with the
+    ranks), so a run on ``nodes`` nodes takes the table measured on that many. Between two
+    measured counts ``lo < nodes < hi`` the measured all-reduce times are interpolated in
+    log(nodes): over the union of both tables' size cuts, ``T(M) = (1 - w) T_lo(M) + w T_hi(M)``
+    with ``w = log(nodes / lo) / log(hi / lo)``, each ``T_k`` the all-reduce the ``k``-node table
+    gives on its own ``k`` nodes, and the result inverted for a ring on ``nodes`` (as the tables
+    are): a ring reproduces it, the time is continuous in the node count, and it lies between
+    the two measurements. Outside the measured counts, the nearest table, carried by the
+    collective's formula. ``nodes`` None: the table measured on the most nodes."""
     tables = _regime_table().get(name)
     if not tables:
         return ()
     if nodes is None:
         return tables[max(tables)]
-    n = max(int(nodes), 1)
-    return tables[min(tables, key=lambda k: (abs(math.log(k / n)), -k))]
+    return _at_nodes(name, check_int("nodes", nodes, 1))
+
+
+@functools.lru_cache(maxsize=256)
+def _at_nodes(name: str, nodes: int) -> tuple[Regime, ...]:
+    tables = _regime_table()[name]
+    counts = sorted(tables)
+    if nodes in tables:
+        return tables[nodes]
+    if nodes < counts[0] or nodes > counts[-1]:
+        return tables[counts[0] if nodes < counts[0] else counts[-1]]
+    hi = next(k for k in counts if k > nodes)
+    lo = max(k for k in counts if k < nodes)
+    w = math.log(nodes / lo) / math.log(hi / lo)
+    cuts = sorted({r.from_bytes for r in tables[lo]} | {r.from_bytes for r in tables[hi]})
+    steps = 2 * (nodes - 1)  # a ring on ``nodes`` ranks: 2 (P-1) alpha + 2 (P-1)/P M beta per link
+    out = []
+    for cut in cuts:
+        (a_lo, b_lo), (a_hi, b_hi) = (_ring_allreduce(_regime_at(tables[k], cut), k) for k in (lo, hi))
+        alpha_ar, beta_ar = (1 - w) * a_lo + w * a_hi, (1 - w) * b_lo + w * b_hi
+        out.append(Regime(cut, alpha_ar / steps, beta_ar * nodes / steps,
+                          f"{name} from {cut:.0f} B ({nodes} nodes: between the {lo}- and {hi}-node tables)"))
+    return tuple(out)
+
+
+def _ring_allreduce(regime: Regime, ranks: int) -> tuple[float, float]:
+    """The all-reduce alpha and beta a ring on ``ranks`` gives with this per-link regime (what the
+    table's benchmark measured, inverted by `sim.calib.regimes.regimes_to_network`)."""
+    steps = 2 * (ranks - 1)
+    return steps * regime.alpha_s, steps * regime.beta_s_per_byte / ranks
+
+
+def _regime_at(regimes: tuple[Regime, ...], nbytes: float) -> Regime:
+    """The regime a message of ``nbytes`` falls in (the last starting at or below it)."""
+    return [r for r in regimes if r.from_bytes <= nbytes][-1]

@@ -63,7 +63,7 @@ def regime_report(points, args, ranks) -> dict:
     fit = fit_regimes(points["bytes"], points["time_s"], max_regimes=args.max_regimes, min_gain=args.min_gain,
                       weighting=args.weighting, min_bytes=args.min_bytes)
     errors = fit.errors(kept["bytes"], kept["time_s"])
-    links = ([{k: row[k] for k in ("from_bytes", "alpha_us", "effective_gbps")}
+    links = ([{k: row[k] for k in ("nodes", "from_bytes", "alpha_us", "effective_gbps")}
               for row in regimes_to_network(fit, "fit", int(ranks))] if ranks and int(ranks) >= 2 else None)
     return {
         "regimes": [{"from_bytes": int(r.from_bytes), "alpha_s": r.alpha_s, "beta_s_per_byte": r.beta_s_per_byte}
