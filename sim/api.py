@@ -310,8 +310,10 @@ def plan_run(model: Model, cluster: Cluster, scheduler: str, architecture: str, 
         plan = make_plan(scheduler, gradient_layers(model, precision), planning, bucket_mb=bucket_mb, options=opts)
         if architecture == "ps" and not plan.partition_bytes:  # BytePS partitions every message
             plan = dataclasses.replace(plan, partition_bytes=int(opts.partition_bytes))
-    else:  # one GPU sends nothing: only check the scheduler and its arguments
-        plan = Plan(make_plan(scheduler, NO_GRADIENTS, plan_cost, bucket_mb=bucket_mb, options=opts).scheduler, ())
+    else:  # one GPU sends nothing: only check the scheduler and its arguments (a per-layer-update
+        # framework's step still returns at the end of backward: `single_gpu_iteration_s`'s update_overlaps_io)
+        probe = make_plan(scheduler, NO_GRADIENTS, plan_cost, bucket_mb=bucket_mb, options=opts)
+        plan = Plan(probe.scheduler, (), per_layer_update=probe.per_layer_update)
     return plan, plan_cost, cost
 
 
@@ -371,8 +373,8 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
     phases = {key: float(value[0]) for key, value in timing.phases.items()}
     if single_gpu_iteration_s is None:
         # (the argument shadows the function of the same name: reach it through its module)
-        single_gpu_iteration_s = t_iter if cluster.gpus == 1 else core_run.single_gpu_iteration_s(
-            one_gpu, precision, prefetch, engine, plan.per_layer_update)
+        single_gpu_iteration_s = t_iter if cluster.gpus == 1 and not plan.per_layer_update else (
+            core_run.single_gpu_iteration_s(one_gpu, precision, prefetch, engine, plan.per_layer_update))
     groups = group_names(plan, model.layer_names)
     metrics = run_metrics(model, cluster, scheduler, batch_size, precision, plan_cost, t_iter, phases,
                           single_gpu_iteration_s, groups, architecture)

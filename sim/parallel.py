@@ -343,8 +343,9 @@ def _frame(grid: Grid, results: dict) -> pd.DataFrame:
     batch = per_workload(lambda w: w.batch_size, np.int64)
     per_layer = np.array([make_plan(name, NO_GRADIENTS, NO_COMM).per_layer_update for name in grid.schedulers],
                          dtype=bool)
-    # (one GPU runs no plan, so its reference is its own run, as in `simulate`)
-    single = np.where(per_layer[code] & (gpus > 1), per_workload(lambda w: w.single_gpu_iteration_overlap_s, float),
+    # a plan that updates per layer reads the next batch while the GPU updates, on one GPU too
+    # (`sweep_plans.ONE_GPU_PER_LAYER`): its reference, on every GPU count, as in `simulate`
+    single = np.where(per_layer[code], per_workload(lambda w: w.single_gpu_iteration_overlap_s, float),
                       per_workload(lambda w: w.single_gpu_iteration_s, float))
     data = {
         "model": per_workload(lambda w: w.model.name),

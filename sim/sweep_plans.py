@@ -13,13 +13,16 @@ from sim.core.plan import GradientLayers, Plan, gradient_layers
 from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
 from sim.schedulers.names import BUCKET, DDP, HOROVOD, SEQUENTIAL, SYNCEASGD, WFBP
 
-__all__ = ["PLAN_READS_READY_TIMES", "PLAN_READS_SIZES_ONLY", "PlanCache"]
+__all__ = ["ONE_GPU_PER_LAYER", "PLAN_READS_READY_TIMES", "PLAN_READS_SIZES_ONLY", "PlanCache"]
 
 #: What a scheduler's plan reads besides the layers' gradient sizes (and its bucket size): these
 #: read nothing else, so one plan serves every network, GPU count and batch size of a model ...
 PLAN_READS_SIZES_ONLY = frozenset({SEQUENTIAL, WFBP, SYNCEASGD, BUCKET, DDP})
 #: ... these read the ready times too (one plan per workload), never the cost; any other reads the cost.
 PLAN_READS_READY_TIMES = frozenset({HOROVOD})
+#: The "scheduler" of a one-GPU evaluation whose scheduler updates per layer: no message, one update,
+#: and the next batch read while it runs (`sim.core.lower`); a one-GPU evaluation of any other is None.
+ONE_GPU_PER_LAYER = "(one GPU, per-layer update)"
 
 
 class PlanCache:
@@ -37,8 +40,8 @@ class PlanCache:
 
     def get(self, wid: int, scheduler, bucket_mb, cost) -> int:
         w = self.workloads[wid]
-        if scheduler is None:  # one GPU: no message
-            key: tuple = (None,)
+        if scheduler is None or scheduler == ONE_GPU_PER_LAYER:  # one GPU: no message
+            key: tuple = (scheduler,)
         elif scheduler in PLAN_READS_SIZES_ONLY:
             if wid not in self.layout:
                 self.layout[wid] = (w.model.layer_names, w.model.params.tobytes(), w.precision)
@@ -56,8 +59,8 @@ class PlanCache:
         return plan_id
 
     def make(self, wid: int, scheduler, bucket_mb, cost) -> Plan:
-        if scheduler is None:
-            return Plan("", ())
+        if scheduler is None or scheduler == ONE_GPU_PER_LAYER:
+            return Plan("", (), per_layer_update=scheduler == ONE_GPU_PER_LAYER)
         w = self.workloads[wid]
         if wid not in self.grads:
             self.grads[wid] = gradient_layers(w.model, w.precision)

@@ -192,7 +192,7 @@ class _Lowering(ShardedSteps):
         if self.gathers_parameters():
             self.gather_parameters(k, chains)
         single = None
-        if not self.plan.per_layer_update:
+        if not self.plan.per_layer_update or not self.plan.groups:  # (no message: the model's one update)
             single = [self.g.add(k, w, "compute", "update", self.update_s(w)) for w in range(W)]
             for w in range(W):
                 self.g.edge(chains[w][-1], single[w])
@@ -204,7 +204,10 @@ class _Lowering(ShardedSteps):
         if single is not None:
             for w in range(W):
                 self.g.edges(ends, single[w])
-            self.carry = [Carry(_one(single[w]), _one(0), single[w], chains[w][-1]) for w in range(W)]
+            # a per-layer-update framework's step returns once backward has ended (as in `layer_updates`), so
+            # without prefetch the next batch is read from then on, beside the update
+            step = [chains[w][-1] if self.plan.per_layer_update else single[w] for w in range(W)]
+            self.carry = [Carry(_one(single[w]), _one(0), step[w], chains[w][-1]) for w in range(W)]
             if self.gathers_after_update():
                 self.carry = self.gather_updated(k, single, chains)
         else:
