@@ -76,14 +76,13 @@ def _stage3_edges(graph, units, groups, iterations: int) -> set:
 
     fwd_tag, bwd_tag = TAGS.index("all-gather-fwd"), TAGS.index("all-gather-bwd")
     edges, last = set(), len(units) - 1
-    for k in range(iterations):
-        if k:
-            step_done = next(t for t in range(len(graph)) if it[t] == k - 1 and kind[t] == "update")
-            h2d = next(t for t in range(len(graph)) if it[t] == k and kind[t] == "h2d")
-            for p, gi in enumerate(units):
-                ag = gather(k, fwd_tag, gi)
-                sources = [step_done, h2d] if p < 2 else [compute(k, "forward", max(groups[units[p - 2]]))]
-                edges |= {(s, ag) for s in sources} | {(ag, compute(k, "forward", min(groups[gi])))}
+    for k in range(iterations):  # (the first iteration gathers too: its shards as initialised, after its h2d)
+        step_done = [next(t for t in range(len(graph)) if it[t] == k - 1 and kind[t] == "update")] if k else []
+        h2d = next(t for t in range(len(graph)) if it[t] == k and kind[t] == "h2d")
+        for p, gi in enumerate(units):
+            ag = gather(k, fwd_tag, gi)
+            sources = [*step_done, h2d] if p < 2 else [compute(k, "forward", max(groups[units[p - 2]]))]
+            edges |= {(s, ag) for s in sources} | {(ag, compute(k, "forward", min(groups[gi])))}
         for p in range(last - 1, -1, -1):
             ag = gather(k, bwd_tag, units[p])
             src = (compute(k, "forward", max(groups[units[last]])) if p == last - 1

@@ -83,37 +83,34 @@ def test_stages_1_and_2_figures(name):
 
 
 def test_stage_3_by_hand():
-    """Iteration 0 starts gathered; from iteration 1 each unit's forward waits for its
-    all-gather, issued one unit ahead; each backward but the last unit's waits for its own."""
+    """Each unit's forward waits for its all-gather, issued one unit ahead (the first two as the iteration
+    starts), in the first iteration too (the parameters live sharded from the start); each backward but the
+    last unit's waits for its own. Every iteration is the first shifted by the period, 13.5."""
     plan = plan_of(ZERO3)
     assert plan.groups == ((2,), (1,), (0,)) and plan.shard == SHARD_PARAMETERS
     t = times_of(plan)
-    assert t["it0/forward/L2"] == (2.0, 3.0)
-    assert t["it0/comm/all-gather-bwd:L1"] == (3.0, 3.9)  # issued as the backward of L2 starts
-    assert t["it0/backward/L2"] == (3.0, 5.0)  # the last unit stays gathered: no wait
-    assert t["it0/comm/all-gather-bwd:L0"] == (5.0, 5.7)  # issued as the backward of L1 starts; before RS:L2
-    assert t["it0/comm/reduce-scatter:L2"] == (5.7, 6.8)
-    assert t["it0/backward/L1"] == (5.0, 7.0)
-    assert t["it0/comm/reduce-scatter:L1"] == (7.0, 7.9)
-    assert t["it0/backward/L0"] == (7.0, 9.0)
-    assert t["it0/comm/reduce-scatter:L0"] == (9.0, 9.7)
-    assert t["it0/update/0"] == (9.7, 12.7)
-    # iteration 1: the first two units' gathers are issued as it starts, L2's as L1's forward starts
-    assert t["it1/comm/all-gather-fwd:L0"] == (12.7, 13.4)
-    assert t["it1/comm/all-gather-fwd:L1"] == (13.4, 14.3)
-    assert t["it1/forward/L0"] == (13.4, 14.4)
-    assert t["it1/comm/all-gather-fwd:L2"] == (14.4, 15.5)
-    assert t["it1/forward/L1"] == (14.4, 15.4)
-    assert t["it1/forward/L2"] == (15.5, 16.5)
-    assert t["it1/comm/all-gather-bwd:L1"] == (16.5, 17.4)
-    assert t["it1/backward/L2"] == (16.5, 18.5)
-    assert t["it1/comm/all-gather-bwd:L0"] == (18.5, 19.2)
-    assert t["it1/comm/reduce-scatter:L2"] == (19.2, 20.3)
-    assert t["it1/backward/L1"] == (18.5, 20.5)
-    assert t["it1/comm/reduce-scatter:L1"] == (20.5, 21.4)
-    assert t["it1/backward/L0"] == (20.5, 22.5)
-    assert t["it1/comm/reduce-scatter:L0"] == (22.5, 23.2)
-    assert t["it1/update/0"] == (23.2, 26.2)
+    for k, at in ((0, 0.0), (1, 13.5)):
+        def tt(name, k=k):
+            return t[f"it{k}/{name}"]
+
+        def shifted(a, b, at=at):
+            return (round(a + at, 1), round(b + at, 1))
+
+        assert tt("comm/all-gather-fwd:L0") == shifted(0.0, 0.7)  # the first two issued as the iteration starts
+        assert tt("comm/all-gather-fwd:L1") == shifted(0.7, 1.6)
+        assert tt("forward/L0") == shifted(0.7, 1.7)
+        assert tt("comm/all-gather-fwd:L2") == shifted(1.7, 2.8)  # issued as L0's forward ends (L1's starts)
+        assert tt("forward/L1") == shifted(1.7, 2.7)
+        assert tt("forward/L2") == shifted(2.8, 3.8)
+        assert tt("comm/all-gather-bwd:L1") == shifted(3.8, 4.7)  # issued as the backward of L2 starts
+        assert tt("backward/L2") == shifted(3.8, 5.8)  # the last unit stays gathered: no wait
+        assert tt("comm/all-gather-bwd:L0") == shifted(5.8, 6.5)  # as the backward of L1 starts; before RS:L2
+        assert tt("comm/reduce-scatter:L2") == shifted(6.5, 7.6)
+        assert tt("backward/L1") == shifted(5.8, 7.8)
+        assert tt("comm/reduce-scatter:L1") == shifted(7.8, 8.7)
+        assert tt("backward/L0") == shifted(7.8, 9.8)
+        assert tt("comm/reduce-scatter:L0") == shifted(9.8, 10.5)
+        assert tt("update/0") == shifted(10.5, 13.5)
 
 
 def test_stage_3_figures():

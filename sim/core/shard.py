@@ -24,8 +24,9 @@ parallelism by its two halves (`sim.core.cost`: each takes T(M) / 2):
   from its forward into its backward (DeepSpeed keeps parameters reused
   within ``stage3_max_reuse_distance``; FSDP does not reshard the root).
   Gradients are reduce-scattered unit by unit as backward produces them.
-  Per iteration about 3 Psi bytes move. The very first iteration starts with
-  its parameters gathered (as DeAR's first forward waits for no all-gather).
+  Per iteration about 3 Psi bytes move. The very first iteration gathers its
+  parameters too (they live sharded from the start), so every iteration has
+  the steady state's steps and two iterations time its period.
 
 On the channel, among released tasks: forward all-gathers, then backward
 all-gathers (the GPU waits for them), then reduce-scatters, then the
@@ -87,22 +88,22 @@ class ShardedSteps:
         return np.argsort(self.msgs.low, kind="stable")
 
     def gather_parameters(self, k: int, chains) -> None:
-        """Stage 3: the all-gathers before each unit's forward (from the second
-        iteration on) and before its backward, with their prefetch edges."""
+        """Stage 3: the all-gathers before each unit's forward and before its
+        backward, with their prefetch edges."""
         m, units, W = self.msgs, self.units(), self.times.workers
         low, high = m.low[units], m.high[units]  # each unit's first and last layer, in forward order
         count = len(units)
         g = self.g
-        if self.carry is not None:
-            ags = self.gathers(k, units, GATHER_FORWARD, np.arange(count), "all-gather-fwd")
-            for w in range(W):
-                _, h2d, fwd = self.forwards[w]
-                # the first two issued as the iteration starts (the updated shards, the batch on the GPU),
-                # unit p's as unit p - 1's forward starts
-                first = ags[:2]
-                g.edges(np.repeat([self.carry[w].step_done, h2d], len(first)), np.tile(first, 2))
-                g.edges(fwd[high[:-2]], ags[2:])
-                g.edges(ags, fwd[low])
+        ags = self.gathers(k, units, GATHER_FORWARD, np.arange(count), "all-gather-fwd")
+        for w in range(W):
+            _, h2d, fwd = self.forwards[w]
+            # the first two issued as the iteration starts (the updated shards, the batch on the GPU; the
+            # first iteration's shards as initialised), unit p's as unit p - 1's forward starts
+            first = ags[:2]
+            starts = [h2d] if self.carry is None else [self.carry[w].step_done, h2d]
+            g.edges(np.repeat(starts, len(first)), np.tile(first, len(starts)))
+            g.edges(fwd[high[:-2]], ags[2:])
+            g.edges(ags, fwd[low])
         last = count - 1
         if last < 1:
             return
