@@ -300,3 +300,23 @@ def test_a_model_without_parameters_runs_its_compute_alone(run, io_ms):
         assert m["iteration_time_s"] == pytest.approx(expected, rel=1e-9), gpus
         assert m["compute_s"] == pytest.approx(14e-3, rel=1e-9) and m["comm_s"] == 0.0
         assert m["scaling_efficiency"] == pytest.approx(1.0, rel=1e-9)
+
+
+@pytest.mark.parametrize("run", RUNS, ids=IDS)
+def test_per_worker_timelines_run_one_task_at_a_time_on_a_lane(run):
+    """Each worker's lane (and the shared channel) runs one task at a time, the wait rows included, with
+    stragglers and jitter: the wait rows covered the per-layer updates of ByteScheduler and DeAR (a plan that
+    updates per layer now adds none)."""
+    model = make_model([4_000_000, 1_000_000, 2_000_000], [1.0, 1.0, 2.0], [2.0, 2.0, 3.0], update_ms=1.0)
+    spec = StragglerSpec("lognormal", cv=0.5, stragglers=1, factor=2.0, jitter_cv=0.3)
+    try:
+        res = simulate_workers(model, sim.Cluster(gpus=4, gpus_per_node=2, alpha_s=5e-3, beta_s_per_byte=1e-9),
+                               batch_size=4, iterations=4, straggler=spec, seed=7, **run)
+    except sim.SimInputError as exc:
+        assert any(s in str(exc) for s in ("needs architecture", "colocated", "needs network presets")), exc
+        return
+    tl = res.timeline
+    for (worker, lane), rows in tl.groupby(["worker", "lane"]):
+        rows = rows.sort_values(["start_s", "end_s"], kind="stable")
+        gaps = rows.start_s.to_numpy()[1:] - rows.end_s.to_numpy()[:-1]
+        assert (gaps >= -1e-12).all(), (worker, lane, rows.iloc[np.flatnonzero(gaps < -1e-12)[:2]])

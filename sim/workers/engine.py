@@ -234,8 +234,15 @@ def _without_sync_jitter(cluster: Cluster) -> Cluster:
 def with_waits(run: SyncRun, iterations: int | None = None) -> pd.DataFrame:
     """The run's timeline (its first ``iterations``) with a ``wait`` row (until the
     slowest worker's backward ends) and a ``comm_wait`` row (then until the
-    network is done) per worker and iteration in which it idles before its update."""
+    network is done) per worker and iteration in which it idles before its update.
+
+    A plan that updates per layer (ByteScheduler, DeAR) has no one update to wait
+    for: its updates run between the messages, and the next forward pass may start
+    before the last of them, so its idle time is the gaps its timeline shows
+    between those tasks, and no wait rows are added (they covered its updates)."""
     timeline = run.timeline(iterations)
+    if run.plan.per_layer_update:
+        return timeline
     slowest = run.backward_end_s.max(axis=1, keepdims=True)
     own, idle_end = run.backward_end_s, run.backward_end_s + run.wait_s
     wait_end = np.minimum(np.maximum(slowest, own), idle_end)
