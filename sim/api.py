@@ -336,6 +336,8 @@ def run_metrics(model: Model, cluster: Cluster, scheduler: str, batch_size: int,
     """The metrics dict of one run (`METRIC_KEYS`), from its figures."""
     if t_iter <= 0 or not math.isfinite(t_iter):
         raise SimInputError("the iteration takes no time: give the model non-zero compute times")
+    if not single_s > 0:  # only communication: no speedup to speak of
+        raise SimInputError("the one-GPU iteration takes no time: give the model non-zero compute times")
     return {
         "model": model.name, "scheduler": scheduler, "gpus": cluster.gpus, "gpus_per_node": cluster.gpus_per_node,
         "nodes": cluster.nodes, "batch_size": int(batch_size), "precision": precision, "network": cluster.network,

@@ -155,9 +155,11 @@ class Model:
             if getattr(self, attr) is not None:
                 object.__setattr__(self, attr, check_array(f"model {self.name!r}: {attr}", getattr(self, attr), n,
                                                            integer=attr == "params", high=_HIGH.get(attr)))
-        if self.params is not None and float(np.sum(self.params, dtype=float)) > MAX_PARAMS:
-            raise SimInputError(f"model {self.name!r} has {float(np.sum(self.params, dtype=float)):.3g} parameters; "
-                                f"at most {MAX_PARAMS:.0e} are allowed (sim.model.MAX_PARAMS)")
+        if self.params is not None and float(np.sum(self.params, dtype=float)) > MAX_PARAMS * (1 - 1e-9):
+            total = sum(self.params.tolist())  # exact, near the bound (a float sum rounds 10**15 + 1 to 10**15)
+            if total > MAX_PARAMS:
+                raise SimInputError(f"model {self.name!r} has {total:,} parameters; at most {MAX_PARAMS:,} are "
+                                    "allowed (sim.model.MAX_PARAMS)")
         if len(set(self.layer_names)) != n:
             raise SimInputError(f"model {self.name!r}: layer names must be unique")
         for attr in ("io_s", "h2d_s", "update_s"):

@@ -347,6 +347,10 @@ def _frame(grid: Grid, results: dict) -> pd.DataFrame:
     # (`sweep_plans.ONE_GPU_PER_LAYER`): its reference, on every GPU count, as in `simulate`
     single = np.where(per_layer[code], per_workload(lambda w: w.single_gpu_iteration_overlap_s, float),
                       per_workload(lambda w: w.single_gpu_iteration_s, float))
+    bad = np.flatnonzero(~(single > 0))
+    if bad.size:  # only communication (as `simulate` refuses it)
+        raise SimInputError(f"configuration {int(bad[0])}: the one-GPU iteration takes no time: give the model "
+                            "non-zero compute times")
     data = {
         "model": per_workload(lambda w: w.model.name),
         "scheduler": _strings(grid.schedulers, code),

@@ -522,6 +522,14 @@ API_CASES: list[tuple[str, str, str]] = [
      "sim.model_from_frame(pd.DataFrame({'name': ['a'], 'params': [1]}), 'm')", "missing column(s)"),
     ("model_too_many_params",
      "sim.Model('m', ('a',), np.array([2 * 10**15]), np.array([1e-3]), np.array([1e-3]))", "MAX_PARAMS"),
+    ("model_params_one_over", "sim.Model('m', ('a', 'b'), np.array([10**15, 1]), np.ones(2), np.ones(2))",
+     "has 1,000,000,000,000,001 parameters; at most 1,000,000,000,000,000"),
+    ("simulate_only_communication",
+     "sim.simulate(sim.Model('m', ('a',), np.array([1000]), np.zeros(1), np.zeros(1)), Cluster(gpus=4), 'wfbp', "
+     "batch_size=4)", "the one-GPU iteration takes no time"),
+    ("sweep_only_communication",
+     "sweep(sim.Model('m', ('a',), np.array([1000]), np.zeros(1), np.zeros(1)), Cluster(gpus=1), gpus=[2], "
+     "schedulers=['wfbp'], batch_size=4)", "the one-GPU iteration takes no time"),
     ("model_too_many_layers",
      "sim.Model('m', tuple(str(i) for i in range(100_001)), np.zeros(100_001, dtype=np.int64), np.ones(100_001), "
      "np.ones(100_001))", "at most 100000"),
