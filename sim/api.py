@@ -14,6 +14,7 @@ import functools
 import math
 import os
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -274,11 +275,12 @@ def _presets_stamp() -> tuple:
 
 
 def clear_caches() -> None:
-    """Drop what `simulate` keeps between runs (all-reduce costs, one-GPU iteration times, costs
+    """Drop what `simulate` keeps between runs (all-reduce costs, plans, one-GPU iteration times, costs
     without interference, the timeline's shared columns), so that the next run works them out
     again: for measuring a cold run. Results do not depend on it."""
     with _COSTS_LOCK:
         _ALLREDUCE_COSTS.clear()
+        _PLANS.clear()
     _PRESETS_PATHS.clear()
     core_run.forget_kept()
     forget_static_columns()
@@ -307,7 +309,7 @@ def plan_run(model: Model, cluster: Cluster, scheduler: str, architecture: str, 
     if compression is not None:
         planning = cost = compress(model, cluster, scheduler, architecture, cost, precision, compression)
     if cluster.gpus > 1:
-        plan = make_plan(scheduler, gradient_layers(model, precision), planning, bucket_mb=bucket_mb, options=opts)
+        plan = kept_plan(model, precision, scheduler, planning, bucket_mb, opts)
         if architecture == "ps" and not plan.partition_bytes:  # BytePS partitions every message
             plan = dataclasses.replace(plan, partition_bytes=int(opts.partition_bytes))
     else:  # one GPU sends nothing: only check the scheduler and its arguments (a per-layer-update
@@ -315,6 +317,42 @@ def plan_run(model: Model, cluster: Cluster, scheduler: str, architecture: str, 
         probe = make_plan(scheduler, NO_GRADIENTS, plan_cost, bucket_mb=bucket_mb, options=opts)
         plan = Plan(probe.scheduler, (), per_layer_update=probe.per_layer_update)
     return plan, plan_cost, cost
+
+
+#: Plans made, per resolved model (its times and sizes frozen: `_frozen`) and what else a plan reads
+#: (precision, scheduler, planning cost, bucket size, options): a plan is a frozen value, made once
+#: per distinct plan and shared by the runs that ask for it. At most `_PLANS_KEPT` per model.
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PLANS_KEPT = 64
+
+
+def kept_plan(model: Model, precision: str, scheduler: str, planning, bucket_mb: float, opts) -> Plan:
+    """``make_plan`` of the model's gradients, made once per distinct plan of a model whose times and
+    sizes cannot change (read-only arrays it owns, as `resolve_model` leaves them); else made afresh."""
+    key = (precision, scheduler, planning, (type(bucket_mb), bucket_mb), opts)
+    kept = None
+    if _frozen(model):
+        try:
+            with _COSTS_LOCK:
+                kept = _PLANS.setdefault(model, {})
+                plan = kept.get(key)
+        except TypeError:  # an unhashable planning cost (measured times): made afresh, not kept
+            kept, plan = None, None
+        if plan is not None:
+            return plan
+    plan = make_plan(scheduler, gradient_layers(model, precision), planning, bucket_mb=bucket_mb, options=opts)
+    if kept is not None:
+        with _COSTS_LOCK:
+            if len(kept) >= _PLANS_KEPT:
+                kept.pop(next(iter(kept)), None)
+            kept[key] = plan
+    return plan
+
+
+def _frozen(model) -> bool:
+    """True when every array a plan reads of ``model`` (sizes, times) is read-only and owns its data."""
+    return all(isinstance(a, np.ndarray) and a.base is None and not a.flags.writeable
+               for a in (model.params, model.fwd_s, model.bwd_s))
 
 
 def group_names(plan: Plan, layer_names) -> list[list[str]]:

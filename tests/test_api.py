@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 from helpers import make_model, user_cluster
 
@@ -119,3 +120,33 @@ def test_simulate_rejects_bad_batch_and_iterations():
         sim.simulate(model, sim.Cluster(), batch_size=1, iterations=0)
     with pytest.raises(sim.SimInputError, match="precision"):
         sim.simulate(model, sim.Cluster(), batch_size=1, precision="int3")
+
+
+class TestKeptPlans:
+    """`simulate` makes a plan once per distinct plan of a model whose times and sizes cannot change."""
+
+    def test_a_repeated_run_reuses_its_plan_and_gives_the_same_result(self):
+        model, cluster = sim.load_model("resnet50"), sim.Cluster(gpus=16, gpus_per_node=4, network="10gbe")
+        for scheduler in ("optimal", "mgwfbp", "horovod", "wfbp"):
+            first = sim.simulate(model, cluster, scheduler, batch_size=32)
+            again = sim.simulate(model, cluster, scheduler, batch_size=32)
+            assert again.plan is first.plan and again.metrics == first.metrics
+            sim.api.clear_caches()
+            fresh = sim.simulate(model, cluster, scheduler, batch_size=32)
+            assert fresh.plan is not first.plan and fresh.plan == first.plan and fresh.metrics == first.metrics
+        other = sim.simulate(model, sim.Cluster(gpus=16, gpus_per_node=4, network="ib-fdr-56"), "mgwfbp", batch_size=32)
+        assert other.plan != sim.simulate(model, cluster, "mgwfbp", batch_size=32).plan  # another cost, another plan
+
+    def test_a_model_changed_in_place_is_planned_again(self):
+        """A caller's arrays can change between runs: the plan follows them (MG-WFBP merges by the backward
+        times: 100 times slower backward hides every message, so it merges none)."""
+        n = 6
+        model = sim.Model("m", tuple(f"l{i}" for i in range(n)), np.full(n, 1_000_000), np.full(n, 1e-4),
+                          np.full(n, 2e-4))
+        cluster = sim.Cluster(gpus=8, alpha_s=1e-3, beta_s_per_byte=1e-9)
+        before = sim.simulate(model, cluster, "mgwfbp", batch_size=4)
+        model.bwd_s[:] = 2e-2  # in place
+        after = sim.simulate(model, cluster, "mgwfbp", batch_size=4)
+        sim.api.clear_caches()
+        assert after.plan == sim.simulate(model, cluster, "mgwfbp", batch_size=4).plan
+        assert len(after.plan.groups) > len(before.plan.groups)
