@@ -81,10 +81,10 @@ def with_worker_metrics(metrics: dict, worker_metrics: dict) -> dict:
     """Plain ``metrics`` with the iteration time (and what follows from it) of the per-worker engine."""
     t = worker_metrics["iteration_time_s"]
     out = dict(metrics)
-    out.update(
+    out.update(  # speedup and efficiency against the per-worker run's own one-GPU reference (on one GPU: itself)
         iteration_time_s=t, throughput_samples_per_s=worker_metrics["throughput_samples_per_s"],
-        speedup=metrics["gpus"] * metrics["single_gpu_iteration_time_s"] / t,
-        scaling_efficiency=metrics["single_gpu_iteration_time_s"] / t,
+        single_gpu_iteration_time_s=worker_metrics["single_gpu_iteration_time_s"],
+        speedup=worker_metrics["speedup"], scaling_efficiency=worker_metrics["scaling_efficiency"],
     )
     out.update({k: worker_metrics[k] for k in WORKER_KEYS})
     out["straggler_iterations"] = worker_metrics["iterations"]

@@ -162,6 +162,24 @@ class TestStragglers:
         assert m["straggler_slowdown"] == pytest.approx(m["iteration_time_s"] / m["ideal_iteration_time_s"])
         assert m["straggler_slowdown"] != 1.0
 
+    def test_no_run_beats_one_gpu_with_the_same_draws(self):
+        """P GPUs against one GPU of worker 0's type computing with worker 0's draws: the sample mean of the
+        draws (below 1 for a lognormal more often than not) and GPUs faster than cluster.gpu gave 1.05-1.31 and
+        4.2 against the ideal one-GPU iteration of cluster.gpu."""
+        model = make_model([4_000_000, 1_000_000, 2_000_000], [1.0, 1.0, 2.0], [2.0, 2.0, 3.0], update_ms=1.0)
+        spec = StragglerSpec("lognormal", cv=0.5)
+        for seed in range(30):
+            res = simulate_workers(model, user_cluster(gpus=2), "wfbp", batch_size=4, iterations=3, straggler=spec,
+                                   seed=seed)
+            assert res.metrics["scaling_efficiency"] <= 1 + 1e-12, seed
+        zoo = sim.load_model("resnet50")
+        fast = simulate_workers(zoo, sim.Cluster(gpus=2, gpus_per_node=2, intra="nvlink3", gpu="v100-sxm2"), "wfbp",
+                                batch_size=32, gpus_by_worker=["h100", "h100"], iterations=5)
+        assert 0.9 < fast.metrics["scaling_efficiency"] <= 1 + 1e-12
+        alone = simulate_workers(zoo, sim.Cluster(gpus=1, gpu="v100-sxm2"), "wfbp", batch_size=32,
+                                 gpus_by_worker=["h100"], iterations=5)
+        assert fast.metrics["single_gpu_iteration_time_s"] == pytest.approx(alone.iteration_time_s, rel=1e-12)
+
     def test_a_mixed_cluster_runs_at_its_slowest_gpu(self):
         """One V100 and one K80 with one message after backward: the K80 sets every step,
         so the mix equals a cluster of two K80s (same plan, same network)."""
@@ -278,6 +296,16 @@ class TestCommandLine:
         assert slow["iteration_p50_s"] <= slow["iteration_p99_s"]
         assert slow["iteration_time_s"] > plain["iteration_time_s"] and slow["straggler_slowdown"] > 1
         assert slow["ideal_iteration_time_s"] == pytest.approx(plain["iteration_time_s"], rel=1e-9)
+
+    def test_one_gpu_with_straggler_flags_is_its_own_reference(self):
+        """The CLI took the plain run's ideal one-GPU iteration: efficiency 1.13 on one GPU (seed 5)."""
+        import json
+
+        code, out, _ = self.cli("run", "--model", "resnet50", "--gpus", "1", "--straggler-dist", "lognormal",
+                                "--straggler-cv", "0.5", "--seed", "5", "--format", "json")
+        got = json.loads(out)
+        assert code == 0 and got["scaling_efficiency"] == 1.0 and got["speedup"] == 1.0
+        assert got["single_gpu_iteration_time_s"] == got["iteration_time_s"]
 
     def test_sweep_adds_columns(self):
         code, out, _ = self.cli("sweep", "--model", "tests/data/tiny.csv", "--gpus", "2,4", "--scheduler", "wfbp",

@@ -95,6 +95,8 @@ class SyncRun:
     slow: np.ndarray
     names: tuple
     timeline: object
+    #: the compute factors of each (iteration, worker), as drawn or given (`run_sync`'s ``factors``)
+    factors: np.ndarray | None = None
 
     @property
     def periods_s(self) -> np.ndarray:
@@ -133,18 +135,20 @@ def run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, g
     ends, backward, update_s, timeline = time_workers(base, plan, cost, times, precision=precision,
                                                       iterations=iterations, prefetch=prefetch)
     wait = np.maximum(ends - backward - update_s, 0.0)
-    return SyncRun(base, plan, plan_cost, cost, ends, backward, wait, slow, names, timeline)
+    return SyncRun(base, plan, plan_cost, cost, ends, backward, wait, slow, names, timeline, factors)
 
 
 def _metrics(run: SyncRun, spec: StragglerSpec, cluster: Cluster, scheduler: str, batch_size: int,
-             precision: str, prefetch: bool, seed: int, ideal: float, mean: float) -> dict:
+             precision: str, prefetch: bool, seed: int, ideal: float, mean: float,
+             reference: float | None = None) -> dict:
     """`sim.METRIC_KEYS` (iteration time, throughput, speedup and efficiency from the
     mean period; the phase figures of identical workers), then the per-worker figures."""
     timing = time_plan(run.base, run.plan, [run.cost], precision=precision, prefetch=prefetch, keep_timeline=False)
     phases = {key: float(value[0]) for key, value in timing.phases.items()}
     groups = [[run.base.layer_names[i] for i in members] for members in run.plan.groups]
-    # one GPU: the run is its own one-GPU reference (its drawn factors' sample mean is not the ideal's)
-    single = float(mean) if cluster.gpus == 1 else single_gpu_iteration_s(run.base, precision, prefetch,
+    # a run that varies: one GPU of worker 0's type with worker 0's draws (`_reference_s`); identical
+    # workers: one GPU of the cluster's (on one GPU the run itself)
+    single = float(reference) if reference is not None else float(mean) if cluster.gpus == 1 else single_gpu_iteration_s(run.base, precision, prefetch,
                                                                            update_overlaps_io=run.plan.per_layer_update)
     metrics = run_metrics(run.base, cluster, scheduler, batch_size, precision, run.plan_cost, mean, phases, single,
                           groups, "ps" if isinstance(run.cost, PSCost) else "allreduce")
@@ -213,12 +217,24 @@ def simulate_workers(
     mean = ideal if uniform else float(run.periods_s.mean())
     if not (mean > 0 and math.isfinite(mean)):
         raise SimInputError("the iteration takes no time: give the model non-zero compute times")
+    reference = None if uniform else _reference_s(model, cluster, scheduler, run, gpus_by_worker, common)
     scheduler = resolve_method(method, scheduler, architecture, options)[0]
-    metrics = _metrics(run, spec, cluster, scheduler, batch_size, precision, prefetch, seed, ideal, mean)
+    metrics = _metrics(run, spec, cluster, scheduler, batch_size, precision, prefetch, seed, ideal, mean, reference)
     groups = [[run.base.layer_names[i] for i in members] for members in run.plan.groups]
     slow = tuple(int(w) for w in np.flatnonzero(run.slow != 1.0))
     return SimResult(mean, metrics, functools.partial(with_waits, run, timeline_iterations), groups, run.plan,
                      run.base, cluster, run.periods_s, run.wait_s, slow, run.names)
+
+
+def _reference_s(model, cluster: Cluster, scheduler, run: SyncRun, gpus_by_worker, common: dict) -> float:
+    """The one-GPU reference of a run that varies: the mean period of one GPU of worker 0's type computing
+    with worker 0's drawn factors (no persistent slowdown, no link jitter), over the same iterations. Against
+    the ideal one-GPU iteration a sample mean of the draws below 1 made the speedup exceed P, and a cluster of
+    GPUs faster than ``cluster.gpu`` did the same; the P-GPU run, which waits for worker 0 among others, is
+    no faster than this one."""
+    one = run_sync(model, cluster.with_gpus(1), scheduler, spec=StragglerSpec(), factors=run.factors[:, :1],
+                   gpus_by_worker=None if gpus_by_worker is None else [gpus_by_worker[0]], **common)
+    return float(one.periods_s.mean())
 
 
 def _without_sync_jitter(cluster: Cluster) -> Cluster:
