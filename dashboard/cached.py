@@ -137,7 +137,10 @@ def reference_s(cfg: Config) -> float | None:
     depends on the plan: with io or host copies, a plan that updates per layer reads the next batch while
     the GPU updates, and `sim.simulate` gives it its own reference (efficiency stays at most 1)."""
     model = model_of(cfg)
-    return None if (model.io_s or model.h2d_s) else single_gpu_s(cfg)
+    if model.io_s or model.h2d_s:
+        return None
+    single = single_gpu_s(cfg)
+    return single if single > 0 else None  # none: simulate refuses the model in its own words
 
 
 #: Simulation results are kept as they are (``st.cache_resource``), shared by every session:

@@ -388,6 +388,16 @@ class TestBadInput:
         no_exception(at)
         assert at.error[0].value == "bad.csv row 3, column 'params': 'lots' is not a finite number"
 
+    @pytest.mark.parametrize("page", ["timeline", "compare", "scaling"])
+    def test_a_model_without_compute_time_is_refused_in_the_apis_words(self, page):
+        """The page passed its one-GPU reference of 0 s, so the box read 'single_gpu_iteration_s must be > 0',
+        an argument the user never set."""
+        at = open_page(csv_app("name,params,fwd_ms,bwd_ms\nconv1,1000,0,0\nfc,100,0,0\n", name="zero.csv"), page)
+        no_exception(at)
+        assert any("takes no time: give the model non-zero compute times" in e.value for e in at.error), \
+            [e.value for e in at.error]
+        assert not any("single_gpu_iteration_s" in e.value for e in at.error)
+
     def test_missing_column(self):
         at = open_page(csv_app("name,params\nfc,10\n", name="short.csv"), "timeline")
         no_exception(at)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -317,6 +318,19 @@ class TestScaling:
         assert list(efficiency.y) == pytest.approx([1.0] * len(efficiency.x))
         t1 = df["single_gpu_iteration_time_s"].iloc[0]
         assert throughput.y[0] == pytest.approx(8 / t1)  # one GPU, batch 8
+
+    def test_no_curve_rises_above_the_ideal_throughput(self):
+        """A scheduler that updates per layer reads the next batch during its update, on one GPU too: with io
+        its one-GPU reference is the shortest, and the ideal line drawn from the first row's (wfbp's) put
+        DeAR's throughput above it at every GPU count."""
+        model = dataclasses.replace(make_model(), io_s=30e-3, h2d_s=5e-3, update_s=3e-3)
+        df = sim.sweep(model, sim.Cluster(gpus=1, network="nvlink3"), gpus=[1, 2, 4, 8], schedulers=["wfbp", "dear"],
+                       batch_size=8)
+        fig = figures.scaling_figure(df)
+        ideal = next(t for t in fig.data if t.legendgroup == "ideal")
+        for curve in (t for t in fig.data if t.legendgroup != "ideal" and t.xaxis in (None, "x")):
+            line = dict(zip(ideal.x, ideal.y, strict=True))
+            assert all(y <= line[x] * (1 + 1e-9) for x, y in zip(curve.x, curve.y, strict=True)), curve.name
 
     def test_one_curve_per_scheduler_and_network_on_a_log2_axis(self):
         fig = figures.scaling_figure(sweep_frame(("10gbe", "100gbe")), picked_gpus=8)
