@@ -117,8 +117,7 @@ def backward_times_row(bwd_rev_s: list[float], t_c_s: list[float], lowest_at: li
         if i == n_sent or b <= 0.0:
             x = b
         else:  # at least b, at most b (1 + kappa)
-            cap = b * k1
-            e = ends[i] - t
+            cap, e = b * k1, ends[i] - t
             if starts[i] - t <= 0.0 and e * e - b * e - (b * kappa) * e >= 0.0:
                 # message i runs from the task's start past its stretched end: `_task_time`'s first piece,
                 # whose root is b (1 + kappa) (the same operations), capped as below
@@ -128,8 +127,7 @@ def backward_times_row(bwd_rev_s: list[float], t_c_s: list[float], lowest_at: li
                 x = 0.0 if x < 0.0 else e if x > e else x
             else:
                 x = _task_time(b, kappa, t, starts, ends, i)
-            x = b if b > x else x
-            x = cap if cap < x else x
+            x = cap if cap < (x := b if b > x else x) else x
         out.append(x)
         t += x
         task_end.append(t)

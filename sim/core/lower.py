@@ -442,13 +442,13 @@ def task_count(model, plan: Plan, cost, *, precision: str = "fp32", iterations: 
     parts = part_count(plan.groups, model.gradient_bytes(precision), plan.partition_bytes)
     steps = 2 if cost is None or isinstance(cost, PSCost) or plan.decoupled or launches_ahead(plan, cost) else 1
     per_iteration = W * (2 + 2 * n) + steps * parts
-    per_iteration += W * sum(len(g) for g in plan.groups) if plan.per_layer_update else W
-    first = per_iteration
+    # per-layer updates, or the one update (a per-layer plan with no message has the one update too)
+    per_iteration += W * sum(len(g) for g in plan.groups) if plan.per_layer_update and m else W
     if plan.shard in (SHARD_OPTIMIZER, SHARD_GRADIENTS):
-        per_iteration, first = per_iteration + m, first + m
-    elif plan.shard == SHARD_PARAMETERS:  # before each unit's backward but the last; before each forward after the first iteration
-        per_iteration, first = per_iteration + m + max(m - 1, 0), first + max(m - 1, 0)
-    return first + (int(iterations) - 1) * per_iteration if iterations > 0 else 0
+        per_iteration += m
+    elif plan.shard == SHARD_PARAMETERS:  # before each unit's forward, and before its backward but the last's
+        per_iteration += m + max(m - 1, 0)
+    return int(iterations) * per_iteration if iterations > 0 else 0
 
 
 def lower(model, plan: Plan, cost, *, precision: str = "fp32", iterations: int = 1, prefetch: bool = False,

@@ -36,8 +36,8 @@ from sim.core.taskgraph import KINDS
 from sim.core.timeline import COMPUTE_KINDS
 
 __all__ = [
-    "METRIC_KEYS", "PHASE_KEYS", "PIPELINED_ITERATIONS", "PIPELINED_WINDOW", "graph_figures", "rates",
-    "steady_iteration_s",
+    "METRIC_KEYS", "PHASE_KEYS", "PIPELINED_ITERATIONS", "PIPELINED_WINDOW", "busy_after_backward", "graph_figures",
+    "rates", "steady_iteration_s",
 ]
 
 METRIC_KEYS = (
@@ -170,3 +170,21 @@ def _wait_s(kinds, mine_in_ref, start, end, c_joined) -> float:
     if until <= after:
         return 0.0
     return max((until - after) - joined_overlap_s(c_joined, joined([after], [until])), 0.0)
+
+
+def busy_after_backward(graph, start, end, backward_end: np.ndarray, update_end: np.ndarray) -> np.ndarray:
+    """Per (iteration k, worker w): the time worker w computes between the end of its backward pass k and
+    the end of its step k (its last update): updates of iteration k and forwards of iteration k + 1 alike,
+    so that the rest of that span is the time it waits."""
+    kind = np.asarray(graph.kind_id)
+    mine = np.flatnonzero(np.isin(kind, [KINDS.index("forward"), KINDS.index("update")]) & (graph.worker >= 0))
+    it, w = np.asarray(graph.iteration)[mine], np.asarray(graph.worker)[mine]
+    s, e = np.asarray(start, float)[mine], np.asarray(end, float)[mine]
+    busy = np.zeros(update_end.shape)
+    for back in (0, 1):  # an update of iteration k, a forward of iteration k + 1
+        k = it - back
+        ok = (k >= 0) & (k < busy.shape[0])
+        lo, hi = backward_end[k[ok], w[ok]], update_end[k[ok], w[ok]]
+        piece = np.minimum(e[ok], hi) - np.maximum(s[ok], lo)
+        np.add.at(busy, (k[ok], w[ok]), np.maximum(piece, 0.0))
+    return busy

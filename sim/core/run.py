@@ -35,10 +35,9 @@ from sim.core.interference import (
     with_times,
 )
 from sim.core.lower import WorkerTimes, lower, retimed, task_count
-from sim.core.metrics import PHASE_KEYS, graph_figures, iterations_to_run
+from sim.core.metrics import PHASE_KEYS, busy_after_backward, graph_figures, iterations_to_run
 from sim.core.plan import Plan
 from sim.core.scalar import single_gpu_period_s
-from sim.core.taskgraph import KINDS
 from sim.core.timeline import graph_timeline, renamed_layers
 from sim.errors import SimInputError
 from sim.tensors import layer_renamer
@@ -483,23 +482,6 @@ def time_workers(model, plan: Plan, cost, times: WorkerTimes, *, precision: str 
         elif kind == "backward":
             backward_end[k, w] = max(backward_end[k, w], end[t])
     if plan.per_layer_update:  # its updates run among the messages, and the next forward pass among them
-        update_s = _busy_after_backward(graph, start, end, backward_end, update_end)
+        update_s = busy_after_backward(graph, start, end, backward_end, update_end)
     return update_end, backward_end, update_s, functools.partial(graph_timeline, graph, start, end)
 
-
-def _busy_after_backward(graph, start, end, backward_end: np.ndarray, update_end: np.ndarray) -> np.ndarray:
-    """Per (iteration k, worker w): the time worker w computes between the end of its backward pass k and
-    the end of its step k (its last update): updates of iteration k and forwards of iteration k + 1 alike,
-    so that the rest of that span is the time it waits."""
-    kind = np.asarray(graph.kind_id)
-    mine = np.flatnonzero(np.isin(kind, [KINDS.index("forward"), KINDS.index("update")]) & (graph.worker >= 0))
-    it, w = np.asarray(graph.iteration)[mine], np.asarray(graph.worker)[mine]
-    s, e = np.asarray(start, float)[mine], np.asarray(end, float)[mine]
-    busy = np.zeros(update_end.shape)
-    for back in (0, 1):  # an update of iteration k, a forward of iteration k + 1
-        k = it - back
-        ok = (k >= 0) & (k < busy.shape[0])
-        lo, hi = backward_end[k[ok], w[ok]], update_end[k[ok], w[ok]]
-        piece = np.minimum(e[ok], hi) - np.maximum(s[ok], lo)
-        np.add.at(busy, (k[ok], w[ok]), np.maximum(piece, 0.0))
-    return busy

@@ -218,12 +218,11 @@ def simulate_workers(
     if not (mean > 0 and math.isfinite(mean)):
         raise SimInputError("the iteration takes no time: give the model non-zero compute times")
     reference = None if uniform else _reference_s(model, cluster, scheduler, run, gpus_by_worker, common)
-    scheduler = resolve_method(method, scheduler, architecture, options)[0]
-    metrics = _metrics(run, spec, cluster, scheduler, batch_size, precision, prefetch, seed, ideal, mean, reference)
-    groups = [[run.base.layer_names[i] for i in members] for members in run.plan.groups]
-    slow = tuple(int(w) for w in np.flatnonzero(run.slow != 1.0))
-    return SimResult(mean, metrics, functools.partial(with_waits, run, timeline_iterations), groups, run.plan,
-                     run.base, cluster, run.periods_s, run.wait_s, slow, run.names)
+    metrics = _metrics(run, spec, cluster, resolve_method(method, scheduler, architecture, options)[0], batch_size,
+                       precision, prefetch, seed, ideal, mean, reference)
+    return SimResult(mean, metrics, functools.partial(with_waits, run, timeline_iterations), metrics["groups"],
+                     run.plan, run.base, cluster, run.periods_s, run.wait_s,
+                     tuple(np.flatnonzero(run.slow != 1.0).tolist()), run.names)
 
 
 def _reference_s(model, cluster: Cluster, scheduler, run: SyncRun, gpus_by_worker, common: dict) -> float:
