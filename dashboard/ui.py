@@ -428,7 +428,8 @@ def cost_line(cost) -> str:
 def assumptions_text(cfg: Config, stragglers: bool, what: str = "") -> str:
     """The line stating the model behind a page's numbers (`assumptions`), counts in words
     ("1 node", "1 GPU"; one GPU runs no all-reduce)."""
-    cost = cfg.cluster().comm_cost(cached.model_of(cfg), cfg.precision)
+    cluster = cfg.cluster()
+    cost = cluster.comm_cost(cached.model_of(cfg), cfg.precision)
     if cfg.gpus == 1:
         comm = ""
     elif getattr(cost, "is_measured", False):
@@ -437,9 +438,8 @@ def assumptions_text(cfg: Config, stragglers: bool, what: str = "") -> str:
     elif cfg.alpha_s is not None:
         comm = f"every all-reduce of M bytes takes α + β·M with your α = {fmt_alpha(cost.alpha_s)}"
     else:
-        nodes = max(1, cfg.gpus // cfg.gpus_per_node)
-        comm = (f"{cfg.collective} all-reduce on {plural(nodes, 'node')} × "
-                f"{plural(min(cfg.gpus, cfg.gpus_per_node), 'GPU')} costs {cost_line(cost)}")
+        comm = (f"{cfg.collective} all-reduce on {plural(cluster.nodes, 'node')} × "
+                f"{plural(cluster.gpus_in_node, 'GPU')} costs {cost_line(cost)}")
     workers = "1 worker" if cfg.gpus == 1 else f"{cfg.gpus} identical workers"
     model = f"α-β cost model ({comm})" if comm else "no all-reduce (one GPU)"
     return (f"Assumptions: {model}; {workers}"

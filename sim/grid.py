@@ -13,7 +13,6 @@ handful of dict lookups.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import operator
 import os
@@ -33,7 +32,7 @@ from sim.model import Model, load_model
 from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
 from sim.schedulers.names import WFBP
 from sim.schedulers.registry import knob_reads
-from sim.sweep_plans import ONE_GPU_PER_LAYER
+from sim.sweep_plans import one_gpu_scheduler
 
 __all__ = ["CLUSTER_DEFAULTS", "GRID_KEYS", "MAX_CLUSTERS", "MAX_WORKLOADS", "MISSING", "ConfigProduct", "Grid",
            "Workload", "check_distinct", "timing_cost"]
@@ -279,12 +278,12 @@ class Grid:
                     found = self._costs[(cid, run[0])] = (cost, self._cost_id(cost))
                 cost_ids[c, r] = found[1]
         alone = one_gpu[cluster_row]
-        layered = np.array([_one_gpu_scheduler(run[0]) is not None for run in runs], dtype=bool)
+        layered = np.array([one_gpu_scheduler(run[0]) is not None for run in runs], dtype=bool)
         sched = np.where(alone, len(sched_key) + layered[run_row], sched_part[run_row])
         cost = np.where(alone, -1, cost_ids[cluster_row, run_row]) + 1
         first, inverse = _first_appearance((wid_row * (len(sched_key) + 2) + sched) * (len(self._cost_of) + 1) + cost)
         costs = [NO_COMM, *self._cost_of]
-        self.units.extend((wid, _one_gpu_scheduler(runs[r][0]), None, NO_COMM) if one
+        self.units.extend((wid, one_gpu_scheduler(runs[r][0]), None, NO_COMM) if one
                           else (wid, runs[r][0], runs[r][4], costs[c])
                           for wid, r, one, c in zip(wid_row[first].tolist(), run_row[first].tolist(),
                                                     alone[first].tolist(), cost[first].tolist(), strict=True))
@@ -319,7 +318,7 @@ class Grid:
         if wid is None:
             wid = self._add_workload(wkey, cluster)
         if cluster.gpus == 1:  # one GPU sends nothing: no plan
-            ukey = (wid, _one_gpu_scheduler(scheduler), None, -1)
+            ukey = (wid, one_gpu_scheduler(scheduler), None, -1)
         elif self.workloads[wid].model.comm_s is not None:  # trace-driven: the model's measured times
             w = self.workloads[wid]
             cost = cluster.framework_cost(cluster.comm_cost(w.model, w.precision), scheduler)
@@ -484,9 +483,3 @@ def _run_settings(run_values: tuple) -> tuple:
     return scheduler, precision, bool(prefetch), calibrate, bucket_mb if knob_reads("bucket_mb", scheduler,
                                                                                       "allreduce") else None
 
-
-@functools.lru_cache(maxsize=64)
-def _one_gpu_scheduler(scheduler: str):
-    """What a one-GPU evaluation plans with: None (no message), or `ONE_GPU_PER_LAYER` for a scheduler that
-    updates per layer (its step returns at the end of backward, on one GPU too)."""
-    return ONE_GPU_PER_LAYER if make_plan(scheduler, NO_GRADIENTS, NO_COMM).per_layer_update else None

@@ -35,15 +35,12 @@ import numpy as np
 import pandas as pd
 
 from sim.checks import check_int
-from sim.core.cost import NO_COMM
 from sim.core.metrics import METRIC_KEYS, PHASE_KEYS, rates
-from sim.core.plan import NO_GRADIENTS
 from sim.core.run import time_plan
 from sim.errors import SimInputError
 from sim.frameworks import framework_name
 from sim.grid import GRID_KEYS, ConfigProduct, Grid, check_distinct
-from sim.schedulers import make_plan
-from sim.sweep_plans import PlanCache
+from sim.sweep_plans import PlanCache, updates_per_layer
 from sim.tensors import gradients_of
 
 __all__ = ["GRID_KEYS", "MAX_CONFIGS", "ConfigProduct", "MAX_JOBS_PER_CORE", "SERIAL_WORK_LIMIT", "check_grid_size", "default_jobs",
@@ -341,8 +338,7 @@ def _frame(grid: Grid, results: dict) -> pd.DataFrame:
     frameworks = [framework_name(grid.clusters[p // len(grid.schedulers)][0], grid.schedulers[p % len(grid.schedulers)])
                   for p in pairs.tolist()]
     batch = per_workload(lambda w: w.batch_size, np.int64)
-    per_layer = np.array([make_plan(name, NO_GRADIENTS, NO_COMM).per_layer_update for name in grid.schedulers],
-                         dtype=bool)
+    per_layer = np.array([updates_per_layer(name) for name in grid.schedulers], dtype=bool)
     # a plan that updates per layer reads the next batch while the GPU updates, on one GPU too
     # (`sweep_plans.ONE_GPU_PER_LAYER`): its reference, on every GPU count, as in `simulate`
     single = np.where(per_layer[code], per_workload(lambda w: w.single_gpu_iteration_overlap_s, float),

@@ -9,11 +9,15 @@ plan per workload); MG-WFBP, optimal and any other scheduler read the cost.
 
 from __future__ import annotations
 
-from sim.core.plan import GradientLayers, Plan, gradient_layers
+import functools
+
+from sim.core.cost import NO_COMM
+from sim.core.plan import NO_GRADIENTS, GradientLayers, Plan, gradient_layers
 from sim.schedulers import DEFAULT_BUCKET_MB, make_plan
 from sim.schedulers.names import BUCKET, DDP, HOROVOD, SEQUENTIAL, SYNCEASGD, WFBP
 
-__all__ = ["ONE_GPU_PER_LAYER", "PLAN_READS_READY_TIMES", "PLAN_READS_SIZES_ONLY", "PlanCache"]
+__all__ = ["ONE_GPU_PER_LAYER", "PLAN_READS_READY_TIMES", "PLAN_READS_SIZES_ONLY", "PlanCache", "one_gpu_scheduler",
+           "updates_per_layer"]
 
 #: What a scheduler's plan reads besides the layers' gradient sizes (and its bucket size): these
 #: read nothing else, so one plan serves every network, GPU count and batch size of a model ...
@@ -23,6 +27,17 @@ PLAN_READS_READY_TIMES = frozenset({HOROVOD})
 #: The "scheduler" of a one-GPU evaluation whose scheduler updates per layer: no message, one update,
 #: and the next batch read while it runs (`sim.core.lower`); a one-GPU evaluation of any other is None.
 ONE_GPU_PER_LAYER = "(one GPU, per-layer update)"
+
+
+@functools.lru_cache(maxsize=64)
+def updates_per_layer(scheduler: str) -> bool:
+    """Whether ``scheduler``'s plans update per layer (its step returns at the end of backward)."""
+    return make_plan(scheduler, NO_GRADIENTS, NO_COMM).per_layer_update
+
+
+def one_gpu_scheduler(scheduler: str) -> str | None:
+    """What a one-GPU evaluation of ``scheduler`` plans with: `ONE_GPU_PER_LAYER`, or None (no message)."""
+    return ONE_GPU_PER_LAYER if updates_per_layer(scheduler) else None
 
 
 class PlanCache:

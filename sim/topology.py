@@ -44,9 +44,9 @@ def _rows(path) -> list[tuple[int, dict[str, str]]]:
 
 
 def _number(path, line: int, row: dict, field: str, *, integer: bool = False):
-    if field not in row or row[field] is None:
+    if field not in row:
         raise SimInputError(f"{path.name} line {line}: no {field} column")
-    text = row.get(field, "")
+    text = row[field]
     kind = "a whole number" if integer else "a number"
     try:
         if integer and not re.fullmatch(r"[+-]?[0-9]+", text):

@@ -484,4 +484,3 @@ def time_workers(model, plan: Plan, cost, times: WorkerTimes, *, precision: str 
     if plan.per_layer_update:  # its updates run among the messages, and the next forward pass among them
         update_s = busy_after_backward(graph, start, end, backward_end, update_end)
     return update_end, backward_end, update_s, functools.partial(graph_timeline, graph, start, end)
-

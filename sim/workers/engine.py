@@ -148,8 +148,12 @@ def _metrics(run: SyncRun, spec: StragglerSpec, cluster: Cluster, scheduler: str
     groups = [[run.base.layer_names[i] for i in members] for members in run.plan.groups]
     # a run that varies: one GPU of worker 0's type with worker 0's draws (`_reference_s`); identical
     # workers: one GPU of the cluster's (on one GPU the run itself)
-    single = float(reference) if reference is not None else float(mean) if cluster.gpus == 1 else single_gpu_iteration_s(run.base, precision, prefetch,
-                                                                           update_overlaps_io=run.plan.per_layer_update)
+    if reference is not None:
+        single = float(reference)
+    elif cluster.gpus == 1:
+        single = float(mean)
+    else:
+        single = single_gpu_iteration_s(run.base, precision, prefetch, update_overlaps_io=run.plan.per_layer_update)
     metrics = run_metrics(run.base, cluster, scheduler, batch_size, precision, run.plan_cost, mean, phases, single,
                           groups, "ps" if isinstance(run.cost, PSCost) else "allreduce")
     periods, waits = run.periods_s, run.wait_s[1:]
