@@ -21,7 +21,14 @@ from sim.comm import (
 )
 from sim.core.cost import MAX_COMPUTE_SLOWDOWN
 from sim.errors import SimInputError
-from sim.frameworks import AUTO, MAX_LAUNCH_US, get_framework, resolve_framework, with_framework
+from sim.frameworks import (
+    AUTO,
+    MAX_LAUNCH_US,
+    canonical_framework,
+    get_framework,
+    resolve_framework,
+    with_framework,
+)
 from sim.interference import coefficient
 from sim.jitter import MAX_SYNC_JITTER_CV, default_sync_jitter_cv, sync_wait_factor
 from sim.topology import Topology, get_topology, network_regimes
@@ -166,6 +173,7 @@ class Cluster:
         get_network(self.intra)
         get_gpu(self.gpu)
         if self.framework != AUTO:
+            object.__setattr__(self, "framework", canonical_framework(self.framework))  # an alias: its preset
             get_framework(self.framework)
         if self.launch_us is not None:
             check_float("launch_us", self.launch_us, 0, MAX_LAUNCH_US)

@@ -46,9 +46,8 @@ from sim.schedulers.names import (
     WFBP,
 )
 
-__all__ = ["AUTO", "DEFAULT_FRAMEWORK", "FRAMEWORKS_PATH", "Framework", "framework_for", "framework_name",
-           "framework_names",
-           "get_framework", "resolve_framework", "with_framework"]
+__all__ = ["AUTO", "DEFAULT_FRAMEWORK", "FRAMEWORKS_PATH", "FRAMEWORK_ALIASES", "Framework", "canonical_framework",
+           "framework_for", "framework_name", "framework_names", "get_framework", "resolve_framework", "with_framework"]
 
 FRAMEWORKS_PATH = DATA_DIR / "frameworks.csv"
 AUTO = "auto"
@@ -67,6 +66,9 @@ DEFAULT_FRAMEWORK = {
     SEQUENTIAL: HOROVOD, WFBP: HOROVOD, MGWFBP: HOROVOD, SYNCEASGD: HOROVOD, OPTIMAL: HOROVOD,
     HOROVOD: HOROVOD, DDP: "pytorch-ddp", BUCKET: "pytorch-ddp", BYTESCHEDULER: BYTESCHEDULER,
 }
+#: Other names a framework is known by: ``ddp`` is PyTorch DDP (the scheduler's name, and the
+#: issue tracker's); `canonical_framework` turns them into the preset's name.
+FRAMEWORK_ALIASES = {"ddp": "pytorch-ddp"}
 #: The parameter-server architecture's framework (its costs are in the fitted link efficiency).
 PS_FRAMEWORK = "byteps"
 
@@ -109,8 +111,14 @@ def framework_names() -> tuple[str, ...]:
     return (AUTO, *_frameworks())
 
 
+def canonical_framework(name: str) -> str:
+    """The preset name of ``name``, which may be an alias (`FRAMEWORK_ALIASES`)."""
+    return FRAMEWORK_ALIASES.get(name, name)
+
+
 def get_framework(name: str) -> Framework:
     frameworks = _frameworks()
+    name = canonical_framework(name)
     if name not in frameworks:
         raise SimInputError(f"unknown framework {name!r}; valid: {', '.join(framework_names())}")
     return frameworks[name]

@@ -94,6 +94,19 @@ def test_bad_framework_input_is_refused():
         sim.Cluster(gpus=2, network_gbps=float("nan"))
 
 
+def test_an_alias_names_its_preset():
+    """``ddp`` is PyTorch DDP's preset: the cluster keeps the preset's name, and runs as with it."""
+    alias, preset = sim.Cluster(gpus=8, gpus_per_node=4, framework="ddp"), sim.Cluster(gpus=8, gpus_per_node=4,
+                                                                                         framework="pytorch-ddp")
+    assert alias.framework == "pytorch-ddp"
+    model = sim.load_model("resnet50")
+    runs = [sim.simulate(model, c, "wfbp", batch_size=32) for c in (alias, preset)]
+    assert runs[0].metrics["framework"] == "pytorch-ddp"
+    assert runs[0].iteration_time_s == runs[1].iteration_time_s
+    assert runs[0].iteration_time_s != sim.simulate(model, sim.Cluster(gpus=8, gpus_per_node=4), "wfbp",
+                                                     batch_size=32).iteration_time_s  # not the default framework
+
+
 def test_link_rate_overrides_change_only_beta():
     base, slow = sim.Cluster(gpus=8, gpus_per_node=4), sim.Cluster(gpus=8, gpus_per_node=4, network_gbps=1.0)
     assert slow.comm_cost().alpha_s == base.comm_cost().alpha_s

@@ -75,7 +75,7 @@ def add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
     p.add_argument("--collective", default=None, help=f"one of {', '.join(COLLECTIVES)} (default ring)")
     p.add_argument("--framework", default=None,
                    help=f"per-message costs of the training framework: one of {', '.join(framework_names())} "
-                        "(default auto: the scheduler's reference framework; none: the links alone)")
+                        "(default auto: the scheduler's reference framework; none: the links alone; ddp is pytorch-ddp)")
     p.add_argument("--launch-us", type=nonneg_float, default=None,
                    help="override the framework's launch cost per message, microseconds")
     p.add_argument("--no-interference", dest="interference", action="store_const", const=False, default=None,
