@@ -643,7 +643,7 @@ def scaling_figure(sweep: pd.DataFrame, picked_gpus: int | None = None) -> go.Fi
                 fig.add_trace(
                     go.Scatter(
                         x=part["gpus"], y=part[key], name=name, legendgroup=name, showlegend=col == 1,
-                        mode="lines+markers",
+                        mode="lines+markers", customdata=[[sched, net]] * len(part),  # what a click picks
                         line={"color": _scheduler_color(sched, si), "dash": dashes[ni % len(dashes)]},
                         marker={"size": 7},
                         hovertemplate=f"<b>{name}</b><br>%{{x}} GPUs<br>%{{y:.3~g}}<extra></extra>",

@@ -38,9 +38,21 @@ def _sweep():
 
 
 def _clicked() -> None:
+    """A clicked point picks its GPU count, and its curve's scheduler and network for the timeline below
+    (the sidebar's network becomes the point's; the one it replaces stays among the curves)."""
     points = st.session_state["scaling_chart"].selection.get("points", [])
-    if points:
-        st.session_state["gpus"] = int(round(points[0]["x"]))
+    if not points:
+        return
+    st.session_state["gpus"] = int(round(points[0]["x"]))
+    picked = points[0].get("customdata")
+    if not (isinstance(picked, list) and len(picked) == 2):
+        return
+    sched, net = picked
+    if sched in schedulers:
+        st.session_state["scale_timeline_scheduler"] = sched
+    if net != cfg.network and net in extra:
+        st.session_state["net"] = net
+        st.session_state["scale_nets"] = [cfg.network if n == net else n for n in extra]
 
 
 # A figure already built (this sweep, by any session) is shown without touching the sweep's points.

@@ -193,6 +193,22 @@ def test_clicking_a_scaling_point_picks_that_gpu_count(page, server):
     assert_no_exception(page)
 
 
+def test_a_clicked_scaling_point_opens_its_own_curve(page, server):
+    """A point of another scheduler's curve on another network picks that scheduler, that network and
+    that GPU count for the timeline below (it showed the sidebar's scheduler and network)."""
+    open_page(page, server, "scaling?scale_nets=ib-edr-100&scale_schedulers=wfbp&scale_schedulers=optimal")
+    wait_chart_title(page, "scaling_timeline", "· 10gbe")
+    names = page.evaluate("""() => document.querySelector('.st-key-scaling_chart .js-plotly-plot')._fullData
+        .filter(t => t.xaxis === 'x').map(t => t.name)""")
+    curve = page.locator(".st-key-scaling_chart .cartesianlayer .subplot.xy .scatterlayer .trace").nth(
+        names.index("optimal · ib-edr-100"))
+    curve.locator(".points path").nth(6).click(force=True)  # 64 GPUs
+    wait_chart_title(page, "scaling_timeline", "optimal · 64 GPUs · ib-edr-100")
+    page.wait_for_function("() => location.search.includes('net=ib-edr-100') && location.search.includes('gpus=64')")
+    assert "scale_nets=10gbe" in page.evaluate("() => location.search")  # the sidebar's network stays a curve
+    assert_no_exception(page)
+
+
 def test_uploaded_csv_is_checked_and_used(page, server):
     open_page(page, server, "")
     choose(page, "model", "Upload a layer CSV…")
