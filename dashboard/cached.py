@@ -28,6 +28,7 @@ from sim.schedulers.names import BYTESCHEDULER, DEAR, HOROVOD, SEQUENTIAL, ZERO1
 
 __all__ = [
     "MAX_SWEEP_S",
+    "MAX_TIMELINE_LAYER_ITERATIONS",
     "TOY_LAYERS",
     "cached_figure",
     "check_algorithm_work",
@@ -156,6 +157,18 @@ LARGE_LAYER_ITERATIONS = 5_000
 LARGE_BUDGET = 400_000
 _LARGE_RESULTS: OrderedDict = OrderedDict()
 _LARGE_LOCK = threading.Lock()
+
+
+#: The Timeline shows at most this many layer-iterations (layers x iterations shown): its task table
+#: grows with them (a 100,000-layer model under zero3: 1 iteration 5.5 s and 410 MiB, 5 iterations 11 s
+#: and 1.3 GiB in one process, measured 2026-11-25), and the server must stay under 1 GiB.
+MAX_TIMELINE_LAYER_ITERATIONS = 100_000
+
+
+def timeline_iterations(layers: int, asked: int) -> int:
+    """The iterations the Timeline shows of a ``layers``-layer model when ``asked`` for: as many as
+    `MAX_TIMELINE_LAYER_ITERATIONS` allows, at least one."""
+    return max(1, min(int(asked), MAX_TIMELINE_LAYER_ITERATIONS // max(int(layers), 1)))
 
 
 def _weight(cfg: Config, iterations: int) -> int:

@@ -896,6 +896,27 @@ def test_results_of_large_models_are_kept_within_a_budget_of_layer_iterations(mo
     assert cached.simulate(small, "wfbp") is first_small
 
 
+def test_the_timeline_shows_at_most_its_budget_of_layer_iterations(monkeypatch):
+    """Five iterations of a 100k-layer upload under zero3 kept the server busy 18 s at 2.4 GB (hostile
+    review): the Timeline shows as many iterations as `MAX_TIMELINE_LAYER_ITERATIONS` allows, at least one,
+    with a notice naming the control, the value asked and the value shown."""
+    from dashboard import cached
+
+    assert cached.timeline_iterations(100_000, 5) == 1 and cached.timeline_iterations(20_000, 5) == 5
+    assert cached.timeline_iterations(30_000, 5) == 3 and cached.timeline_iterations(10**9, 3) == 1
+    monkeypatch.setattr(cached, "MAX_TIMELINE_LAYER_ITERATIONS", 40)  # the 20-layer CSV: two iterations at most
+    asked = []
+    real = cached.simulate
+    monkeypatch.setattr(cached, "simulate", lambda cfg, scheduler, iterations=1: asked.append(iterations) or real(
+        cfg, scheduler, iterations))
+    at = csv_app(text=layer_csv(20), iters=5).run()
+    no_exception(at)
+    notes = [w.value for w in at.warning if "Iterations shown" in w.value]
+    assert notes and "5 iterations of a 20-layer model" in notes[0] and "showing 2" in notes[0], notes
+    assert at.session_state["iters"] == 5  # the control keeps what was asked
+    assert max(asked) == 2  # the runs timed two
+
+
 def test_the_dashboard_gives_a_plan_that_updates_per_layer_its_own_reference():
     """With io and host copies, DeAR's efficiency on the Timeline was 1.12 (the API's 0.96): the dashboard
     passed every run the serial one-GPU reference. It now lets `sim.simulate` choose it where it depends on
