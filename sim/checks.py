@@ -42,7 +42,7 @@ def check_float(name: str, value, low: float | None = None, high: float | None =
                 low_open: bool = False, allow_inf: bool = False) -> float:
     """``value`` as a finite float within [low, high] (or (low, high] with
     ``low_open``), or a `SimInputError` naming ``name``. NaN is always refused;
-    +inf only with ``allow_inf``."""
+    +inf only with ``allow_inf`` (then above ``high`` too: no limit)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise SimInputError(f"{name} must be a number, got {value!r}")
     try:
@@ -53,7 +53,7 @@ def check_float(name: str, value, low: float | None = None, high: float | None =
         raise SimInputError(f"{name} must be a finite number, got {value}")
     if low is not None and (value < low or (low_open and value == low)):
         raise SimInputError(f"{name} must be {'>' if low_open else '>='} {low:g}, got {value:g}")
-    if high is not None and value > high:
+    if high is not None and value > high and not (allow_inf and math.isinf(value)):
         shown = f"{value:g}" if f"{value:g}" != f"{high:g}" else repr(value)  # 1073741825 shows as 1.07374e+09
         raise SimInputError(f"{name} must be <= {high:g}, got {shown}")
     return value

@@ -161,6 +161,9 @@ CLI_CASES: list[tuple[str, str]] = [
     ("run " + M + " --scheduler horovod --fusion-threshold-mb -1", "--fusion-threshold-mb"),
     ("run " + M + " --scheduler horovod --cycle-time-ms -1", "--cycle-time-ms"),
     ("run " + M + " --scheduler horovod --cycle-time-ms 1e20", "cycle_time_ms must be <="),
+    # (the hostile fuzz: both overflowed int(ceil(...)) into a traceback)
+    ("run " + M + " --scheduler horovod --cycle-time-ms 1e-320", "cycle_time_ms must be 0 or at least 1e-06"),
+    ("run " + M + " --scheduler horovod --fusion-threshold-mb 1e308", "fusion_threshold_mb must be <="),
     ("run " + M + " --scheduler ddp --first-bucket-mb 0", "--first-bucket-mb"),
     ("run " + M + " --scheduler bytescheduler --partition-bytes 0", "--partition-bytes"),
     ("run " + M + " --scheduler bytescheduler --partition-bytes 2.5", "--partition-bytes"),
@@ -425,6 +428,10 @@ WARNING_CASES: list[tuple[str, str, str]] = [
 #: (id, a call of the Python API as source text, text the `SimInputError` must contain).
 #: Names available: sim, np, pd, Cluster, load_model, simulate, sweep, tiny (a timed 4-layer model).
 API_CASES: list[tuple[str, str, str]] = [
+    ("api_cycle_subnormal", "simulate(tiny, Cluster(gpus=8, gpus_per_node=4), 'horovod', batch_size=8, "
+     "options={'cycle_time_ms': 1e-320})", "cycle_time_ms must be 0 or at least 1e-06"),
+    ("api_fusion_huge", "simulate(tiny, Cluster(gpus=8, gpus_per_node=4), 'horovod', batch_size=8, "
+     "options={'fusion_threshold_mb': 1e308})", "fusion_threshold_mb must be <="),
     ("cluster_jitter_text", "Cluster(gpus=2, sync_jitter_cv='0.1')", "sync_jitter_cv must be a number"),
     ("cluster_gamma_none", "simulate(tiny, Cluster(gpus=2, gamma_s_per_byte=None), batch_size=8)",
      "gamma_s_per_byte must be a number"),

@@ -6,6 +6,7 @@ Then the issue's bugs one by one, as regression tests that run the real entry po
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
@@ -31,6 +32,7 @@ import sim.workers
 from dashboard import state
 from dashboard.upload import model_from_csv_text, read_layer_csv
 from sim.cli import main
+from sim.schedulers.knobs import KNOBS
 from tests.bad_input_cases import (
     API_CASES,
     CLI_CASES,
@@ -330,3 +332,18 @@ def test_size_regime_flags_see_the_intra_node_link_too():
     code, _, err = cli(["run", "--model", "resnet50", "--gpus", "4", "--gpus-per-node", "4", "--network",
                         "10gbe-k80-osu", "--no-size-regimes"])
     assert code == 0 and "--no-size-regimes does nothing: every GPU is in one node" in err, err
+
+
+def test_an_unlimited_fusion_threshold_is_still_accepted_and_a_huge_finite_one_is_not():
+    """``fusion_threshold_mb=inf`` (no limit) fuses as the largest finite threshold does; 1e308 MiB is
+    refused (it overflowed the fusion buffer's byte count), and so is a cycle time of a few
+    hundred zeptoseconds (its tick count overflowed)."""
+    model, cluster = sim.load_model("resnet50"), sim.Cluster(gpus=8, gpus_per_node=4)
+    run = functools.partial(sim.simulate, model, cluster, "horovod", batch_size=32)
+    unlimited = run(options={"fusion_threshold_mb": float("inf")})
+    assert unlimited.iteration_time_s == run(options={"fusion_threshold_mb": KNOBS["fusion_threshold_mb"].high}
+                                             ).iteration_time_s
+    for options in ({"fusion_threshold_mb": 1e308}, {"cycle_time_ms": 1e-320}):
+        with pytest.raises(sim.SimInputError):
+            run(options=options)
+    assert run(options={"cycle_time_ms": 0.0}).iteration_time_s > 0

@@ -20,9 +20,11 @@ __all__ = ["DEFAULT_BUCKET_MB", "KNOBS", "Knob"]
 
 DEFAULT_BUCKET_MB = 25.0
 #: Upper bounds of the knobs, far above any real setting; they keep sizes and counts inside int64 and
-#: floats exact (raise them here): 1 PiB in MiB, one hour in ms, 2**53 bytes, 2**20 servers or partitions.
+#: floats exact (raise them here): 1 PiB in MiB (a fusion threshold may also be inf: no limit), one hour in ms, 2**53 bytes, 2**20 servers or partitions.
 MAX_MB = float(2**30)
 MAX_CYCLE_MS = 3_600_000.0
+#: The shortest cycle time above 0, one nanosecond: shorter ones overflow the count of ticks.
+MIN_CYCLE_MS = 1e-6
 MAX_BYTES = 2**53
 MAX_COUNT = 2**20
 
@@ -35,7 +37,8 @@ class Knob:
     ``low_open`` excludes ``low`` itself; ``allow_inf`` accepts +inf (a float
     knob with no limit). ``ps``: the parameter-server architecture reads it,
     whatever the scheduler; ``setting``: reported among a run's settings when
-    read. ``tune_scheduler``: the scheduler `sim.tune` tunes it with by default;
+    read. ``min_positive``: a value above ``low`` is at least this (a cycle time is 0, no
+    wait, or long enough to count ticks in). ``tune_scheduler``: the scheduler `sim.tune` tunes it with by default;
     ``grid``: values worth trying (the dashboard's tuning grid; empty: not offered).
     """
 
@@ -50,6 +53,7 @@ class Knob:
     allow_inf: bool = False
     ps: bool = False
     setting: bool = True
+    min_positive: float | None = None
     tune_scheduler: str | None = None
     grid: tuple = ()
 
@@ -71,18 +75,21 @@ class Knob:
             return bool(value)
         if self.kind is int:
             return check_int(self.name, value, self.low, self.high)
-        return check_float(self.name, value, self.low, self.high, low_open=self.low_open, allow_inf=self.allow_inf)
+        value = check_float(self.name, value, self.low, self.high, low_open=self.low_open, allow_inf=self.allow_inf)
+        if self.min_positive is not None and self.low < value < self.min_positive:
+            raise SimInputError(f"{self.name} must be {self.low:g} or at least {self.min_positive:g}, got {value:g}")
+        return value
 
 
 KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("bucket_mb", float, "MiB", DEFAULT_BUCKET_MB, 0, MAX_MB,
          "bucket size in MiB (PyTorch DDP's bucket_cap_mb)", low_open=True, tune_scheduler=DDP,
          grid=(1, 2, 5, 10, 25, 50, 100, 200)),
-    Knob("fusion_threshold_mb", float, "MiB", 64.0, 0, None,
+    Knob("fusion_threshold_mb", float, "MiB", 64.0, 0, MAX_MB,
          "Horovod fusion threshold in MiB (HOROVOD_FUSION_THRESHOLD; 0 disables fusion)", allow_inf=True,
          tune_scheduler=HOROVOD, grid=(1, 4, 16, 32, 64, 128, 256)),
     Knob("cycle_time_ms", float, "ms", 1.0, 0, MAX_CYCLE_MS, "Horovod cycle time in ms (HOROVOD_CYCLE_TIME; 0: no wait)",
-         tune_scheduler=HOROVOD, grid=(0, 0.5, 1, 2, 5, 10)),
+         min_positive=MIN_CYCLE_MS, tune_scheduler=HOROVOD, grid=(0, 0.5, 1, 2, 5, 10)),
     Knob("first_bucket_mb", float, "MiB", 1.0, 0, MAX_MB,
          "PyTorch DDP's first bucket cap in MiB (_DEFAULT_FIRST_BUCKET_BYTES)", low_open=True, tune_scheduler=DDP,
          grid=(0.25, 0.5, 1, 2, 5, 10, 25)),
