@@ -347,3 +347,38 @@ def test_an_unlimited_fusion_threshold_is_still_accepted_and_a_huge_finite_one_i
         with pytest.raises(sim.SimInputError):
             run(options=options)
     assert run(options={"cycle_time_ms": 0.0}).iteration_time_s > 0
+
+
+@pytest.mark.parametrize("interference", [True, False])
+@pytest.mark.parametrize("engine", ["auto", "general"])
+def test_the_task_budget_holds_on_either_engine_with_or_without_interference(engine, interference):
+    """With interference on (the default) the general engine lowered the asked iterations without the
+    budget (1,000 iterations of 10 kB partitions: 21 M tasks, 6.5 s and 1.8 GB), and the fast path had
+    none (1,000 iterations of 100k layers: 57 s, its timeline killed by memory): both are refused at once,
+    naming the iterations asked."""
+    model = sim.load_model("resnet50")
+    cluster = sim.Cluster(gpus=8, gpus_per_node=8, interference=interference)
+    with pytest.raises(sim.SimInputError, match="1000 iterations of"):
+        sim.simulate(model, cluster, "bytescheduler", batch_size=32, iterations=1000, engine=engine,
+                     options={"partition_bytes": 10_000})
+    n = 10_000
+    wide = sim.Model("wide", tuple(f"l{i}" for i in range(n)), np.full(n, 10_000), np.full(n, 1e-5), np.full(n, 2e-5))
+    with pytest.raises(sim.SimInputError, match="1000 iterations of 10,000 layers"):
+        sim.simulate(wide, cluster, "wfbp", batch_size=32, iterations=1000, engine=engine)
+    assert sim.simulate(model, cluster, "wfbp", batch_size=32, iterations=5, engine=engine).iteration_time_s > 0
+
+
+def test_the_budgets_quick_bound_holds_for_every_scheduler():
+    """`sim.core.run` skips the exact count when 3 + 3 n + 4 m tasks per iteration fit: that bound holds
+    for every scheduler's plan without partitions (`task_count` exact)."""
+    from sim.core.lower import task_count
+    from sim.schedulers import SCHEDULERS
+
+    model = sim.api.resolve_model(sim.load_model("resnet50"), sim.Cluster(gpus=8), 8, "fp32")
+    cluster = sim.Cluster(gpus=8, gpus_per_node=4)
+    for name in SCHEDULERS:
+        plan = sim.simulate(model, cluster, name, batch_size=8).plan
+        if plan.partition_bytes:
+            continue
+        exact = task_count(model, plan, cluster.comm_cost(model), iterations=1)
+        assert exact <= 3 + 3 * model.num_layers + 4 * len(plan.groups), name

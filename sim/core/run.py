@@ -75,6 +75,7 @@ def time_plan(model, plan: Plan, costs, *, precision: str = "fp32", iterations: 
     if engine not in ENGINES:
         raise SimInputError(f"unknown engine {engine!r}; valid: {', '.join(ENGINES)}")
     costs = list(costs)
+    _check_budget(model, plan, costs, precision, iterations_to_run(plan, iterations))
     if plan.groups and any(_slowdown(c) > 0 or _comm_slowdown(c) > 0 for c in costs):
         return _time_with_interference(model, plan, costs, precision=precision, iterations=iterations,
                                        prefetch=prefetch, engine=engine, keep_timeline=keep_timeline)
@@ -82,6 +83,18 @@ def time_plan(model, plan: Plan, costs, *, precision: str = "fp32", iterations: 
                         engine=engine, keep_timeline=keep_timeline)
     timing.phases["interference_s"] = np.zeros(len(costs))
     return timing
+
+
+def _check_budget(model, plan: Plan, costs, precision: str, n_run: int) -> None:
+    """`check_task_budget` of a run on either engine, before any work (the fast path's timeline has a row
+    per task the graph would have; with interference the general engine lowers the run more than once):
+    skipped when a bound on the count, 3 + 3 n + 4 m tasks per iteration without partitions
+    (`sim.core.lower.task_count`), is within `MAX_TASKS`."""
+    if (not plan.partition_bytes and not MAX_TASKS_ENV_ERROR
+            and n_run * (3 + 3 * model.num_layers + 4 * len(plan.groups)) <= MAX_TASKS):
+        return
+    for cost in costs:
+        check_task_budget(model, plan, _without_slowdown(cost), precision, n_run)
 
 
 def _slowdown(cost) -> float:
