@@ -62,7 +62,9 @@ The price: a merged message can only start when its *last* gradient is ready. **
 (Shi, Chu and Li, INFOCOM 2019) walks from the output layer down. When the gradient of layer *l − 1*
 is ready before the current message would be done, it merges it in if the message would be waiting for
 the channel anyway, or if waiting for layer *l − 1* costs less than the α it saves. It is greedy: each decision is final and looks one layer ahead.
-**optimal** tries every grouping of consecutive layers (dynamic programming) and keeps the fastest.
+**optimal** tries every grouping of consecutive layers (dynamic programming) and keeps the fastest under
+the message costs it plans with. Like MG-WFBP it does not see interference (section 6): with interference on,
+the run it is timed by can come out slower than another scheduler's grouping.
 """
 )
 

@@ -29,7 +29,9 @@ _SLACK_EPS = 16.0
 
 
 def optimal(grads: GradientLayers, cost: CommCost) -> Plan:
-    """The fastest grouping of consecutive layers into messages, exactly.
+    """The fastest grouping of consecutive layers into messages, exactly, under ``cost`` and the
+    gradients' ready times (interference, which `sim.core.run` times a run with, is not part of
+    the plan: with it, another grouping can run faster).
 
     Dynamic programming over prefixes in sending order (output layer first).
     With E[j] the earliest end of the first j+1 layers' messages, a message
