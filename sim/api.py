@@ -374,6 +374,9 @@ def run_metrics(model: Model, cluster: Cluster, scheduler: str, batch_size: int,
     """The metrics dict of one run (`METRIC_KEYS`), from its figures."""
     if t_iter <= 0 or not math.isfinite(t_iter):
         raise SimInputError("the iteration takes no time: give the model non-zero compute times")
+    if not math.isfinite(batch_size * cluster.gpus / t_iter):  # a subnormal time (1e-310 s)
+        raise SimInputError(f"the iteration takes {t_iter:g} s, too short for a throughput: give the model "
+                            "larger compute times")
     if not single_s > 0:  # only communication: no speedup to speak of
         raise SimInputError("the one-GPU iteration takes no time: give the model non-zero compute times")
     return {

@@ -288,6 +288,11 @@ def _numeric_column(frame: pd.DataFrame, column: str, where: str, *, integer: bo
         if integer and val > MAX_PARAMS:
             raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} exceeds the limit of {MAX_PARAMS:.0e} "
                                 f"(sim.model.MAX_PARAMS)")
+        if column.endswith("_ms") and val > MAX_TIME_S * 1e3:
+            raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} exceeds a day ({MAX_TIME_S * 1e3:,.0f} ms)")
+        if column.endswith("_ms") and 0 < float(val) * 1e-3 < np.finfo(float).tiny:
+            raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} is too small to time (0, or at least "
+                                f"{np.finfo(float).tiny * 1e3:.1e} ms)")
     return values.to_numpy(dtype=np.int64 if integer else float)
 
 

@@ -62,6 +62,7 @@ FILES: dict[str, str] = {
     "trace_empty.json": "{}",
     "huge_fwd.csv": "name,params,fwd_ms,bwd_ms\na,100,1e300,1\n",
     "bool_params.csv": "name,params,fwd_ms,bwd_ms\na,True,1,1\nb,False,1,1\n",
+    "subnormal_bwd.csv": "name,params,fwd_ms,bwd_ms\na,10,1,1\nb,10,0,1e-320\n",
     "trace_bigint.json": '{"traceEvents": [{"name": "k", "ph": "X", "ts": 1' + "0" * 5000 + ', "dur": 1}]}',
     "trace_deep.json": '{"traceEvents": [' + "[" * 50_000 + "]" * 50_000 + "]}",
     "hf_bigint.json": '{"model_type": "bert", "hidden_size": 1' + "0" * 5000 + "}",
@@ -353,7 +354,8 @@ CLI_CASES: list[tuple[str, str]] = [
     ("run --model inception_v3 --image-size 100000000", "image_size must be a whole number <= 65536"),
     ("run --model {d}/bool_params.csv", "row 2, column 'params': True is not a finite number"),
     ("run " + M + " --gpus 4 --alpha 1e-5 --beta 1e300", "beta_s_per_byte must be <= 0.0008"),
-    ("run --model {d}/huge_fwd.csv", "model 'huge_fwd': fwd_s must be <= 86400"),
+    ("run --model {d}/huge_fwd.csv", "huge_fwd.csv row 2, column 'fwd_ms'"),  # the row and the file's column
+    ("run --model {d}/subnormal_bwd.csv", "subnormal_bwd.csv row 3, column 'bwd_ms': 1e-320 is too small to time"),
     ("run " + M + " --batch-size 100000000000", "batch_size 100,000,000,000 is too large for v100-sxm2"),
     ("run " + M + " --gpus 8 --sync-jitter-cv 5", "sync_jitter_cv must be <= 1, got 5"),
     ("run " + M + " --gpus 8 --sync-jitter-cv nan", "--sync-jitter-cv: 'nan' must be a finite number"),
@@ -428,6 +430,10 @@ WARNING_CASES: list[tuple[str, str, str]] = [
 #: (id, a call of the Python API as source text, text the `SimInputError` must contain).
 #: Names available: sim, np, pd, Cluster, load_model, simulate, sweep, tiny (a timed 4-layer model).
 API_CASES: list[tuple[str, str, str]] = [
+    # (the hostile fuzz: a subnormal time gave an infinite throughput)
+    ("api_subnormal_time", "sim.Model('t', ('a',), [1000], [0.0], [1e-310])", "bwd_s must be 0 or at least 2.22507e-308"),
+    ("api_throughput_overflow", "simulate(sim.Model('t', ('a',), [1000], [0.0], [1e-305]), Cluster(gpus=1), batch_size=100_000)",
+     "too short for a throughput"),
     ("api_cycle_subnormal", "simulate(tiny, Cluster(gpus=8, gpus_per_node=4), 'horovod', batch_size=8, "
      "options={'cycle_time_ms': 1e-320})", "cycle_time_ms must be 0 or at least 1e-06"),
     ("api_fusion_huge", "simulate(tiny, Cluster(gpus=8, gpus_per_node=4), 'horovod', batch_size=8, "
