@@ -75,6 +75,8 @@ def render() -> None:
                           "the file itself stays in this session).")
         if st.session_state.get("model") == state.UPLOAD:
             _upload()
+        else:  # a refused file's error is the last file's: not shown again on coming back to the uploader
+            st.session_state["upload_error"] = None
         c1, c2 = st.columns(2)
         c1.number_input("Batch per GPU", min_value=1, max_value=65536, step=1, value=state.default("batch"),
                         key="batch", bind=_BIND)
@@ -111,9 +113,10 @@ def render() -> None:
                       help="Every all-reduce of M bytes then costs α + β·M, whatever P and the collective.")
             if st.session_state.get("ab"):
                 c1, c2 = st.columns(2)
-                c1.number_input("α (µs)", min_value=0.0, max_value=1e7, step=10.0, value=state.default("alpha_us"),
-                                key="alpha_us", bind=_BIND)
-                c2.number_input("β (ns/byte)", min_value=0.0, max_value=1e6, step=0.1, format="%.4f",
+                c1.number_input("α (µs)", min_value=0.0, max_value=state.BOUNDS["alpha_us"][1], step=10.0,
+                                value=state.default("alpha_us"), key="alpha_us", bind=_BIND)
+                c2.number_input("β (ns/byte)", min_value=0.0, max_value=state.BOUNDS["beta_ns"][1], step=0.1,
+                                format="%.4f",
                                 value=state.default("beta_ns"), key="beta_ns", bind=_BIND,
                                 help="1 ns/byte is 1 GB/s.")
             st.toggle("Calibrate compute", value=state.default("calib"), key="calib", bind=_BIND,

@@ -29,6 +29,7 @@ import sim
 import sim.catalog
 import sim.model
 from sim.checks import check_choice, check_float, check_int
+from sim.cluster import MAX_S_PER_BYTE
 from sim.schedulers.names import MGWFBP, OPTIMAL, SYNCEASGD, WFBP
 
 __all__ = [
@@ -297,7 +298,8 @@ class Config:
 
 #: Bounds of the numeric keys (as the sidebar's widgets set them); a URL or session outside them is refused.
 BOUNDS: dict[str, tuple[float, float]] = {
-    "batch": (1, 65536), "gpus": (1, 65536), "per_node": (1, 64), "alpha_us": (0.0, 1e7), "beta_ns": (0.0, 1e6),
+    "batch": (1, 65536), "gpus": (1, 65536), "per_node": (1, 64), "alpha_us": (0.0, 1e7),
+    "beta_ns": (0.0, MAX_S_PER_BYTE * 1e9),  # the simulator's own bound (a link of MIN_LINK_GBPS)
     "calib_s": (1e-6, 1e4), "strag_cv_sb": (0.0, 1.0), "strag_slow_sb": (0, 65536), "strag_factor_sb": (1.0, 10.0),
     "strag_seed_sb": (0, 2**31 - 1),
 }

@@ -655,6 +655,8 @@ API_CASES: list[tuple[str, str, str]] = [
 #: checked by `dashboard.state.config_from_state` or, with ``strag``, `stragglers_from_state`.
 DASHBOARD_CASES: list[tuple[str, dict, str]] = [
     ("gpus_text", {"gpus": "abc"}, "gpus = 'abc' is not a whole number"),
+    # (the hostile review: the widget went to 1e6 ns/byte, the simulator refused beta_s_per_byte above 8e5)
+    ("beta_ns_over_the_simulators_bound", {"ab": True, "beta_ns": "1000000"}, "beta_ns must be <= 800000"),
     ("gpus_zero", {"gpus": "0"}, "gpus must be a whole number >= 1"),
     ("gpus_huge", {"gpus": "100000000"}, "gpus must be a whole number <= 65536"),
     ("gpus_float", {"gpus": "2.5"}, "gpus"),

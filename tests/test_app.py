@@ -408,6 +408,19 @@ class TestBadInput:
         no_exception(at)
         assert "Upload a layer CSV" in at.info[0].value
 
+    def test_a_refused_files_error_is_not_shown_again_after_another_model(self):
+        """A refused file's error came back after switching to a zoo model and back to the uploader
+        (hostile review): leaving the uploader forgets it; the page asks for a file instead."""
+        at = open_page(new_app(model=state.UPLOAD, upload_error="neg.csv row 2, column 'params': -1 is negative"),
+                       "timeline")
+        assert "neg.csv row 2" in at.error[0].value
+        at.selectbox(key="model").set_value("resnet50").run()
+        no_exception(at)
+        at.selectbox(key="model").set_value(state.UPLOAD).run()
+        no_exception(at)
+        assert not [e for e in at.error if "neg.csv" in e.value]
+        assert "Upload a layer CSV" in at.info[0].value
+
 
 # --- shareable state ------------------------------------------------------------------------
 
