@@ -11,7 +11,7 @@ import html
 import streamlit as st
 
 import sim
-from dashboard import cached, figures, snapshots, state, ui
+from dashboard import cached, figures, snapshots, state, tables, ui
 from dashboard.state import Config
 
 __all__ = ["panel", "pin", "sync_link"]
@@ -81,7 +81,8 @@ def panel(cfg: Config) -> None:
         return
     titles = {n: f"<b>{html.escape(n)}</b>: {ui.fmt_ms(r.iteration_time_s)}, overlap "
                  f"{ui.fmt_overlap(r.metrics['comm_hidden_s'], r.metrics['comm_s'])}" for n, r in results.items()}
-    ui.chart(lambda: figures.gantt_stack_figure({n: r.timeline for n, r in results.items()}, titles), "snap_chart",
+    ui.chart(lambda: figures.gantt_stack_figure({n: tables.drawn_timeline(r) for n, r in results.items()}, titles),
+             "snap_chart",
              "snapshots", cache_key=("snapshots", scheduler, tuple(configs.items()), tuple(titles.items())))
     table = snapshots.diff_table({n: pinned[n] for n in picked}, {n: r.metrics for n, r in results.items()})
     st.dataframe(table, hide_index=True, key="snap_table")

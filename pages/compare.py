@@ -94,7 +94,8 @@ else:
 
 titles = {s: f"<b>{s}</b>: {ui.fmt_ms(r.iteration_time_s)}, {ui.plural(r.metrics['num_messages'], 'message')}"
           for s, r in results.items()}
-ui.chart(lambda: figures.gantt_stack_figure({s: r.timeline for s, r in results.items()}, titles), "compare_chart",
+ui.chart(lambda: figures.gantt_stack_figure({s: tables.drawn_timeline(r) for s, r in results.items()}, titles),
+         "compare_chart",
          f"compare-{cfg.model_label}-{cfg.gpus}gpus", cache_key=("compare", cfg, tuple(titles.items())))
 
 # each row labelled by its scheduler or method (cached results are shared: never changed in place)

@@ -109,9 +109,9 @@ c[2].metric("Speedup", f"{m['speedup']:.1f}×")
 c[3].metric("Scaling efficiency", f"{m['scaling_efficiency']:.0%}")
 title = (f"{cfg.model_label} · {chosen} · {ui.plural(cfg.gpus, 'GPU')} · {cfg.network}"
          f"<br>iteration {ui.fmt_ms(res.iteration_time_s)}")
-ui.chart(lambda: figures.gantt_figure(res.timeline, title), "scaling_timeline",
+ui.chart(lambda: figures.gantt_figure(tables.drawn_timeline(res), title), "scaling_timeline",
          f"timeline-{cfg.model_label}-{chosen}-{cfg.gpus}gpus", cache_key=("scaling-timeline", cfg, chosen, title),
-         svg=lambda: figures.gantt_svg(res.timeline, title), own_style=True)
+         svg=lambda: figures.gantt_svg(tables.drawn_timeline(res), title), own_style=True)
 st.button(f"Open {chosen} at {ui.plural(cfg.gpus, 'GPU')} in the Timeline", key="scaling_open",
           icon=":material/open_in_new:", on_click=ui.request_timeline,
           args=({"scheduler": chosen, "method": "", "gpus": cfg.gpus},))

@@ -1,5 +1,7 @@
 """Timeline: one scheduler's iteration as a Gantt chart, with its key figures."""
 
+import functools
+
 import streamlit as st
 
 from dashboard import cached, figures, resources_view, state, stragglers_view, tables, ui
@@ -49,12 +51,18 @@ title = (f"{cfg.model_label} · {shown} · {ui.plural(cfg.gpus, 'GPU')} ({ui.plu
 chart, figures_col = st.columns([4, 1])
 file_stem = f"timeline-{cfg.model_label}-{shown}-{cfg.gpus}gpus"
 with chart:
-    ui.chart(lambda: figures.gantt_figure(res.timeline, title, height=400), "timeline_chart", file_stem,
+    # a per-layer-update plan's last messages run beside the next forward pass: drawn with it (tables.drawn_timeline)
+    longer = functools.partial(cached.simulate_method, cfg, method, int(iterations) + 1) if method else (
+        functools.partial(cached.simulate, cfg, scheduler, int(iterations) + 1))
+    ui.chart(lambda: figures.gantt_figure(tables.drawn_timeline(res, longer), title, height=400), "timeline_chart",
+             file_stem,
              cache_key=("timeline", cfg, scheduler, method, int(iterations), title),
-             svg=lambda: figures.gantt_svg(res.timeline, title), own_style=True)
+             svg=lambda: figures.gantt_svg(tables.drawn_timeline(res, longer), title), own_style=True)
     st.caption("Hover a bar for its layer, bytes, start and duration. All-reduce messages are outlined and filled "
                "light where they are hidden behind compute, red where they are exposed (the GPU waits); "
                "a merged message is labelled with its group and layer count, e.g. *g3 (5 layers)*. "
+               + ("The next iteration's forward tasks that run beside the last messages are drawn too. "
+                  if res.plan.per_layer_update else "")
                + tables.interference_note(m, res.cluster))
 
 

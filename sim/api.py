@@ -30,7 +30,7 @@ from sim.core.fast_columns import forget_static_columns
 from sim.core.metrics import METRIC_KEYS, rates
 from sim.core.plan import NO_GRADIENTS, Plan, gradient_layers
 from sim.core.run import single_gpu_iteration_s, time_plan
-from sim.core.timeline import COMPUTE_KINDS, interval_overlap_s
+from sim.core.timeline import COMPUTE_KINDS, first_iterations, interval_overlap_s
 from sim.core.workload import (
     calibrate,
     check_run_args,
@@ -51,6 +51,8 @@ from sim.schedulers.registry import get_spec, settings_of
 from sim.tensors import GRADIENTS, gradients_of
 
 if TYPE_CHECKING:  # pandas is imported where a frame is built, not with sim
+    from collections.abc import Callable
+
     import pandas as pd
 
 __all__ = [
@@ -114,6 +116,8 @@ class SimResult:
     wait_s: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), repr=False)
     straggler_workers: tuple[int, ...] = ()
     gpus_by_worker: tuple[str, ...] = ()
+    #: ``timeline_of(n)``: the first ``n`` iterations of the run (at most those it timed); None per worker
+    timeline_of: Callable[[int], pd.DataFrame] | None = field(default=None, repr=False)
 
 
 def single_gpu_iteration_s_of(model: Model, precision: str = "fp32", prefetch: bool = False) -> float:
@@ -431,7 +435,8 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
         metrics["compression"] = str(compression)
     layers = None if model.tensor_layers is None else (model.layer_names, model.tensor_layers)
     timeline = functools.partial(timing.timeline, 0, iterations, layers)
-    return SimResult(t_iter, metrics, timeline, groups, plan, model, cluster)
+    return SimResult(t_iter, metrics, timeline, groups, plan, model, cluster,
+                     timeline_of=functools.partial(first_iterations, timing.timeline, layers))
 
 
 def sweep(

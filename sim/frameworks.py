@@ -68,7 +68,7 @@ DEFAULT_FRAMEWORK = {
 }
 #: Other names a framework is known by: ``ddp`` is PyTorch DDP (the scheduler's name, and the
 #: issue tracker's); `canonical_framework` turns them into the preset's name.
-FRAMEWORK_ALIASES = {"ddp": "pytorch-ddp"}
+FRAMEWORK_ALIASES = {DDP: "pytorch-ddp"}
 #: The parameter-server architecture's framework (its costs are in the fitted link efficiency).
 PS_FRAMEWORK = "byteps"
 

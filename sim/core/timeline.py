@@ -33,13 +33,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sim.checks import check_int
 from sim.core.intervals import overlap_s
 
 if TYPE_CHECKING:  # pandas is imported when a timeline is built, not with sim
     import pandas as pd
 
 __all__ = [
-    "COMPUTE_KINDS", "ROW_COLUMNS", "TIMELINE_COLUMNS", "coalesce", "frame", "from_rows", "graph_overlap",
+    "COMPUTE_KINDS", "ROW_COLUMNS", "TIMELINE_COLUMNS", "coalesce", "first_iterations", "frame", "from_rows",
+    "graph_overlap",
     "graph_timeline", "interval_overlap_s", "renamed_layers", "to_rows", "with_column",
 ]
 
@@ -220,3 +222,9 @@ def _task_names(graph, rows: np.ndarray) -> list[str]:
 def interval_overlap_s(a_start, a_end, b_start, b_end) -> float:
     """Total length of the intersection of two sets of intervals (`sim.core.intervals.overlap_s`)."""
     return overlap_s(a_start, a_end, b_start, b_end)
+
+
+def first_iterations(build, layers, iterations: int):
+    """``build``'s timeline (`sim.core.run.Timing.timeline`) of row 0's first ``iterations`` iterations,
+    ``layers`` as it takes them (a module function, so that a result holding it pickles)."""
+    return build(0, check_int("iterations", iterations, 1), layers)
