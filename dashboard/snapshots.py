@@ -98,6 +98,9 @@ def diff_table(snapshots: Mapping[str, Mapping], metrics: Mapping[str, Mapping])
     full = {n: {**capture({}), **snapshots[n]} for n in names}
     rows = [{"what": key, **{n: full[n][key] for n in names}}
             for key in state.DEFAULTS if len({str(full[n][key]) for n in names}) > 1]
+    files = {n: snapshots[n].get("csv_name") or "" for n in names}  # an uploaded table's file, if any
+    if len(set(files.values())) > 1:
+        rows.append({"what": "uploaded file", **files})
     figures = {
         "iteration (ms)": lambda m: m["iteration_time_s"] * 1e3,
         "throughput (samples/s)": lambda m: m["throughput_samples_per_s"],

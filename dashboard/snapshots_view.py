@@ -36,6 +36,11 @@ def pin() -> None:
     name = (session.get("snap_name") or "").strip() or _auto_name(state.config_from_state(session))
     name = name.replace("~", "-")[:snapshots.MAX_NAME_CHARS]  # as its link will carry it
     session["snapshots"] = {**(session.get("snapshots") or {}), name: snapshots.capture(session)}
+    # its uploaded table, kept in the session (a link carries no upload); a zoo model's snapshot has none
+    uploads = {n: u for n, u in (session.get("snapshot_uploads") or {}).items() if n != name}
+    if session.get("model") == state.UPLOAD and session.get("csv_text"):
+        uploads[name] = {"csv_text": session["csv_text"], "csv_name": session.get("csv_name")}
+    session["snapshot_uploads"] = uploads
     session["snap_name"] = ""
     # every snapshot picked again, the new one included: set, not dropped (the picker is identified by its key
     # alone, so without a value here it keeps the one the browser holds, and the new snapshot is left out)
@@ -45,6 +50,8 @@ def pin() -> None:
 def _forget() -> None:
     session = st.session_state
     session["snapshots"] = {n: s for n, s in session["snapshots"].items() if n in (session.get("snap_pick") or [])}
+    session["snapshot_uploads"] = {n: u for n, u in (session.get("snapshot_uploads") or {}).items()
+                                   if n in session["snapshots"]}
 
 
 def panel(cfg: Config) -> None:
@@ -84,7 +91,8 @@ def panel(cfg: Config) -> None:
     ui.chart(lambda: figures.gantt_stack_figure({n: tables.drawn_timeline(r) for n, r in results.items()}, titles),
              "snap_chart",
              "snapshots", cache_key=("snapshots", scheduler, tuple(configs.items()), tuple(titles.items())))
-    table = snapshots.diff_table({n: pinned[n] for n in picked}, {n: r.metrics for n, r in results.items()})
+    table = snapshots.diff_table({n: {**pinned[n], "csv_name": configs[n].csv_name} for n in picked},
+                                 {n: r.metrics for n, r in results.items()})
     st.dataframe(table, hide_index=True, key="snap_table")
     st.caption(f"Settings that differ, then key figures under {scheduler}; each Δ column is against "
                f"**{ui.plain(picked[0])}**.")
@@ -93,11 +101,12 @@ def panel(cfg: Config) -> None:
 def _runs(pinned: dict, scheduler: str) -> tuple[dict, dict]:
     """The configuration and the result of every snapshot that can run; a warning for each that cannot
     (e.g. an uploaded CSV no longer there, a GPU count that does not fill whole nodes), which is left out."""
-    upload = {"csv_text": st.session_state.get("csv_text"), "csv_name": st.session_state.get("csv_name")}
+    current = {"csv_text": st.session_state.get("csv_text"), "csv_name": st.session_state.get("csv_name")}
+    kept = st.session_state.get("snapshot_uploads") or {}
     configs, results = {}, {}
     for name, settings in pinned.items():
-        try:
-            configs[name] = state.config_from_state({**settings, **upload})
+        try:  # an upload's snapshot runs the table it was pinned with (one from a link, the current upload)
+            configs[name] = state.config_from_state({**settings, **kept.get(name, current)})
             results[name] = cached.simulate(configs[name], scheduler)
         except sim.SimInputError as exc:
             configs.pop(name, None)

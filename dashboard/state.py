@@ -161,6 +161,7 @@ SESSION_DEFAULTS: dict[str, object] = {
     "timeline_request": None,  # (settings, note): a button asked for the Timeline page
     "intro_seen": False,  # the "start here" panel was dismissed
     "snapshots": {},  # name -> pinned sidebar settings (`dashboard.snapshots`); also the link's "snap" values
+    "snapshot_uploads": {},  # name -> the uploaded table a snapshot was pinned with (this session only)
 }
 
 

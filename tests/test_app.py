@@ -708,7 +708,7 @@ class TestState:
         state.init_state(session)
         assert session == {"csv_name": "mine.csv", "csv_text": None, "csv_upload_id": None, "upload_gen": 0,
                            "upload_error": None, "link_checked": False, "link_notes": [], "timeline_request": None,
-                           "intro_seen": False, "snapshots": {}}
+                           "intro_seen": False, "snapshots": {}, "snapshot_uploads": {}}
 
     def test_defaults_are_copies(self):
         state.default("compare").append("bucket")

@@ -76,6 +76,28 @@ def test_pinning_keeps_the_sidebar_in_the_session_and_the_link():
     assert len(chart(at, "snap_chart")["layout"]["annotations"]) == 2
 
 
+def test_snapshots_of_two_uploads_each_run_their_own_table():
+    """Two snapshots pinned over two uploaded tables compared as identical (both ran the current
+    upload; hostile review): each keeps its table in the session, and the differences name the files."""
+    head = "name,params,fwd_ms,bwd_ms\n"
+    small = head + "".join(f"l{i},1000,1,2\n" for i in range(10))
+    large = head + "".join(f"l{i},50000000,1,2\n" for i in range(10))
+    at = open_page(csv_app(small, name="small.csv"), "compare")
+    at.text_input(key="snap_name").set_value("SMALL").run()
+    at.button(key="snap_pin").click().run()
+    at.session_state["csv_text"], at.session_state["csv_name"] = large, "large.csv"  # another upload
+    at.run()
+    at.text_input(key="snap_name").set_value("LARGE").run()
+    at.button(key="snap_pin").click().run()
+    no_exception(at)
+    table = next(df.value for df in at.dataframe if "what" in df.value.columns).set_index("what")
+    assert table.loc["uploaded file", "SMALL"] == "small.csv" and table.loc["uploaded file", "LARGE"] == "large.csv"
+    small_ms, large_ms = (float(table.loc["iteration (ms)", n].replace(",", "")) for n in ("SMALL", "LARGE"))
+    assert large_ms > 2 * small_ms  # 50,000 times the gradients
+    at.multiselect(key="snap_pick").unselect("SMALL").run()  # forgotten: its table goes too
+    assert list(at.session_state["snapshot_uploads"]) == ["LARGE"]
+
+
 def test_a_third_and_fourth_pin_are_compared_and_kept():
     """The picker of snapshots to compare kept its old value when a third was pinned (Streamlit's multiselect is
     identified by its key alone, so dropping the key did not reset it): the third was not compared, and the
