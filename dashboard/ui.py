@@ -71,6 +71,11 @@ def fmt_ms(seconds: float) -> str:
     return f"{ms:.3g} ms" if ms < 100 else f"{ms:,.0f} ms"
 
 
+def fmt_rate(per_s: float) -> str:
+    """A rate (samples/s): whole numbers from 100 up, three significant digits below (0.0064, not 0)."""
+    return f"{per_s:,.0f}" if per_s >= 100 else f"{per_s:.3g}"
+
+
 def fmt_overlap(hidden_s: float, comm_s: float) -> str:
     """Overlap as HTA reports it (hidden ÷ all communication), or a dash without communication."""
     return f"{float(tables.overlap_pct(hidden_s, comm_s)):.1f} %" if comm_s > 0 else "—"

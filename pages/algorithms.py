@@ -100,7 +100,7 @@ table, curves, stale, target, bayes = ui.guarded(_compare, cfg, algorithms, int(
 fastest = table.loc[table["throughput_samples_per_s"].idxmax()]
 reached = table.dropna(subset=["time_to_accuracy_s"])
 c = st.columns(3)
-c[0].metric("Fastest (samples/s)", fastest["algorithm"], f"{fastest['throughput_samples_per_s']:,.0f} samples/s",
+c[0].metric("Fastest (samples/s)", fastest["algorithm"], f"{ui.fmt_rate(fastest['throughput_samples_per_s'])} samples/s",
             delta_color="off", delta_arrow="off")
 if len(reached):
     first = reached.loc[reached["time_to_accuracy_s"].idxmin()]

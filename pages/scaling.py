@@ -104,7 +104,7 @@ res = ui.guarded(cached.simulate, cfg, chosen)
 m = res.metrics
 c = st.columns(4)
 c[0].metric("Iteration", ui.fmt_ms(res.iteration_time_s))
-c[1].metric("Samples/s", f"{m['throughput_samples_per_s']:,.0f}")
+c[1].metric("Samples/s", ui.fmt_rate(m["throughput_samples_per_s"]))
 c[2].metric("Speedup", f"{m['speedup']:.1f}×")
 c[3].metric("Scaling efficiency", f"{m['scaling_efficiency']:.0%}")
 title = (f"{cfg.model_label} · {chosen} · {ui.plural(cfg.gpus, 'GPU')} · {cfg.network}"

@@ -69,7 +69,7 @@ with chart:
 with figures_col:
     st.metric("Iteration time", ui.fmt_ms(m["iteration_time_s"]),
               **ui.delta(m["iteration_time_s"], b["iteration_time_s"], baseline, inverse=True))
-    st.metric("Samples/s", f"{m['throughput_samples_per_s']:,.0f}",
+    st.metric("Samples/s", ui.fmt_rate(m["throughput_samples_per_s"]),
               **ui.delta(m["throughput_samples_per_s"], b["throughput_samples_per_s"], baseline),
               help="Throughput of the whole cluster: batch × GPUs / iteration time.")
     st.metric("Overlap", ui.fmt_overlap(m["comm_hidden_s"], m["comm_s"]),

@@ -230,6 +230,14 @@ class TestOverrides:
         assert metric(at, "Iteration time") == pytest.approx(2000, rel=1e-3)  # "2,000 ms"
         assert "calibrated" in at.caption[0].value
 
+    def test_a_slow_rate_is_not_rounded_to_zero(self):
+        """A 10,000 s iteration showed "Samples/s 0" (hostile review): three significant digits below 100."""
+        at = open_page(csv_app(calib=True, calib_s=10_000.0, gpus=1, batch=32), "timeline")
+        no_exception(at)
+        shown = next(m.value for m in at.metric if m.label == "Samples/s")
+        assert shown == "0.0032", shown
+        assert ui.fmt_rate(1234.4) == "1,234" and ui.fmt_rate(99.94) == "99.9"
+
 
 class TestCompare:
     def test_shows_the_gap_of_mgwfbp_to_optimal(self):
