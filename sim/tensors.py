@@ -39,7 +39,7 @@ from sim.errors import SimInputError
 
 __all__ = [
     "DEFAULT_GRADIENTS", "GRADIENTS", "LAYER", "TENSOR", "check_gradients", "gradients_of", "layer_renamer",
-    "parent_layers_text",
+    "parent_layers_text", "rows_named",
     "parse_tensors", "tensor_names", "tensor_rows", "tensor_sums", "tensor_view_arrays", "tensor_view_fields", "tensors_cell", "with_parent_layers",
 ]
 
@@ -219,3 +219,8 @@ def tensor_view_fields(model) -> dict | None:
         "out_elems": None if model.out_elems is None else model.out_elems[layer_of] * last,
         "tensor_params": None, "tensor_layers": parents, "extra": {**model.extra, "gradients": TENSOR},
     }
+
+
+def rows_named(model) -> str:
+    """How many rows ``model`` has and what they are: a tensor view's gradient tensors, else layers."""
+    return f"{model.num_layers:,} {'gradient tensors' if getattr(model, 'tensor_layers', None) else 'layers'}"

@@ -40,11 +40,11 @@ from sim.core.plan import Plan
 from sim.core.scalar import single_gpu_period_s
 from sim.core.timeline import graph_timeline, renamed_layers
 from sim.errors import SimInputError
-from sim.tensors import layer_renamer
+from sim.tensors import layer_renamer, rows_named
 
 __all__ = ["CELLS_PER_TASK", "ENGINES", "MAX_TASKS", "MAX_TASKS_ENV", "MAX_TASKS_ENV_ERROR", "Timing", "check_cell_budget",
-           "check_task_budget", "estimated_tasks", "forget_kept",
-           "interference_model", "single_gpu_iteration_s", "time_plan"]
+           "check_task_budget", "estimated_tasks", "forget_kept", "interference_model", "single_gpu_iteration_s",
+           "time_plan"]
 
 #: The task limit (`sim.core.budget`): ``$SSGD_MAX_TASKS`` or the default; a script may set it here.
 MAX_TASKS, MAX_TASKS_ENV_ERROR = max_tasks_from_env()
@@ -86,10 +86,8 @@ def time_plan(model, plan: Plan, costs, *, precision: str = "fp32", iterations: 
 
 
 def _check_budget(model, plan: Plan, costs, precision: str, n_run: int) -> None:
-    """`check_task_budget` of a run on either engine, before any work (the fast path's timeline has a row
-    per task the graph would have; with interference the general engine lowers the run more than once):
-    skipped when a bound on the count, 3 + 3 n + 4 m tasks per iteration without partitions
-    (`sim.core.lower.task_count`), is within `MAX_TASKS`."""
+    """`check_task_budget` on either engine before any work (the fast path's timeline has a row per task), skipped
+    when 3 + 3 n + 4 m tasks per iteration, a bound without partitions (`sim.core.lower.task_count`), fit."""
     if (not plan.partition_bytes and not MAX_TASKS_ENV_ERROR
             and n_run * (3 + 3 * model.num_layers + 4 * len(plan.groups)) <= MAX_TASKS):
         return
@@ -365,7 +363,7 @@ def check_task_budget(model, plan: Plan, cost, precision: str, iterations: int, 
     tasks = estimated_tasks(model, plan, precision, iterations, workers, cost)
     if tasks > MAX_TASKS:
         raise SimInputError(
-            f"this run would build about {tasks:,} tasks ({iterations} iterations of {model.num_layers:,} layers"
+            f"this run would build about {tasks:,} tasks ({iterations} iterations of {rows_named(model)}"
             f"{f', {workers} workers' if workers > 1 else ''}{', partitions of ' + format(plan.partition_bytes, ',') + ' bytes' if plan.partition_bytes else ''}); "
             f"the limit is {MAX_TASKS:,} (${MAX_TASKS_ENV} or sim.core.run.MAX_TASKS): use larger partitions, "
             "fewer layers, workers or iterations, or raise the limit")
@@ -381,7 +379,7 @@ def check_cell_budget(model, plan: Plan, iterations: int, workers: int, weight: 
     if cells > CELLS_PER_TASK * MAX_TASKS:
         raise SimInputError(
             f"this run would hold about {cells:,} task times (a start and an end for {workers:,} workers x "
-            f"{iterations} iterations x ({model.num_layers:,} layers + {len(plan.groups):,} messages)"
+            f"{iterations} iterations x ({rows_named(model)} + {len(plan.groups):,} messages)"
             f"{f' x {weight}, a parameter server timed push by push' if weight > 1 else ''}); the limit is {CELLS_PER_TASK * MAX_TASKS:,} ({CELLS_PER_TASK} x "
             f"${MAX_TASKS_ENV} or sim.core.run.MAX_TASKS): use fewer workers, iterations or layers")
 
