@@ -29,6 +29,7 @@ from sim.schedulers.names import BYTESCHEDULER, DEAR, HOROVOD, SEQUENTIAL, ZERO1
 __all__ = [
     "MAX_SWEEP_S",
     "MAX_TIMELINE_LAYER_ITERATIONS",
+    "timed_rows",
     "TOY_LAYERS",
     "cached_figure",
     "check_algorithm_work",
@@ -163,6 +164,13 @@ _LARGE_LOCK = threading.Lock()
 #: grows with them (a 100,000-layer model under zero3: 1 iteration 5.5 s and 410 MiB, 5 iterations 11 s
 #: and 1.3 GiB in one process, measured 2026-11-25), and the server must stay under 1 GiB.
 MAX_TIMELINE_LAYER_ITERATIONS = 100_000
+
+
+def timed_rows(cfg: Config) -> int:
+    """The rows a run of ``cfg``'s model times per iteration: its layers, or its gradient tensors where
+    it has more of them (a run plans over tensors, `sim.tensors`: gpt2's 28 layers are 149 tensors)."""
+    model = model_of(cfg)
+    return max(model.num_layers, model.num_tensors)
 
 
 def timeline_iterations(layers: int, asked: int) -> int:

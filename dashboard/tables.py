@@ -233,6 +233,11 @@ def scaling_gpu_counts(gpus_per_node: int, current: int | None = None, max_gpus:
     )
 
 
+#: Rows of a shown timeline up to which `drawn_timeline` runs one more iteration to draw the next forward pass
+#: (a larger chart is merged for display anyway, and a second run of it would double the page's memory).
+NEXT_FORWARD_MAX_ROWS = 20_000
+
+
 def drawn_timeline(res: sim.SimResult, longer: Callable[[], sim.SimResult] | None = None) -> pd.DataFrame:
     """The timeline a page draws of ``res``: its iterations, and where the plan updates per layer
     (DeAR, ByteScheduler: the last messages run beside the next iteration's forward pass) the next
@@ -242,10 +247,10 @@ def drawn_timeline(res: sim.SimResult, longer: Callable[[], sim.SimResult] | Non
     run with one iteration more, for when ``res`` timed no more than it shows."""
     shown = res.timeline
     if not res.plan.per_layer_update or res.timeline_of is None or shown.empty:
-        return shown
+        return shown  # (a large run keeps no timeline_of: its last messages are drawn without the next forward)
     n = int(shown["iteration"].max()) + 1
     more = res.timeline_of(n + 1)
-    if more["iteration"].max() < n and longer is not None:
+    if more["iteration"].max() < n and longer is not None and len(shown) <= NEXT_FORWARD_MAX_ROWS:
         more = longer().timeline
     comm_end = shown.loc[~shown["kind"].isin(COMPUTE_KINDS + ("io", "h2d")), "end_s"].max()
     ahead = more[(more["iteration"] == n) & more["kind"].isin(COMPUTE_KINDS) & (more["start_s"] < comm_end)]

@@ -31,11 +31,11 @@ baseline = c2.selectbox("Compared with", options, index=state.index_of("baseline
 iterations = c3.number_input("Iterations shown", min_value=1, max_value=5, step=1, value=state.default("iters"),
                              key="iters", bind="query-params")
 
-layers = cached.model_of(cfg).num_layers
-if (shown_iterations := cached.timeline_iterations(layers, iterations)) < iterations:
-    st.warning(f"Iterations shown: {int(iterations)} iterations of a {layers:,}-layer model are over the page's "
-               f"{cached.MAX_TIMELINE_LAYER_ITERATIONS:,} layer-iterations; showing {shown_iterations} "
-               "(python -m sim trace writes any number).")
+rows = cached.timed_rows(cfg)
+if (shown_iterations := cached.timeline_iterations(rows, iterations)) < iterations:
+    st.warning(f"Iterations shown: {int(iterations)} iterations of a model of {rows:,} layers or gradient tensors "
+               f"are over the page's {cached.MAX_TIMELINE_LAYER_ITERATIONS:,} layer-iterations; showing "
+               f"{shown_iterations} (python -m sim trace writes more, within its task limit).")
     iterations = shown_iterations
 if method:
     res = ui.guarded(cached.simulate_method, cfg, method, int(iterations))

@@ -27,10 +27,10 @@ from sim.compression import Compression, compressed_cost, parse_compression, ref
 from sim.core import run as core_run
 from sim.core.cost import NO_COMM, CommCost, PSCost
 from sim.core.fast_columns import forget_static_columns
-from sim.core.metrics import METRIC_KEYS, rates
+from sim.core.metrics import METRIC_KEYS, iterations_to_run, rates
 from sim.core.plan import NO_GRADIENTS, Plan, gradient_layers
 from sim.core.run import single_gpu_iteration_s, time_plan
-from sim.core.timeline import COMPUTE_KINDS, first_iterations, interval_overlap_s
+from sim.core.timeline import COMPUTE_KINDS, interval_overlap_s, kept_builder
 from sim.core.workload import (
     calibrate,
     check_run_args,
@@ -116,7 +116,7 @@ class SimResult:
     wait_s: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), repr=False)
     straggler_workers: tuple[int, ...] = ()
     gpus_by_worker: tuple[str, ...] = ()
-    #: ``timeline_of(n)``: the first ``n`` iterations of the run (at most those it timed); None per worker
+    #: ``timeline_of(n)``: the run's first n iterations, for a small per-layer-update run (`kept_builder`); else None
     timeline_of: Callable[[int], pd.DataFrame] | None = field(default=None, repr=False)
 
 
@@ -436,7 +436,8 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
     layers = None if model.tensor_layers is None else (model.layer_names, model.tensor_layers)
     timeline = functools.partial(timing.timeline, 0, iterations, layers)
     return SimResult(t_iter, metrics, timeline, groups, plan, model, cluster,
-                     timeline_of=functools.partial(first_iterations, timing.timeline, layers))
+                     timeline_of=kept_builder(timing.timeline, layers, plan,
+                                              model.num_layers * iterations_to_run(plan, iterations)))
 
 
 def sweep(

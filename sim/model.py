@@ -86,8 +86,11 @@ def check_batch_size(batch_size) -> None:
 
 
 def _check_scalar(name: str, value: float) -> float:
-    """A time from 0 to `MAX_TIME_S` (in ms for a name ending _ms)."""
-    return check_float(name, value, 0, MAX_TIME_S * (1e3 if name.endswith("_ms") else 1.0))
+    """A time from 0 to `MAX_TIME_S` (in ms for a name ending _ms), not subnormal (as `check_array`)."""
+    value = check_float(name, value, 0, MAX_TIME_S * (1e3 if name.endswith("_ms") else 1.0))
+    if 0 < value * (1e-3 if name.endswith("_ms") else 1.0) < np.finfo(float).tiny:
+        raise SimInputError(f"{name} must be 0 or at least {np.finfo(float).tiny:g} s, got {value!r}")
+    return value
 
 
 @dataclass(frozen=True, eq=False)

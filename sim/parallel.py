@@ -315,14 +315,28 @@ class _Results:
             groups[u] = found
 
 
-def _frame(grid: Grid, results: dict) -> pd.DataFrame:
-    """The rows, from each row's cluster, workload and evaluation."""
-    unit, wl, cl = grid.unit_of_row, grid.workload_of_row, grid.cluster_of_row
-    t_iter = results["iteration_time_s"][unit]
+def _refuse_untimed(t_iter: np.ndarray, single: np.ndarray, samples: np.ndarray) -> None:
+    """Refuse rows `simulate` refuses (`sim.api.run_metrics`): an iteration that takes no time, a one-GPU
+    iteration that takes none (only communication), an iteration too short for a finite throughput."""
     bad = np.flatnonzero(~(np.isfinite(t_iter) & (t_iter > 0)))
     if bad.size:
         raise SimInputError(f"configuration {int(bad[0])}: the iteration takes no time: give the model non-zero "
                             "compute times")
+    bad = np.flatnonzero(~(single > 0))
+    if bad.size:
+        raise SimInputError(f"configuration {int(bad[0])}: the one-GPU iteration takes no time: give the model "
+                            "non-zero compute times")
+    with np.errstate(over="ignore"):
+        bad = np.flatnonzero(~np.isfinite(samples / t_iter))
+    if bad.size:
+        raise SimInputError(f"configuration {int(bad[0])}: the iteration takes {t_iter[bad[0]]:g} s, too short for a "
+                            "throughput: give the model larger compute times")
+
+
+def _frame(grid: Grid, results: dict) -> pd.DataFrame:
+    """The rows, from each row's cluster, workload and evaluation."""
+    unit, wl, cl = grid.unit_of_row, grid.workload_of_row, grid.cluster_of_row
+    t_iter = results["iteration_time_s"][unit]
 
     def per_cluster(get, dtype=None):
         values = [get(c, cost) for c, cost in grid.clusters]
@@ -343,10 +357,7 @@ def _frame(grid: Grid, results: dict) -> pd.DataFrame:
     # (`sweep_plans.ONE_GPU_PER_LAYER`): its reference, on every GPU count, as in `simulate`
     single = np.where(per_layer[code], per_workload(lambda w: w.single_gpu_iteration_overlap_s, float),
                       per_workload(lambda w: w.single_gpu_iteration_s, float))
-    bad = np.flatnonzero(~(single > 0))
-    if bad.size:  # only communication (as `simulate` refuses it)
-        raise SimInputError(f"configuration {int(bad[0])}: the one-GPU iteration takes no time: give the model "
-                            "non-zero compute times")
+    _refuse_untimed(t_iter, single, batch * gpus)
     data = {
         "model": per_workload(lambda w: w.model.name),
         "scheduler": _strings(grid.schedulers, code),

@@ -432,6 +432,9 @@ WARNING_CASES: list[tuple[str, str, str]] = [
 API_CASES: list[tuple[str, str, str]] = [
     # (the hostile fuzz: a subnormal time gave an infinite throughput)
     ("api_subnormal_time", "sim.Model('t', ('a',), [1000], [0.0], [1e-310])", "bwd_s must be 0 or at least 2.22507e-308"),
+    ("api_subnormal_io", "sim.Model('t', ('a',), [1000], [0.0], [0.0], io_s=1e-320)", "io_s must be 0 or at least"),
+    ("api_sweep_throughput_overflow", "sweep(sim.Model('t', ('a',), [10], [0.0], [3e-308]), Cluster(gpus=1), "
+     "gpus=[1, 2], schedulers=['wfbp'], batch_size=65536)", "too short for a throughput"),
     ("api_throughput_overflow", "simulate(sim.Model('t', ('a',), [1000], [0.0], [1e-305]), Cluster(gpus=1), batch_size=100_000)",
      "too short for a throughput"),
     ("api_cycle_subnormal", "simulate(tiny, Cluster(gpus=8, gpus_per_node=4), 'horovod', batch_size=8, "

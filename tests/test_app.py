@@ -933,9 +933,19 @@ def test_the_timeline_shows_at_most_its_budget_of_layer_iterations(monkeypatch):
     at = csv_app(text=layer_csv(20), iters=5).run()
     no_exception(at)
     notes = [w.value for w in at.warning if "Iterations shown" in w.value]
-    assert notes and "5 iterations of a 20-layer model" in notes[0] and "showing 2" in notes[0], notes
+    assert notes and "5 iterations of a model of 20 layers" in notes[0] and "showing 2" in notes[0], notes
     assert at.session_state["iters"] == 5  # the control keeps what was asked
     assert max(asked) == 2  # the runs timed two
+    # a run times gradient tensors where a layer has several (the review: 10,000 layers of 10 tensors each
+    # were counted as 10,000 rows, and five iterations took 16 s and 2.2 GB)
+    text = "name,params,fwd_ms,bwd_ms,tensors\n" + "".join(f"l{i},40,0.1,0.2,{';'.join(['4'] * 10)}\n"
+                                                              for i in range(4))
+    monkeypatch.setattr(cached, "MAX_TIMELINE_LAYER_ITERATIONS", 80)  # 40 tensors: two iterations at most
+    asked.clear()
+    at = csv_app(text=text, iters=5).run()
+    no_exception(at)
+    assert any("of 40 layers or gradient tensors" in w.value and "showing 2" in w.value for w in at.warning)
+    assert max(asked) == 2
 
 
 def test_the_dashboard_gives_a_plan_that_updates_per_layer_its_own_reference():

@@ -185,6 +185,18 @@ class TestOverlapShading:
             assert mine.loc[~mine["hidden"], "duration_s"].sum() == pytest.approx(res.metrics["comm_exposed_s"],
                                                                                    rel=1e-9, abs=1e-12), k
 
+    def test_only_a_small_per_layer_update_run_keeps_its_arrays(self):
+        """`SimResult.timeline_of` holds the run's arrays: kept for a per-layer-update plan up to
+        `KEPT_RUN_LAYER_ITERATIONS` only (a 100k-layer DeAR result held 190 MiB more; the review)."""
+        from sim.core.timeline import KEPT_RUN_LAYER_ITERATIONS
+
+        cluster = sim.Cluster(gpus=8, gpus_per_node=4)
+        assert run("dear").timeline_of is not None and run("wfbp").timeline_of is None
+        n = KEPT_RUN_LAYER_ITERATIONS // 5 + 1  # five iterations timed: just over
+        wide = sim.Model("wide", tuple(f"l{i}" for i in range(n)), np.full(n, 1000), np.full(n, 1e-5), np.full(n, 2e-5))
+        big = sim.simulate(wide, cluster, "dear", batch_size=8)
+        assert big.timeline_of is None and tables.drawn_timeline(big) is big.timeline  # drawn as it is
+
     def test_touching_pieces_of_one_shading_are_drawn_as_one_bar(self):
         # messages 2-3 and 3-4 ms back to back with no compute under them: one exposed bar 2-4 ms,
         # the hidden 1-2 ms piece apart; the browser draws one bar per point of a trace

@@ -40,8 +40,8 @@ if TYPE_CHECKING:  # pandas is imported when a timeline is built, not with sim
     import pandas as pd
 
 __all__ = [
-    "COMPUTE_KINDS", "ROW_COLUMNS", "TIMELINE_COLUMNS", "coalesce", "first_iterations", "frame", "from_rows",
-    "graph_overlap",
+    "COMPUTE_KINDS", "KEPT_RUN_LAYER_ITERATIONS", "ROW_COLUMNS", "TIMELINE_COLUMNS", "coalesce", "first_iterations",
+    "frame", "from_rows", "graph_overlap", "kept_builder",
     "graph_timeline", "interval_overlap_s", "renamed_layers", "to_rows", "with_column",
 ]
 
@@ -222,6 +222,19 @@ def _task_names(graph, rows: np.ndarray) -> list[str]:
 def interval_overlap_s(a_start, a_end, b_start, b_end) -> float:
     """Total length of the intersection of two sets of intervals (`sim.core.intervals.overlap_s`)."""
     return overlap_s(a_start, a_end, b_start, b_end)
+
+
+#: The largest run (layers x iterations timed) whose arrays a result keeps for `sim.api.SimResult.timeline_of`:
+#: about 20 MiB (a 100k-layer DeAR run kept 190 MiB more).
+KEPT_RUN_LAYER_ITERATIONS = 50_000
+
+
+def kept_builder(build, layers, plan, layer_iterations: int):
+    """`first_iterations` of ``build`` for a plan that updates per layer (its last messages run beside the next
+    forward pass, which a chart draws) whose run timed at most `KEPT_RUN_LAYER_ITERATIONS`; else None."""
+    if plan.per_layer_update and layer_iterations <= KEPT_RUN_LAYER_ITERATIONS:
+        return functools.partial(first_iterations, build, layers)
+    return None
 
 
 def first_iterations(build, layers, iterations: int):

@@ -77,7 +77,7 @@ class Knob:
             return check_int(self.name, value, self.low, self.high)
         value = check_float(self.name, value, self.low, self.high, low_open=self.low_open, allow_inf=self.allow_inf)
         if self.min_positive is not None and self.low < value < self.min_positive:
-            raise SimInputError(f"{self.name} must be {self.low:g} or at least {self.min_positive:g}, got {value:g}")
+            raise SimInputError(f"{self.name} must be {self.low:g} or at least {self.min_positive:g}, got {value!r}")
         return value
 
 
