@@ -54,7 +54,7 @@ def models(draw, max_layers=7):
         params[-1] = 1000
     fwd = draw(st.lists(st.floats(0.01, 5.0), min_size=n, max_size=n))
     bwd = draw(st.lists(st.floats(0.01, 10.0), min_size=n, max_size=n))
-    model = make_model(params, fwd, bwd, update_ms=draw(st.floats(0.0, 5.0)))
+    model = make_model(params, fwd, bwd, update_ms=draw(st.one_of(st.just(0.0), st.floats(1e-9, 5.0))))
     if draw(st.booleans()):  # parameter tensors per layer (one gradient each, `sim.tensors`)
         tensors = []
         for p in params:
@@ -147,7 +147,8 @@ def test_breakdown_is_consistent_with_the_timeline(run, model, cluster, precisio
 
 @pytest.mark.parametrize("run", RUNS, ids=IDS)
 @SETTINGS
-@given(model=models(), cluster=clusters(), io_ms=st.floats(0.0, 8.0), h2d_ms=st.floats(0.0, 4.0),
+@given(model=models(), cluster=clusters(), io_ms=st.one_of(st.just(0.0), st.floats(1e-9, 8.0)),
+       h2d_ms=st.one_of(st.just(0.0), st.floats(1e-9, 4.0)),
        prefetch=st.booleans())
 def test_with_input_reads_and_host_copies_p_gpus_never_beat_one(run, model, cluster, io_ms, h2d_ms, prefetch):
     """With a batch to read and copy to the GPU, the speedup stays at most P (efficiency <= 1) and the

@@ -280,7 +280,7 @@ class TestLazyTimeline:
     def test_fields_unchanged_and_timeline_built_on_access(self):
         assert [f.name for f in dataclasses.fields(sim.SimResult)] == [
             "iteration_time_s", "metrics", "timeline", "groups", "plan", "model", "cluster",
-            "iteration_times_s", "wait_s", "straggler_workers", "gpus_by_worker"]
+            "iteration_times_s", "wait_s", "straggler_workers", "gpus_by_worker", "timeline_of"]  # (added last)
         res = sim.simulate(make_model([1000, 2000], [1, 1], [2, 2]), user_cluster(), "mgwfbp", batch_size=8)
         first = res.timeline
         assert isinstance(first, pd.DataFrame) and res.timeline is first

@@ -112,8 +112,8 @@ class TestPlus:
 def models(draw):
     n = draw(st.integers(1, 8))
     params = draw(st.lists(st.integers(0, 200_000), min_size=n, max_size=n))
-    fwd = draw(st.lists(st.floats(0.0, 5.0), min_size=n, max_size=n))
-    bwd = draw(st.lists(st.floats(0.0, 5.0), min_size=n, max_size=n))
+    fwd = draw(st.lists(st.one_of(st.just(0.0), st.floats(1e-9, 5.0)), min_size=n, max_size=n))
+    bwd = draw(st.lists(st.one_of(st.just(0.0), st.floats(1e-9, 5.0)), min_size=n, max_size=n))
     return make_model(params, fwd, bwd)
 
 
