@@ -29,7 +29,6 @@ from sim.schedulers.names import BYTESCHEDULER, DEAR, HOROVOD, SEQUENTIAL, ZERO1
 __all__ = [
     "MAX_SWEEP_S",
     "MAX_TIMELINE_LAYER_ITERATIONS",
-    "timed_rows",
     "TOY_LAYERS",
     "cached_figure",
     "check_algorithm_work",
@@ -47,6 +46,8 @@ __all__ = [
     "stragglers",
     "straggler_iterations",
     "sweep_seconds",
+    "timed_rows",
+    "timeline_iterations",
     "worker_timeline_rows",
     "single_gpu_s",
     "reference_s",

@@ -19,10 +19,10 @@ from sim.core.messages import ELIDED
 from sim.core.timeline import COMPUTE_KINDS
 
 __all__ = [
-    "drawn_timeline",
     "MAX_LAYER_BARS",
     "METRIC_LABELS",
     "binned_layers",
+    "drawn_timeline",
     "fmt_change_pct",
     "fmt_bytes",
     "layer_table",

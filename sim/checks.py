@@ -13,15 +13,16 @@ import numpy as np
 
 from sim.errors import SimInputError
 
-__all__ = ["MAX_TIME_S", "check_array", "check_choice", "check_float", "check_int", "check_seed"]
+__all__ = ["MAX_TIME_S", "MIN_NORMAL", "check_array", "check_choice", "check_float", "check_int", "check_seed"]
 
 #: The largest seed numpy's Generator is given here (a 64-bit unsigned integer).
 MAX_SEED = 2**63 - 1
 #: The longest time a user gives for one thing (a layer's pass, a read, an update, a measured iteration):
 #: a day. Beyond it a value is absurd, and at 1e300 every figure of the run became 1e300 or blank.
 MAX_TIME_S = 86_400.0
-#: The smallest normal float: a positive value below it (subnormal) is refused in arrays.
-_TINY = float(np.finfo(float).tiny)
+#: The smallest normal float: a positive time below it (subnormal) is refused, in arrays and scalars alike
+#: (sums and ratios of one overflow).
+MIN_NORMAL = float(np.finfo(float).tiny)
 
 
 def check_int(name: str, value, low: int | None = None, high: int | None = None) -> int:
@@ -83,8 +84,8 @@ def check_array(name: str, values, length: int, *, integer: bool = False, high: 
         raise SimInputError(f"{name} has {arr.shape[0]} entries for {length} layers")
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
         raise SimInputError(f"{name} must be finite and >= 0")
-    if arr.dtype.kind == "f" and np.any((arr > 0) & (arr < _TINY)):  # subnormal: sums and ratios of it overflow
-        raise SimInputError(f"{name} must be 0 or at least {_TINY:g}, got {float(arr[(arr > 0) & (arr < _TINY)][0]):g}")
+    if arr.dtype.kind == "f" and np.any((arr > 0) & (arr < MIN_NORMAL)):  # subnormal: sums and ratios of it overflow
+        raise SimInputError(f"{name} must be 0 or at least {MIN_NORMAL:g}, got {float(arr[(arr > 0) & (arr < MIN_NORMAL)][0]):g}")
     if high is not None and np.any(arr > high):
         raise SimInputError(f"{name} must be <= {high:g}, got {float(arr.max()):g}")
     if integer and arr.dtype.kind == "f" and np.any(arr != np.floor(arr)):

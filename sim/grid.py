@@ -482,4 +482,3 @@ def _run_settings(run_values: tuple) -> tuple:
     # make_plan hands bucket_mb to the bucket scheduler only
     return scheduler, precision, bool(prefetch), calibrate, bucket_mb if knob_reads("bucket_mb", scheduler,
                                                                                       "allreduce") else None
-

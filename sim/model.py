@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim.checks import MAX_TIME_S, check_array, check_float, check_int
+from sim.checks import MAX_TIME_S, MIN_NORMAL, check_array, check_float, check_int
 from sim.csv_table import check_csv_shape, read_csv_table
 from sim.errors import SimInputError, SimInputWarning
 from sim.precision import BYTES_PER_PARAM, PRECISIONS, bytes_per_param
@@ -88,8 +88,8 @@ def check_batch_size(batch_size) -> None:
 def _check_scalar(name: str, value: float) -> float:
     """A time from 0 to `MAX_TIME_S` (in ms for a name ending _ms), not subnormal (as `check_array`)."""
     value = check_float(name, value, 0, MAX_TIME_S * (1e3 if name.endswith("_ms") else 1.0))
-    if 0 < value * (1e-3 if name.endswith("_ms") else 1.0) < np.finfo(float).tiny:
-        raise SimInputError(f"{name} must be 0 or at least {np.finfo(float).tiny:g} s, got {value!r}")
+    if 0 < value * (1e-3 if name.endswith("_ms") else 1.0) < MIN_NORMAL:
+        raise SimInputError(f"{name} must be 0 or at least {MIN_NORMAL:g} s, got {value!r}")
     return value
 
 
@@ -293,9 +293,9 @@ def _numeric_column(frame: pd.DataFrame, column: str, where: str, *, integer: bo
                                 f"(sim.model.MAX_PARAMS)")
         if column.endswith("_ms") and val > MAX_TIME_S * 1e3:
             raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} exceeds a day ({MAX_TIME_S * 1e3:,.0f} ms)")
-        if column.endswith("_ms") and 0 < float(val) * 1e-3 < np.finfo(float).tiny:
+        if column.endswith("_ms") and 0 < float(val) * 1e-3 < MIN_NORMAL:
             raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} is too small to time (0, or at least "
-                                f"{np.finfo(float).tiny * 1e3:.1e} ms)")
+                                f"{MIN_NORMAL * 1e3:.1e} ms)")
     return values.to_numpy(dtype=np.int64 if integer else float)
 
 
