@@ -464,6 +464,22 @@ API_CASES: list[tuple[str, str, str]] = [
     ("api-model-none", "simulate(None, Cluster(gpus=2), batch_size=8)", "model must be a sim.Model"),
     ("api-model-name", "simulate('resnet50', Cluster(gpus=2), batch_size=8)", "model must be a sim.Model"),
     ("api-cluster-none", "simulate(tiny, None, batch_size=8)", "cluster must be a sim.Cluster"),
+    # ...and every other entry point that takes a model and a cluster (2026-11-25: AttributeError before)
+    *[(f"api-{name}-{what}", call.format(m=m, c=c), expected)
+      for name, call in [
+          ("sweep", "sweep({m}, {c}, gpus=[2], schedulers=['wfbp'], batch_size=8)"),
+          ("workers", "sim.workers.simulate_workers({m}, {c}, batch_size=8)"),
+          ("monte-carlo", "sim.workers.monte_carlo({m}, {c}, batch_size=8, straggler=sim.workers.StragglerSpec())"),
+          ("algorithm", "sim.workers.algorithms.simulate_algorithm('BSP', {m}, {c}, batch_size=8)"),
+          ("algorithms", "sim.workers.algorithms.simulate_algorithms({m}, {c}, batch_size=8)"),
+          ("sweep-algorithms", "sim.workers.algorithms.sweep_algorithms({m}, {c}, workers=[2], batch_size=8)"),
+          ("compare-algorithms", "sim.workers.training.compare_algorithms({m}, {c}, batch_size=8)"),
+      ]
+      for what, m, c, expected in [("model-name", "'resnet50'", "Cluster(gpus=2)", "model must be a sim.Model"),
+                                   ("model-none", "None", "Cluster(gpus=2)", "model must be a sim.Model"),
+                                   ("cluster-name", "tiny", "'10gbe'", "cluster must be a sim.Cluster")]],
+    ("api-monte-carlo-straggler-none", "sim.workers.monte_carlo(tiny, Cluster(gpus=2), batch_size=8, straggler=None)",
+     "straggler must be a StragglerSpec"),
     ("api-scheduler-list", "simulate(tiny, Cluster(gpus=2), ['wfbp'], batch_size=8)", "unknown scheduler"),
     ("api-method-list", "simulate(tiny, Cluster(gpus=2), method=['BSP-PS'], batch_size=8)", "unknown method"),
     ("api-precision-list", "simulate(tiny, Cluster(gpus=2), batch_size=8, precision=['fp32'])", "unknown precision"),

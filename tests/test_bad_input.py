@@ -29,6 +29,8 @@ import sim.importers
 import sim.parallel
 import sim.tune
 import sim.workers
+import sim.workers.algorithms
+import sim.workers.training
 from dashboard import state
 from dashboard.upload import model_from_csv_text, read_layer_csv
 from sim.cli import main

@@ -13,7 +13,7 @@ from sim.checks import MAX_TIME_S, check_float, check_int
 from sim.errors import SimInputError
 from sim.model import Model, bytes_per_param, check_batch_size
 
-__all__ = ["MAX_ITERATIONS", "calibrate", "check_run_args", "resolve_model", "with_sync_wait"]
+__all__ = ["MAX_ITERATIONS", "calibrate", "check_run_args", "check_workload", "resolve_model", "with_sync_wait"]
 
 #: No training step takes under a microsecond: a shorter measured iteration is a unit mistake.
 MIN_ITERATION_S = 1e-6
@@ -84,7 +84,9 @@ def resolve_model(model, cluster, batch_size: int, precision: str, prefetch: boo
     in the granularity schedulers plan over: one gradient per parameter tensor
     or per layer (``gradients``, else the model's own choice, else
     `sim.tensors.DEFAULT_GRADIENTS`; `sim.model.Model.with_gradients`).
-    Worked out once per model and arguments."""
+    Worked out once per model and arguments. A model that is not a `sim.Model` or a cluster that is
+    not a `sim.Cluster` is refused here, for every entry point (`check_workload`)."""
+    check_workload(model, cluster)
     # each argument with its type: True == 1 and hash(True) == hash(1), and a bool must meet the checks, not a
     # result kept for the number
     key = tuple((type(v), v) for v in (cluster.gpu, batch_size, precision, bool(prefetch), calibrate_iteration_s,

@@ -72,6 +72,7 @@ from sim.checks import check_float, check_int, check_seed
 from sim.cluster import Cluster
 from sim.comm import CommCost
 from sim.core.timeline import from_rows
+from sim.core.workload import check_workload
 from sim.errors import SimInputError
 from sim.model import Model, bytes_per_param, check_batch_size
 from sim.workers.algorithm_engine import ar_sgd_run, worker_times
@@ -270,6 +271,7 @@ def simulate_algorithm(
     """
     if algorithm not in ALGORITHMS:
         raise SimInputError(f"unknown algorithm {algorithm!r}; valid: {', '.join(ALGORITHMS)}")
+    check_workload(model, cluster)
     spec = straggler if straggler is not None else StragglerSpec()
     config = config if config is not None else AlgorithmConfig()
     setup, base = _setup(model, cluster, batch_size=batch_size, steps=steps, spec=spec, seed=seed,
@@ -303,6 +305,7 @@ def sweep_algorithms(model: Model, cluster: Cluster, *, workers: Sequence[int],
                      algorithms: Sequence[str] = ALGORITHMS, **kwargs) -> pd.DataFrame:
     """One row of metrics per (workers, algorithm): how each scales, e.g. the
     parameter server's link saturating on 10GbE as P grows."""
+    check_workload(model, cluster)
     if not workers:
         raise SimInputError("workers must list at least one worker count")
     rows = []

@@ -30,6 +30,7 @@ from sim.core.cost import PSCost
 from sim.core.lower import WorkerTimes
 from sim.core.metrics import steady_iteration_s
 from sim.core.run import check_cell_budget, single_gpu_iteration_s, time_plan, time_workers
+from sim.core.workload import check_workload
 from sim.errors import SimInputError
 from sim.model import Model, bytes_per_param, check_batch_size
 from sim.schedulers import DEFAULT_BUCKET_MB
@@ -202,11 +203,11 @@ def simulate_workers(
     timeline_iterations : int, optional
         Keep only the first iterations in ``timeline`` (default: all).
 
-    Returns a `sim.api.SimResult`: ``iteration_time_s`` is the mean period from the
-    second iteration on (identical workers: the steady state, as `sim.simulate`);
-    ``metrics`` add p50, p99, the ideal iteration and the slowdown; ``timeline``
-    has every worker's tasks and its waits (`with_waits`).
+    Returns a `sim.api.SimResult`: ``iteration_time_s`` is the mean period from the second iteration on
+    (identical workers: the steady state, as `sim.simulate`); ``metrics`` add p50, p99, the ideal iteration
+    and the slowdown; ``timeline`` has every worker's tasks and its waits (`with_waits`).
     """
+    check_workload(model, cluster)
     spec = straggler or StragglerSpec()
     cluster = _without_sync_jitter(cluster)
     if timeline_iterations is not None:

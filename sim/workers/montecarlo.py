@@ -12,6 +12,7 @@ import pandas as pd
 
 from sim.checks import check_int
 from sim.cluster import Cluster
+from sim.core.workload import check_workload
 from sim.errors import SimInputError
 from sim.model import Model
 from sim.schedulers.names import SYNCEASGD
@@ -89,6 +90,9 @@ def monte_carlo(
         ``rel_error`` ((mean - closed form) / closed form) and ``z_score``
         ((mean - closed form) / sem; |z| of a few is agreement).
     """
+    check_workload(model, cluster)
+    if not isinstance(straggler, StragglerSpec):
+        raise SimInputError(f"straggler must be a StragglerSpec, got {type(straggler).__name__}")
     if not workers:
         raise SimInputError("workers must list at least one worker count")
     rows = []
