@@ -312,7 +312,7 @@ class EASGDRun(Run):
         step = int(self.local_step[w])
         if self.started >= self.s.budget:
             return
-        if self.p > 1 and step > 0 and step % self.cfg.tau == 0 and self.exchanged_at[w] != step:
+        if step > 0 and step % self.cfg.tau == 0 and self.exchanged_at[w] != step:
             self.exchanged_at[w] = step  # exchange before local step ``step``, once
             now = self.env.now_s
             t = self.message_s()
