@@ -62,7 +62,7 @@ def gpu_of(name: str | None, default: str = "a100") -> str:
     first part the name holds, the one with the most parts in it (``A100-SXM4-40GB`` -> ``a100-40gb``,
     ``Tesla V100-SXM2-32GB`` -> ``v100-sxm2``, ``NVIDIA GeForce RTX 4090`` -> ``rtx4090``), the catalog's order
     breaking ties."""
-    text = (name or "").lower().replace(" ", "")  # "GeForce RTX 4090" -> ...rtx4090
+    text = name.lower().replace(" ", "") if isinstance(name, str) else ""  # "GeForce RTX 4090" -> ...rtx4090
     best, score = default, 0
     for gpu in gpu_catalog():
         parts = gpu.split("-")

@@ -362,3 +362,22 @@ def test_import_trace_subcommand_writes_a_csv_that_run_accepts(tmp_path):
     err = io.StringIO()
     assert main(["import-trace", str(bad)], io.StringIO(), err) == 2
     assert err.getvalue().startswith("error: ") and err.getvalue().count("\n") == 1
+
+
+@pytest.mark.parametrize("name", [5, ["A100"], {"x": 1}, None])
+def test_a_device_name_that_is_not_text_names_no_gpu(name):
+    """deviceProperties[0].name of 5 gave the dashboard's trace panel an AttributeError (hostile review,
+    2026-11-25): only a text name is a GPU's; the next text name is taken, else none."""
+    data = json.loads(_tiny([_kernel("conv", 10, 20, 7, 1),
+                             _kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 20, 25, 9, 2)]))
+    data["deviceProperties"] = [{"name": name}]
+    assert kineto.read_trace(json.dumps(data).encode()).info["gpu"] is None
+    data["deviceProperties"].append({"name": "NVIDIA A100-SXM4-40GB"})
+    assert kineto.read_trace(json.dumps(data).encode()).info["gpu"] == "NVIDIA A100-SXM4-40GB"
+
+
+@pytest.mark.parametrize("name", [5, ["A100"], None, ""])
+def test_the_dashboards_gpu_guess_takes_any_value(name):
+    from dashboard.trace_view import gpu_of
+
+    assert gpu_of(name) == "a100"  # the default: nothing names a GPU

@@ -212,7 +212,8 @@ def _build(meta: dict, events: list[dict], where: str) -> KinetoTrace:
         "rank": dist.get("rank"),
         "backend": dist.get("backend"),
         "nccl_version": dist.get("nccl_version"),
-        "gpu": next((p.get("name") for p in props if isinstance(p, dict) and "name" in p), None),
+        # the first device name that is text (a number or a list there is a malformed trace, not a GPU)
+        "gpu": next((p["name"] for p in props if isinstance(p, dict) and isinstance(p.get("name"), str)), None),
         "device": devices[0] if len(devices) else None,
         "steps_profiled": len(step_frame),
     }
