@@ -69,6 +69,11 @@ def render() -> None:
     with st.sidebar:
         st.subheader("Workload")
         models = state.model_options()
+        if st.session_state.get("model") == state.UPLOAD and "model" not in st.query_params:
+            # a link's ?model=upload is taken (dashboard.ui.check_link), but the binding, which knows the option
+            # by its label, drops the name from the address; set again, the binding writes the label back on the
+            # next run (Streamlit forbids writing a bound key), so the shared address says an upload is needed
+            st.session_state["model"] = state.UPLOAD
         st.selectbox("Model", models, index=state.index_of("model", models), key="model", bind=_BIND,
                      format_func=lambda name: state.UPLOAD_LABEL if name == state.UPLOAD else name,
                      help="A model of the zoo, or your own layer CSV (a link says that an upload is needed; "

@@ -496,6 +496,11 @@ class TestLinks:
         assert at.sidebar.selectbox(key="model").value == state.UPLOAD
         assert "cannot travel in a link" in at.warning[0].value
         assert "Upload a layer CSV" in at.info[0].value
+        # the address says so again from the next run on (it lost model=: a shared link showed resnet50; 2026-11-25)
+        at.sidebar.number_input(key="gpus").set_value(8).run()
+        no_exception(at)
+        assert dict(at.query_params)["model"] == state.UPLOAD_LABEL
+        assert at.sidebar.selectbox(key="model").value == state.UPLOAD
 
     @pytest.mark.parametrize("key, raw", [("gpus", "1e400"), ("batch", "-1e999"), ("iters", "1e309"),
                                           ("strag_seed_sb", "inf")])
