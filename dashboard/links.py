@@ -112,6 +112,8 @@ def _check_one(key: str, values: list[str], choices: dict[str, Callable[[], list
         reason = None if raw.lower() in ("true", "false") else "not true or false"
     elif key == "model" and raw in (state.UPLOAD, state.UPLOAD_LABEL):
         reason = "an uploaded layer CSV cannot travel in a link: upload the file in the sidebar"
+    elif key in _LISTS and values == [""]:  # an emptied multiselect, as its binding writes it: none chosen
+        reason = None
     elif key in _LISTS:
         allowed = set(choices[key]())
         unknown = [v for v in values if v not in allowed]

@@ -502,6 +502,19 @@ class TestLinks:
         assert dict(at.query_params)["model"] == state.UPLOAD_LABEL
         assert at.sidebar.selectbox(key="model").value == state.UPLOAD
 
+    @pytest.mark.parametrize("page, key", [("compare", "compare"), ("compare", "compare_methods"),
+                                           ("scaling", "scale_schedulers"), ("scaling", "scale_nets"),
+                                           ("algorithms", "alg_picked")])
+    def test_an_emptied_list_in_a_link_is_none_chosen(self, page, key):
+        """Clearing a multiselect writes ``key=`` into the address; that link was refused ("unknown (an empty
+        value)") and showed the default choice instead of the view it was copied from (hostile review, 2026-11-25)."""
+        at = new_app()
+        at.query_params.update({key: ""})
+        open_page(at, page)
+        no_exception(at)
+        assert not [w.value for w in at.warning if key in w.value]
+        assert next(m for m in at.multiselect if m.key == key).value == []
+
     @pytest.mark.parametrize("key, raw", [("gpus", "1e400"), ("batch", "-1e999"), ("iters", "1e309"),
                                           ("strag_seed_sb", "inf")])
     def test_an_overflowing_number_is_a_notice_not_an_exception(self, key, raw):
