@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from dashboard import state
 from sim.model import PRECISIONS
 
-__all__ = ["LISTS", "PAGE_PATHS", "BadParam", "check_query", "options", "query_for", "query_items"]
+__all__ = ["LISTS", "PAGE_PATHS", "BadParam", "check_query", "number_or_none", "options", "query_for", "query_items"]
 
 #: Page file stem -> URL path; the app serves every page at its own path.
 PAGE_PATHS = {
@@ -79,6 +79,15 @@ class BadParam:
     reason: str
     #: The key came more than once and its last value is usable (Streamlit takes the last).
     repeated: bool = False
+
+
+def number_or_none(raw: str) -> float | None:
+    """``raw`` as a finite number (``17``, ``17.0`` and ``1e2`` alike), or None."""
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _check_number(key: str, raw: str) -> str | None:

@@ -9,7 +9,7 @@ import streamlit as st
 
 import sim
 from dashboard import algorithms_figures as af
-from dashboard import cached, state, stragglers_view, tables, ui
+from dashboard import cached, links, state, stragglers_view, tables, ui
 from dashboard.state import Config
 from sim.algorithms import ALGORITHMS, AlgorithmConfig, sweep_algorithms
 from sim.api import resolve_model
@@ -141,7 +141,7 @@ if st.session_state.get("strag_k", 0) > cfg.gpus:  # the sidebar now has fewer G
 slow = s3.number_input("Slow workers", min_value=0, max_value=cfg.gpus, key="strag_k", bind=BIND,
                        help="Persistently slow workers, chosen by the seed.",
                        **({} if "strag_k" in st.session_state else {"value": state.default("strag_k")}))
-if asked.isdigit() and int(asked) > cfg.gpus:
+if (asked_n := links.number_or_none(asked)) is not None and asked_n > cfg.gpus:  # 17, 17.0 and 1e2 alike
     st.warning(f"Slow workers: `strag_k={asked}` is more than the {cfg.gpus} GPUs; using {slow}.")
 factor = s4.slider("Slower by", *LIMITS["strag_factor"], state.default("strag_factor"), 0.1, key="strag_factor",
                    bind=BIND)

@@ -634,6 +634,16 @@ class TestLinks:
         assert "Slow workers: `strag_k=20` is more than the 16 GPUs; using 0." in warnings
         assert at.session_state["alg_picked"] == ["BSP"] and at.session_state["strag_k"] == 0
 
+    @pytest.mark.parametrize("raw", ["17", "17.0", "1e2", "100.0"])
+    def test_too_many_slow_workers_is_said_however_the_number_is_written(self, raw):
+        """Only a plain integer was checked against the GPUs: 1e2 or 17.0 became 0 slow workers without a word
+        (hostile review, 2026-11-25)."""
+        at = new_app(model="resnet50")
+        at.query_params.update({"strag_k": raw})
+        open_page(at, "algorithms")
+        no_exception(at)
+        assert f"Slow workers: `strag_k={raw}` is more than the 16 GPUs; using 0." in [w.value for w in at.warning]
+
     def test_the_message_table_travels_in_the_link(self):
         at = csv_app()
         at.query_params.update({"show_messages": "true"})
