@@ -15,6 +15,7 @@ No Streamlit here: the Compare page draws them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import pandas as pd
@@ -82,7 +83,10 @@ def _one_decimal(value: float) -> str:
 
 
 def _change(value: float, first: float, points: bool) -> str:
-    """A Δ cell of `diff_table`: "same", a change in points, or a change with its percentage."""
+    """A Δ cell of `diff_table`: "same", a change in points, or a change with its percentage ("—" where either
+    figure is not defined: the overlap of a run without communication)."""
+    if not (math.isfinite(value) and math.isfinite(first)):
+        return "—"
     change = value - first
     if change == 0:
         return "same"
@@ -96,11 +100,11 @@ def diff_table(snapshots: Mapping[str, Mapping], metrics: Mapping[str, Mapping])
     column per snapshot, and a change column per snapshot after the first (against it)."""
     names = list(snapshots)
     full = {n: {**capture({}), **snapshots[n]} for n in names}
-    rows = [{"what": key, **{n: full[n][key] for n in names}}
+    rows = [[key, *(str(full[n][key]) for n in names)]
             for key in state.DEFAULTS if len({str(full[n][key]) for n in names}) > 1]
-    files = {n: snapshots[n].get("csv_name") or "" for n in names}  # an uploaded table's file, if any
-    if len(set(files.values())) > 1:
-        rows.append({"what": "uploaded file", **files})
+    files = [snapshots[n].get("csv_name") or "" for n in names]  # an uploaded table's file, if any
+    if len(set(files)) > 1:
+        rows.append(["uploaded file", *files])
     figures = {
         "iteration (ms)": lambda m: m["iteration_time_s"] * 1e3,
         "throughput (samples/s)": lambda m: m["throughput_samples_per_s"],
@@ -108,11 +112,23 @@ def diff_table(snapshots: Mapping[str, Mapping], metrics: Mapping[str, Mapping])
         "exposed comm (ms)": lambda m: m["comm_exposed_s"] * 1e3,
         "scaling efficiency (%)": lambda m: m["scaling_efficiency"] * 100,
     }
+    rows = [row + [""] * (len(names) - 1) for row in rows]  # settings have no change column
     for label, value in figures.items():
-        numbers = {n: value(metrics[n]) for n in names}
-        row = {"what": label, **{n: f"{v:,.4g}" for n, v in numbers.items()}}
-        first = numbers[names[0]]
-        for n in names[1:]:
-            row[f"Δ {n}"] = _change(numbers[n], first, points=label.endswith("(%)"))
-        rows.append(row)
-    return pd.DataFrame(rows).astype({n: str for n in names}).fillna("")
+        numbers = [value(metrics[n]) for n in names]
+        rows.append([label, *(f"{v:,.4g}" if math.isfinite(v) else "—" for v in numbers),
+                     *(_change(v, numbers[0], points=label.endswith("(%)")) for v in numbers[1:])])
+    # a snapshot may be named "what" or "Δ b": each column keeps its own label, made unique
+    return pd.DataFrame(rows, columns=_unique(["what", *names, *(f"Δ {n}" for n in names[1:])]))
+
+
+def _unique(labels: list[str]) -> list[str]:
+    """``labels`` with a repeat numbered ("what", "what (2)"), so that no column hides another."""
+    seen: set[str] = set()
+    out = []
+    for label in labels:
+        unique, k = label, 2
+        while unique in seen:
+            unique, k = f"{label} ({k})", k + 1
+        seen.add(unique)
+        out.append(unique)
+    return out

@@ -49,6 +49,34 @@ def test_diff_table_says_same_for_no_change_and_never_rounds_a_change_to_zero():
     assert table.loc["iteration (ms)", "Δ b"] == "+0.0001 (+2e-05 %)"
 
 
+@pytest.mark.parametrize("names", [("what", "b"), ("a", "Δ b", "b"), ("a", "b", "Δ b")])
+def test_diff_table_keeps_every_column_whatever_the_snapshots_are_named(names):
+    """A snapshot named "what" overwrote the label column, and one named "Δ b" the change column of "b"
+    (hostile review, 2026-11-25): every snapshot and change column is kept, under a unique label."""
+    base = {"iteration_time_s": 0.2, "throughput_samples_per_s": 100.0, "comm_hidden_s": 0.05, "comm_s": 0.1,
+            "comm_exposed_s": 0.05, "scaling_efficiency": 0.5}
+    metrics = {n: {**base, "iteration_time_s": 0.1 * (i + 1)} for i, n in enumerate(names)}
+    table = snapshots.diff_table({n: {"gpus": 8 * (i + 1)} for i, n in enumerate(names)}, metrics)
+    assert table.columns.is_unique and len(table.columns) == 2 * len(names)
+    assert list(table.iloc[:, 0][:2]) == ["gpus", "iteration (ms)"]
+    row = table.iloc[1]
+    assert list(row.iloc[1:1 + len(names)]) == [f"{100 * (i + 1):,.4g}" for i in range(len(names))]
+    assert row.iloc[-1] == f"+{100 * (len(names) - 1):,.4g} (+{(len(names) - 1) * 100:.1f} %)"
+
+
+def test_diff_table_says_so_where_a_figure_is_not_defined():
+    """A one-GPU snapshot has no communication, so no overlap: it read "nan" and "+nan pts"."""
+    base = {"iteration_time_s": 0.2, "throughput_samples_per_s": 100.0, "comm_hidden_s": 0.05, "comm_s": 0.1,
+            "comm_exposed_s": 0.05, "scaling_efficiency": 0.5}
+    alone = {**base, "comm_hidden_s": 0.0, "comm_s": 0.0, "comm_exposed_s": 0.0, "scaling_efficiency": 1.0}
+    for order in (("one", "sixteen"), ("sixteen", "one")):
+        metrics = {"one": alone, "sixteen": base}
+        table = snapshots.diff_table({n: {"gpus": 1 if n == "one" else 16} for n in order},
+                                     {n: metrics[n] for n in order}).set_index("what")
+        assert table.loc["overlap (%)", "one"] == "—" and table.loc["overlap (%)", f"Δ {order[1]}"] == "—"
+        assert "nan" not in table.to_string()
+
+
 def test_compare_shows_snapshots_from_a_link_side_by_side():
     at = csv_app()
     at.query_params["snap"] = ["10GbE", "IB~net=ib-edr-100", "bad~foo=1"]
