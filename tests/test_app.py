@@ -359,6 +359,35 @@ class TestModel:
             chart(at, "dag_chart")
         assert metric(at, "Layers") == 60
 
+    def test_a_zoo_model_counts_gradient_tensors_and_suggests_a_model_whose_dag_is_drawn(self):
+        """resnet50's 161 gradient tensors were shown as "Layers 163", and gpt2's page suggested gpt2 (and
+        bert_base, 199 rows) for a DAG it does not draw (hostile review, 2026-11-25)."""
+        at = new_app()
+        at.query_params.update({"model": "gpt2"})
+        open_page(at, "model")
+        no_exception(at)
+        table = next(df.value for df in at.dataframe if "params" in df.value.columns)
+        assert metric(at, "Gradient tensors") == int((table["params"] > 0).sum()) > sim.load_model("gpt2").num_layers
+        assert next(m.delta for m in at.metric if m.label == "Gradient tensors") == \
+            f"of {sim.load_model('gpt2').num_layers} layers"
+        suggested = re.findall(r"\b[a-z0-9_]+\b", next(c.value for c in at.caption if "DAG is drawn" in c.value)
+                               .split("try ")[1])
+        suggested = [name for name in suggested if name != "or"]
+        assert suggested and "gpt2" not in suggested
+        for name in suggested:  # each suggestion does draw its DAG
+            at = new_app()
+            at.query_params.update({"model": name})
+            open_page(at, "model")
+            assert chart(at, "dag_chart")
+
+    def test_no_start_up_cost_says_no_gradient_is_start_up_bound(self):
+        at = new_app()
+        at.query_params.update({"ab": "true", "alpha_us": "0", "beta_ns": "0"})
+        open_page(at, "model")
+        no_exception(at)
+        assert any("no gradient spends more time starting up" in c.value for c in at.caption)
+        assert not any("α/β = ∞" in c.value for c in at.caption)
+
 
 class TestLearn:
     def test_small_alpha_makes_mgwfbp_optimal(self):
