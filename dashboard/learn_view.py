@@ -174,8 +174,8 @@ def alpha_claims(sweep: pd.DataFrame) -> list[str]:
     out = []
     if facts["tie_upto_us"] is not None:
         out.append(f"Up to α = {facts['tie_upto_us']:g} µs the three plans are **within {TIE_PCT:g} %** of each "
-                   "other: nearly all communication hides behind backward and start-ups are cheap, so one message "
-                   "per layer (**wfbp**) is as good as any merging.")
+                   "other: start-ups are cheap, so merging saves little and one message per layer (**wfbp**) is "
+                   "as good as any merging (how much of the communication hides is the toy chart's, not this one's).")
     if facts["merging_pays_from_us"] is not None:
         out.append(f"From α = {facts['merging_pays_from_us']:g} µs merging pays: **optimal** is more than "
                    f"{TIE_PCT:g} % faster than wfbp, and the gap grows with α.")
