@@ -45,7 +45,8 @@ def _choices() -> dict[str, Callable[[], list]]:
     return {
         "model": state.model_options, "precision": lambda: list(PRECISIONS), "gpu": state.gpu_options,
         "net": lambda: state.network_options("inter"), "intra": lambda: state.network_options("intra"),
-        "topo": state.topology_options, "coll": state.collective_options, "strag_dist_sb": lambda: state.STRAGGLER_DISTS,
+        "topo": state.topology_options, "coll": state.collective_options,
+        "fw": state.framework_options, "strag_dist_sb": lambda: state.STRAGGLER_DISTS,
         "strag_dist": lambda: state.STRAGGLER_DISTS, "strag_scheduler": schedulers,
         "alg_picked": lambda: state.PAGE_DEFAULTS["alg_picked"],
         "scheduler": schedulers, "baseline": schedulers, "scale_timeline_scheduler": schedulers,

@@ -19,7 +19,11 @@ _BIND = "query-params"
 #: Help of the cluster's select boxes that need one.
 _HELP = {"topo": "How the node is built (data/topologies.csv): flat, the model without a topology; dgx1 and "
                  "dgx1-4nic (NVLink hybrid cube-mesh: fewer rings over fewer GPUs; one or four NICs) need "
-                 "NVLink2 inside the node; pcie-2socket, 4 PCIe GPUs over two sockets and one NIC."}
+                 "NVLink2 inside the node; pcie-2socket, 4 PCIe GPUs over two sockets and one NIC.",
+         "fw": "What each message costs beyond the link (data/frameworks.csv): a launch per collective and "
+               "copies into and out of fusion buffers. auto: the one the scheduler's reference implementation "
+               "runs on (pytorch-ddp for ddp and bucket, horovod for wfbp, mgwfbp and most others, byteps on a "
+               "parameter server); mpi: a direct MPI call per message (Caffe-MPI style); none: the links alone."}
 
 
 def _upload() -> None:
@@ -109,6 +113,7 @@ def render() -> None:
             ("Inside a node", "intra", state.network_options("intra")),
             ("Node topology", "topo", state.topology_options()),
             ("All-reduce", "coll", state.collective_options()),
+            ("Framework", "fw", state.framework_options()),
         ):
             st.selectbox(label, options, index=state.index_of(key, options), key=key, bind=_BIND,
                          help=_HELP.get(key))

@@ -80,6 +80,7 @@ DEFAULTS: dict[str, object] = {
     "intra": "pcie3",
     "topo": "flat",  # node topology (data/topologies.csv)
     "coll": "ring",
+    "fw": "auto",  # framework: per-message launch and fusion-buffer copies (data/frameworks.csv)
     "ab": False,  # override alpha and beta
     "alpha_us": 500.0,
     "beta_ns": 1.0,
@@ -225,6 +226,13 @@ def collective_options() -> list[str]:
     return list(sim.COLLECTIVES)
 
 
+def framework_options() -> list[str]:
+    """Framework presets (`sim.frameworks`), ``auto`` first: the scheduler's own framework."""
+    from sim.frameworks import framework_names
+
+    return list(framework_names())
+
+
 def scheduler_options() -> list[str]:
     return list(sim.SCHEDULERS)
 
@@ -260,6 +268,7 @@ class Config:
     intra: str = "pcie3"
     topology: str = "flat"
     collective: str = "ring"
+    framework: str = "auto"
     alpha_s: float | None = None
     beta_s_per_byte: float | None = None
     calibrate_iteration_s: float | None = None
@@ -282,6 +291,7 @@ class Config:
             intra=self.intra,
             topology=self.topology,
             collective=self.collective,
+            framework=self.framework,
             alpha_s=self.alpha_s,
             beta_s_per_byte=self.beta_s_per_byte,
             gpu=self.gpu,
@@ -346,6 +356,7 @@ def config_from_state(session: Mapping) -> Config:
         intra=text(session, "intra"),
         topology=text(session, "topo"),
         collective=text(session, "coll"),
+        framework=text(session, "fw"),
         alpha_s=number(session, "alpha_us", float) * 1e-6 if override else None,
         beta_s_per_byte=number(session, "beta_ns", float) * 1e-9 if override else None,
         calibrate_iteration_s=number(session, "calib_s", float) if calibrate else None,

@@ -74,7 +74,8 @@ def case_settings(row: pd.Series, model: sim.Model) -> tuple[dict, str]:
     settings = {
         "batch": int(row["batch_size"]), "precision": row["precision"], "gpu": row["gpu"],
         "gpus": int(row["gpus"]), "per_node": int(row["gpus_per_node"]), "net": row["network"],
-        "intra": row["intra"], "topo": row.get("topology") or "flat", "coll": row["collective"], "ab": False, "scheduler": row["scheduler"],
+        "intra": row["intra"], "topo": row.get("topology") or "flat", "coll": row["collective"],
+        "fw": row.get("framework") or "auto", "ab": False, "scheduler": row["scheduler"],
         "method": row["method"] if row["method"] in METHODS else "",
     }
     plain = (row["model"] in sim.model.zoo_names() and not str(row["model_kwargs"]).strip()

@@ -57,6 +57,7 @@ def test_every_case_hands_over_the_cluster_it_was_validated_on():
         shown = config_from_state({**DEFAULTS, **settings}).cluster()
         assert shown.comm_cost() == _cluster(row).comm_cost(), row.case
         assert shown.topology == row.topology
+        assert shown.framework == _cluster(row).framework, row.case  # B-Caffe's mpi: the Timeline ran auto
 
 
 def test_a_transformer_case_goes_over_as_a_layer_table():
