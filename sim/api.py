@@ -42,6 +42,7 @@ from sim.core.workload import (
 from sim.errors import SimInputError
 from sim.frameworks import framework_name
 from sim.memory import DEFAULT_OPTIMIZER, OPTIMIZERS
+from sim.methods import ARCHITECTURES, resolve_method
 from sim.model import Model, bytes_per_param
 from sim.pricing import check_overrides
 from sim.resources import RESOURCE_KEYS, resource_columns, resource_metrics
@@ -61,11 +62,6 @@ __all__ = [
     "interval_overlap_s", "resolve_method", "resolve_model", "simulate", "simulate_dag", "single_gpu_iteration_s_of",
     "sweep",
 ]
-
-#: Communication architectures: all-reduce among the workers, or push to and
-#: pull from parameter servers (`sim.comm.ps_cost`).
-ARCHITECTURES = ("allreduce", "ps")
-
 
 class _Lazy:
     """A dataclass field that may be given as a zero-argument callable.
@@ -198,25 +194,11 @@ def simulate_dag(model: Model, cluster: Cluster, scheduler: str = WFBP, **kwargs
     """`simulate` by the general engine always: every task of the lowered graph
     (`sim.core.lower.lower`) timed by the engine (`sim.core.engine.run`),
     never the fast path (`sim.core.fast`), which it checks: the two give the
-    same result. Takes `simulate`'s arguments.
+    same result. Takes `simulate`'s arguments but ``engine``.
     """
+    if "engine" in kwargs:
+        raise SimInputError("simulate_dag always runs the general engine: leave engine out (simulate takes it)")
     return simulate(model, cluster, scheduler, engine="general", **kwargs)
-
-
-def resolve_method(method: str | None, scheduler: str, architecture: str,
-                   options: SchedulerOptions | dict | None) -> tuple[str, str, SchedulerOptions]:
-    """(scheduler, architecture, options) of a run: a method's, or as given."""
-    if method is not None:
-        from sim.methods import method_config
-
-        cfg = method_config(method)
-        scheduler, architecture = cfg.scheduler, cfg.architecture
-        if isinstance(options, SchedulerOptions):
-            return scheduler, architecture, options
-        return scheduler, architecture, SchedulerOptions.of({**cfg.options, **(options or {})})
-    if architecture not in ARCHITECTURES:
-        raise SimInputError(f"unknown architecture {architecture!r}; valid: {', '.join(ARCHITECTURES)}")
-    return scheduler, architecture, SchedulerOptions.of(options)
 
 
 def comm_costs(model: Model, cluster: Cluster, precision: str, scheduler: str, architecture: str,
@@ -418,6 +400,11 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
                        engine=engine)
     t_iter = float(timing.iteration_time_s[0])
     phases = {key: float(value[0]) for key, value in timing.phases.items()}
+    if single_gpu_iteration_s is not None and single_gpu_iteration_s > t_iter * (1 + 1e-9):
+        # speedup and efficiency would pass P (4 GPUs of a model computing 7 ms each gave speedup 148 for 1 s)
+        raise SimInputError(f"single_gpu_iteration_s = {single_gpu_iteration_s:g} s is longer than the simulated "
+                            f"{cluster.gpus}-GPU iteration ({t_iter:.6g} s): one GPU at the same batch is never "
+                            "slower; give this model's one-GPU time, or calibrate_iteration_s to scale the model to it")
     if single_gpu_iteration_s is None:
         # (the argument shadows the function of the same name: reach it through its module)
         single_gpu_iteration_s = t_iter if cluster.gpus == 1 and not plan.per_layer_update else (
@@ -438,6 +425,25 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
     return SimResult(t_iter, metrics, timeline, groups, plan, model, cluster,
                      timeline_of=kept_builder(timing.timeline, layers, plan,
                                               model.num_layers * iterations_to_run(plan, iterations)))
+
+
+def _check_sweep_lists(model, cluster, gpus, schedulers, networks, bucket_mbs) -> None:
+    """`sweep`'s workload and lists: each a list (networks and bucket sizes optional), none empty."""
+    check_workload(model, cluster)
+    for name, values in (("gpus", gpus), ("schedulers", schedulers), ("networks", networks), ("bucket_mbs", bucket_mbs)):
+        optional = name in ("networks", "bucket_mbs")
+        if (values is not None or not optional) and (isinstance(values, (str, bytes, dict)) or np.ndim(values) != 1):
+            raise SimInputError(f"sweep: {name} must be a list, got {type(values).__name__} {repr(values)[:40]}")
+    if len(gpus) == 0 or len(schedulers) == 0:
+        raise SimInputError("sweep needs at least one GPU count and one scheduler")
+    if networks is not None and not networks:
+        raise SimInputError("networks, when given, needs at least one network")
+    if networks is not None and (cluster.alpha_s is not None or getattr(model, "comm_s", None) is not None):
+        # every network would cost the same, under rows labelled with each (the CLI refuses --network here too)
+        raise SimInputError("sweep: networks does nothing when the cluster sets alpha_s and beta_s_per_byte or the "
+                            "model has measured comm_ms: leave networks out")
+    if bucket_mbs is not None and not bucket_mbs:
+        raise SimInputError("bucket_mbs, when given, needs at least one bucket size")
 
 
 def sweep(
@@ -464,16 +470,7 @@ def sweep(
     """
     from sim.parallel import check_grid_size, run_grid
 
-    for name, values in (("gpus", gpus), ("schedulers", schedulers), ("networks", networks), ("bucket_mbs", bucket_mbs)):
-        optional = name in ("networks", "bucket_mbs")
-        if (values is not None or not optional) and (isinstance(values, (str, bytes, dict)) or np.ndim(values) != 1):
-            raise SimInputError(f"sweep: {name} must be a list, got {type(values).__name__} {repr(values)[:40]}")
-    if len(gpus) == 0 or len(schedulers) == 0:
-        raise SimInputError("sweep needs at least one GPU count and one scheduler")
-    if networks is not None and not networks:
-        raise SimInputError("networks, when given, needs at least one network")
-    if bucket_mbs is not None and not bucket_mbs:
-        raise SimInputError("bucket_mbs, when given, needs at least one bucket size")
+    _check_sweep_lists(model, cluster, gpus, schedulers, networks, bucket_mbs)
     check_run_args(batch_size, 1, precision)
     resources = check_resource_args(optimizer, price_usd_per_hour, power_w)
     check_grid_size(len(networks or [0]) * len(gpus) * len(schedulers) * len(bucket_mbs or [0]),

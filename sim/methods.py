@@ -18,8 +18,14 @@ from dataclasses import dataclass, field
 
 from sim.errors import SimInputError
 from sim.schedulers.names import BYTESCHEDULER, MGWFBP, SYNCEASGD, WFBP
+from sim.schedulers.options import SchedulerOptions
 
-__all__ = ["METHODS", "MethodConfig", "method_config", "method_table"]
+__all__ = ["ARCHITECTURES", "METHODS", "MethodConfig", "method_config", "method_table", "resolve_method"]
+
+#: Where the gradients are summed: an all-reduce among the workers, or a parameter server.
+ARCHITECTURES = ("allreduce", "ps")
+#: The scheduler and architecture `sim.simulate` runs when none is given.
+DEFAULT_SCHEDULER, DEFAULT_ARCHITECTURE = WFBP, "allreduce"
 
 #: BytePS's partition size (BYTEPS_PARTITION_BYTES), as in the survey's runs.
 BYTEPS_PARTITION_BYTES = 4_096_000
@@ -79,6 +85,30 @@ def method_config(name: str) -> MethodConfig:
     if not isinstance(name, str) or name not in METHODS:
         raise SimInputError(f"unknown method {name!r}; valid: {', '.join(METHODS)}")
     return METHODS[name]
+
+
+def resolve_method(method: str | None, scheduler: str, architecture: str,
+                   options: SchedulerOptions | dict | None) -> tuple[str, str, SchedulerOptions]:
+    """(scheduler, architecture, options) of a run: a method's, or as given.
+
+    A method sets the scheduler and the architecture: beside it, a scheduler or an architecture that is neither
+    the default (`DEFAULT_SCHEDULER`, `DEFAULT_ARCHITECTURE`) nor the method's own is refused, as the CLI refuses
+    ``--method`` beside ``--scheduler``. The method's settings hold where ``options`` does not set the knob: a
+    dict's keys, or the knobs of a `SchedulerOptions` that differ from their defaults (`SchedulerOptions.changes`).
+    """
+    if method is None:
+        if architecture not in ARCHITECTURES:
+            raise SimInputError(f"unknown architecture {architecture!r}; valid: {', '.join(ARCHITECTURES)}")
+        return scheduler, architecture, SchedulerOptions.of(options)
+    cfg = method_config(method)
+    if scheduler not in (DEFAULT_SCHEDULER, cfg.scheduler):
+        raise SimInputError(f"method {method} sets the scheduler ({cfg.scheduler}): give method or scheduler "
+                            f"{scheduler!r}, not both")
+    if architecture not in (DEFAULT_ARCHITECTURE, cfg.architecture):
+        raise SimInputError(f"method {method} sets the architecture ({cfg.architecture}): give method or "
+                            f"architecture {architecture!r}, not both")
+    given = SchedulerOptions.of(options).changes() if not isinstance(options, dict) else options
+    return cfg.scheduler, cfg.architecture, SchedulerOptions.of({**cfg.options, **given})
 
 
 def method_table() -> list[dict]:

@@ -478,6 +478,18 @@ API_CASES: list[tuple[str, str, str]] = [
       for what, m, c, expected in [("model-name", "'resnet50'", "Cluster(gpus=2)", "model must be a sim.Model"),
                                    ("model-none", "None", "Cluster(gpus=2)", "model must be a sim.Model"),
                                    ("cluster-name", "tiny", "'10gbe'", "cluster must be a sim.Cluster")]],
+    # a method beside a scheduler or architecture of its own, a network list the cluster ignores, a one-GPU time
+    # longer than the run's (speedup 148 on 4 GPUs), the engine given to simulate_dag (hostile review, 2026-11-25)
+    ("api-method-and-scheduler", "simulate(tiny, Cluster(gpus=4), 'mgwfbp', method='BSP-PS', batch_size=8)",
+     "method BSP-PS sets the scheduler (synceasgd)"),
+    ("api-method-and-architecture", "simulate(tiny, Cluster(gpus=4), method='BSP-A2A', architecture='ps', "
+     "batch_size=8)", "method BSP-A2A sets the architecture (allreduce)"),
+    ("api-sweep-networks-with-alpha-beta", "sweep(tiny, Cluster(gpus=1, alpha_s=1e-3, beta_s_per_byte=1e-9), "
+     "gpus=[4], schedulers=['wfbp'], networks=['10gbe', 'ib-edr-100'], batch_size=8)", "networks does nothing"),
+    ("api-single-gpu-longer-than-the-run", "simulate(tiny, Cluster(gpus=4), batch_size=8, single_gpu_iteration_s=1.0)",
+     "single_gpu_iteration_s = 1 s is longer than the simulated 4-GPU iteration"),
+    ("api-simulate-dag-engine", "sim.simulate_dag(tiny, Cluster(gpus=4), batch_size=8, engine='fast')",
+     "simulate_dag always runs the general engine"),
     ("api-monte-carlo-straggler-none", "sim.workers.monte_carlo(tiny, Cluster(gpus=2), batch_size=8, straggler=None)",
      "straggler must be a StragglerSpec"),
     ("api-scheduler-list", "simulate(tiny, Cluster(gpus=2), ['wfbp'], batch_size=8)", "unknown scheduler"),

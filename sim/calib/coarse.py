@@ -121,7 +121,7 @@ def compare_coarse_fine(model: Model, cluster: Cluster, *, gpus: Sequence[int], 
                                 calibrate_iteration_s=calibrate_iteration_s)
         for name in schedulers:
             fine = simulate(model, c, name, batch_size=batch_size, precision=precision, prefetch=prefetch,
-                            calibrate_iteration_s=calibrate_iteration_s, single_gpu_iteration_s=1.0).iteration_time_s
+                            calibrate_iteration_s=calibrate_iteration_s).iteration_time_s
             rows.append({
                 "gpus": int(p), "scheduler": name, "fine_s": fine, "coarse_s": plain["iteration_time_s"],
                 "coarse_overlap_s": heur["iteration_time_s"], "overlap": rho,

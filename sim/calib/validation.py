@@ -135,8 +135,7 @@ def _calibrated(row, model: Model, cluster: Cluster) -> Model:
     node = dataclasses.replace(cluster, gpus=k, gpus_per_node=max(k, cluster.gpus_per_node))
 
     def iteration_s(scale: float) -> float:
-        return simulate(scaled(scale), node, WFBP, batch_size=batch, precision=precision,
-                        single_gpu_iteration_s=1.0).iteration_time_s
+        return simulate(scaled(scale), node, WFBP, batch_size=batch, precision=precision).iteration_time_s
 
     lo, hi = 1e-3, 1e4  # the iteration time grows monotonically with the compute scale
     if not iteration_s(lo) <= target_s <= iteration_s(hi):

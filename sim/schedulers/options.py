@@ -56,6 +56,12 @@ class SchedulerOptions:
             raise AttributeError(name)
         return dict(self.extra).get(name, KNOBS[name].default)
 
+    def changes(self) -> dict:
+        """The knobs set to something else than their default, as a dict `of` takes."""
+        changed = {f.name: getattr(self, f.name) for f in fields(self)
+                   if f.name != "extra" and getattr(self, f.name) != KNOBS[f.name].default}
+        return changed | dict(self.extra)
+
     @classmethod
     def of(cls, options) -> SchedulerOptions:
         """``options`` as given: None (defaults), a dict of fields or an instance."""
