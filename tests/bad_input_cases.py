@@ -320,6 +320,9 @@ CLI_CASES: list[tuple[str, str]] = [
     ("sweep " + M + " --gpus 2,", "'2,' has an empty item"),
     ("sweep " + M + " --scheduler wfbp,,mgwfbp", "'wfbp,,mgwfbp' has an empty item"),
     ("algorithms --algorithms BSP,,ASP", "'BSP,,ASP' has an empty item"),
+    # the bound is the request's, over every algorithm it runs (2026-11-25: 1000 x 200 of each ran past 120 s)
+    ("algorithms --model tests/data/tiny.csv --gpus 1000 --steps 200",
+     "7 algorithms x 1000 workers x 200 steps is 1,400,000 worker steps; at most 200,000"),
     ("validate --format xml", "--format"),
     ("validate --split half", "--split"),
     ("fit-validation --format xml", "--format"),
@@ -490,6 +493,12 @@ API_CASES: list[tuple[str, str, str]] = [
      "single_gpu_iteration_s = 1 s is longer than the simulated 4-GPU iteration"),
     ("api-simulate-dag-engine", "sim.simulate_dag(tiny, Cluster(gpus=4), batch_size=8, engine='fast')",
      "simulate_dag always runs the general engine"),
+    ("api-algorithms-whole-request", "sim.workers.algorithms.simulate_algorithms(tiny, Cluster(gpus=300), "
+     "batch_size=8, steps=100)", "7 algorithms x 300 workers x 100 steps is 210,000 worker steps"),
+    ("api-sweep-algorithms-whole-request", "sim.workers.algorithms.sweep_algorithms(tiny, Cluster(gpus=2), "
+     "workers=[100, 200], algorithms=['BSP'], batch_size=8, steps=1000)", "300 workers (over the counts)"),
+    ("api-algorithms-unknown-before-work", "sim.workers.algorithms.simulate_algorithms(tiny, Cluster(gpus=2), "
+     "['AR-SGD', 'nope'], batch_size=8)", "unknown algorithm 'nope'"),
     ("api-monte-carlo-straggler-none", "sim.workers.monte_carlo(tiny, Cluster(gpus=2), batch_size=8, straggler=None)",
      "straggler must be a StragglerSpec"),
     ("api-scheduler-list", "simulate(tiny, Cluster(gpus=2), ['wfbp'], batch_size=8)", "unknown scheduler"),

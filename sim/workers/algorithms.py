@@ -89,6 +89,7 @@ __all__ = [
     "UPDATE_COLUMNS",
     "AlgorithmConfig",
     "AlgorithmResult",
+    "check_worker_steps",
     "message_cost",
     "simulate_algorithm",
     "simulate_algorithms",
@@ -106,7 +107,9 @@ MAX_STEPS = 2000
 #: SSP's staleness bound beyond the steps a run takes (`MAX_STEPS`) changes nothing: a larger one is refused.
 MAX_STALENESS = 1_000_000
 MAX_ALGORITHM_WORKERS = 1024
-#: Workers x steps of one run: each is an event of about 0.1 ms and 5 kB, so at most about 25 s and 1 GB.
+#: Workers x steps of one request, over every algorithm it runs (and every worker count of a sweep): each is
+#: an event of about 0.1 ms and 5 kB, so at most about 25 s and 1 GB (1,000 workers x 200 steps of each of the
+#: seven ran past 120 s and 2.4 GB when the bound was per algorithm; hostile review, 2026-11-25).
 MAX_WORKER_STEPS = 200_000
 
 
@@ -179,9 +182,7 @@ def _setup(model, cluster, *, batch_size, steps, spec, seed, precision, gpus_by_
     steps = check_int("steps", steps, 2, MAX_STEPS)
     seed = check_seed(seed)
     check_int("workers", cluster.gpus, 1, MAX_ALGORITHM_WORKERS)
-    if cluster.gpus * steps > MAX_WORKER_STEPS:
-        raise SimInputError(f"{cluster.gpus} workers x {steps} steps is {cluster.gpus * steps:,} worker steps; at most "
-                            f"{MAX_WORKER_STEPS:,} (sim.workers.algorithms.MAX_WORKER_STEPS): use fewer workers or steps")
+    check_worker_steps(cluster.gpus * steps, f"{cluster.gpus} workers x {steps} steps")
     if not isinstance(spec, StragglerSpec):
         raise SimInputError(f"straggler must be a StragglerSpec, got {type(spec).__name__}")
     width = bytes_per_param(precision)
@@ -292,13 +293,30 @@ def simulate_algorithm(
     return AlgorithmResult(algorithm, metrics, frame, timeline, setup.workers, consensus)
 
 
+def check_worker_steps(worker_steps: int, what: str) -> None:
+    """Refuse a request of more than `MAX_WORKER_STEPS` worker steps, before any work."""
+    if worker_steps > MAX_WORKER_STEPS:
+        raise SimInputError(f"{what} is {worker_steps:,} worker steps; at most {MAX_WORKER_STEPS:,} "
+                            "(sim.workers.algorithms.MAX_WORKER_STEPS): use fewer workers, steps or algorithms")
+
+
 def simulate_algorithms(model: Model, cluster: Cluster, algorithms: Sequence[str] = ALGORITHMS,
                         **kwargs) -> dict[str, AlgorithmResult]:
-    """`simulate_algorithm` for each name, same arguments and seed; keyed by name."""
-    names = list(algorithms)
+    """`simulate_algorithm` for each name, same arguments and seed; keyed by name, in the order given.
+    The request is bounded as a whole (`MAX_WORKER_STEPS` over every algorithm), and AR-SGD, whose graph
+    may be refused for its size, runs first, so that a refusal comes before the other runs' work."""
+    names = list(dict.fromkeys(algorithms))
     if not names:
         raise SimInputError("algorithms must name at least one algorithm")
-    return {name: simulate_algorithm(name, model, cluster, **kwargs) for name in names}
+    if unknown := [name for name in names if name not in ALGORITHMS]:
+        raise SimInputError(f"unknown algorithm {unknown[0]!r}; valid: {', '.join(ALGORITHMS)}")
+    steps = check_int("steps", kwargs.get("steps", 50), 2, MAX_STEPS)
+    check_workload(model, cluster)
+    check_worker_steps(len(names) * cluster.gpus * steps,
+                       f"{len(names)} algorithms x {cluster.gpus} workers x {steps} steps")
+    done = {name: simulate_algorithm(name, model, cluster, **kwargs)
+            for name in sorted(names, key=lambda name: name != "AR-SGD")}
+    return {name: done[name] for name in names}
 
 
 def sweep_algorithms(model: Model, cluster: Cluster, *, workers: Sequence[int],
@@ -308,9 +326,13 @@ def sweep_algorithms(model: Model, cluster: Cluster, *, workers: Sequence[int],
     check_workload(model, cluster)
     if not workers:
         raise SimInputError("workers must list at least one worker count")
+    counts = [check_int("workers", p, 1, MAX_ALGORITHM_WORKERS) for p in workers]
+    names = list(dict.fromkeys(algorithms))
+    steps = check_int("steps", kwargs.get("steps", 50), 2, MAX_STEPS)
+    check_worker_steps(len(names) * sum(counts) * steps,
+                       f"{len(names)} algorithms x {sum(counts)} workers (over the counts) x {steps} steps")
     rows = []
-    for p in workers:
-        c = cluster.with_gpus(check_int("workers", p, 1, MAX_ALGORITHM_WORKERS))
-        for name, res in simulate_algorithms(model, c, algorithms, **kwargs).items():
+    for p in counts:
+        for name, res in simulate_algorithms(model, cluster.with_gpus(p), names, **kwargs).items():
             rows.append(res.metrics | {"algorithm": name})
     return pd.DataFrame(rows)
