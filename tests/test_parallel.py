@@ -165,6 +165,39 @@ class TestCli:
         code, on_dask, _ = run_cli(*self.ARGS, "--dask-address", dask_client.scheduler.address)
         assert code == 0 and json.loads(on_dask) == json.loads(serial)
 
+    @pytest.mark.parametrize("reply", [b"HTTP/1.1 400 Bad Request\r\n\r\n", None])
+    def test_an_address_that_is_no_dask_scheduler_is_one_line(self, monkeypatch, reply):
+        """A server that answers HTTP made Dask read a length of 3 EiB (a traceback); one that never answers
+        kept the sweep waiting past Client's own timeout (hostile review, 2026-11-25)."""
+        import socket
+        import threading
+
+        from sim.cli import sweep as sweep_cli
+
+        monkeypatch.setattr(sweep_cli, "DASK_CONNECT_S", 1)
+        server = socket.create_server(("127.0.0.1", 0))
+        held = []
+
+        def serve():
+            while True:
+                try:
+                    conn, _ = server.accept()
+                except OSError:
+                    return
+                held.append(conn)
+                if reply is not None:
+                    conn.sendall(reply)
+
+        threading.Thread(target=serve, daemon=True).start()
+        try:
+            code, _, err = run_cli(*self.ARGS, "--dask-address", f"tcp://127.0.0.1:{server.getsockname()[1]}")
+        finally:
+            server.close()
+            for conn in held:
+                conn.close()
+        assert code == 2 and err.startswith("error: --dask-address: cannot reach a Dask scheduler") \
+            and err.count("\n") == 1
+
     @pytest.mark.parametrize(
         "extra, match",
         [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 import pandas as pd
@@ -70,15 +71,32 @@ class ProgressBar:
         self.stream.flush()
 
 
+#: Seconds a Dask scheduler has to answer `dask_client` (and half as long again for the handshake).
+DASK_CONNECT_S = 10
+
+
 def dask_client(address: str):
     try:
         from distributed import Client
     except ImportError:
         raise SimInputError("--dask-address needs dask.distributed (pip install distributed)") from None
-    try:
-        return Client(address, timeout="10s")
-    except (OSError, TimeoutError, ValueError, TypeError) as exc:
-        raise SimInputError(f"--dask-address: cannot reach a Dask scheduler at {address!r} ({exc})") from None
+    # In a thread with a deadline: a listener that never answers kept Client waiting past its own timeout, and
+    # one that answers something else (HTTP) made it read a length of 3 EiB (hostile review, 2026-11-25).
+    outcome: dict = {}
+
+    def connect() -> None:
+        try:
+            outcome["client"] = Client(address, timeout=f"{DASK_CONNECT_S}s")
+        except Exception as exc:  # noqa: BLE001 - whatever the far end sent, the user gets one line
+            outcome["error"] = f"{type(exc).__name__}: {exc}"[:200]
+
+    thread = threading.Thread(target=connect, daemon=True)
+    thread.start()
+    thread.join(DASK_CONNECT_S * 1.5)
+    if "client" in outcome:
+        return outcome["client"]
+    reason = outcome.get("error", f"no answer within {DASK_CONNECT_S * 1.5:g} s")
+    raise SimInputError(f"--dask-address: cannot reach a Dask scheduler at {address!r} ({reason})")
 
 
 def run(args, out) -> None:
