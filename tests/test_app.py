@@ -528,6 +528,15 @@ class TestLinks:
         at.sidebar.number_input(key="gpus").set_value(32).run()  # said once, not on every rerun
         assert not at.warning
 
+    def test_the_framework_travels_in_the_link_and_is_stated(self):
+        at = new_app()
+        at.query_params.update({"fw": "mpi"})
+        open_page(at, "timeline")
+        no_exception(at)
+        assert at.sidebar.selectbox(key="fw").value == "mpi"
+        assert state.config_from_state(at.session_state).cluster().framework == "mpi"
+        assert "framework mpi" in at.caption[0].value
+
     def test_a_link_to_an_upload_says_that_a_file_is_needed(self):
         at = new_app()
         at.query_params.update({"model": "upload"})
