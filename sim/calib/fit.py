@@ -26,18 +26,8 @@ import pandas as pd
 from sim.checks import check_choice, check_float, check_int
 from sim.errors import SimInputError
 
-__all__ = [
-    "COLLECTIVES",
-    "WEIGHTINGS",
-    "Fit",
-    "fit_alpha_beta",
-    "fit_to_network",
-    "parse_allreduce_log",
-    "parse_nccl_tests",
-    "fit_points",
-    "parse_osu_allreduce",
-    "ring_link",
-]
+__all__ = ["COLLECTIVES", "MAX_LOG_LINES", "MAX_POINTS", "WEIGHTINGS", "Fit", "fit_alpha_beta", "fit_points",
+           "fit_to_network", "parse_allreduce_log", "parse_nccl_tests", "parse_osu_allreduce", "ring_link"]
 
 #: Residual weightings `fit_alpha_beta` accepts.
 #:
@@ -55,9 +45,6 @@ WEIGHTINGS = ("relative", "absolute")
 
 #: Collectives `fit_to_network` can invert.
 COLLECTIVES = ("ring",)
-
-_LOG_COLUMNS = ["bytes", "time_s"]
-
 
 @dataclass(frozen=True)
 class Fit:
@@ -86,7 +73,7 @@ class Fit:
 
 
 def _frame(rows: list[tuple[int, float]], fmt: str, ranks: int | None) -> pd.DataFrame:
-    df = pd.DataFrame(rows, columns=_LOG_COLUMNS).astype({"bytes": "int64", "time_s": "float64"})
+    df = pd.DataFrame(rows, columns=["bytes", "time_s"]).astype({"bytes": "int64", "time_s": "float64"})
     df.attrs["format"] = fmt
     df.attrs["ranks"] = ranks
     return df
@@ -96,6 +83,22 @@ def _frame(rows: list[tuple[int, float]], fmt: str, ranks: int | None) -> pd.Dat
 MAX_MESSAGE_BYTES = 2**50
 MIN_TIME_S = 1e-9
 MAX_TIME_S = 86_400.0
+#: Lines read from a log and data points fitted, at most: far above real sweeps (a few dozen sizes), a bound on the work.
+MAX_LOG_LINES = 1_000_000
+MAX_POINTS = 10_000
+
+
+def _log_lines(text: str) -> list[str]:
+    """The log's lines (split at newlines), once their count and the data lines' (a digit first) are in bounds."""
+    count = text.count("\n") + (not text.endswith("\n"))
+    if count > MAX_LOG_LINES:
+        raise SimInputError(f"all-reduce log of {count:,} lines; at most {MAX_LOG_LINES:,} are read (sim.calib.fit.MAX_LOG_LINES)")
+    lines = text.split("\n")
+    points = sum(1 for line in lines if line.lstrip()[:1].isdigit())
+    if points > MAX_POINTS:
+        raise SimInputError(f"all-reduce log of {points:,} data lines; a fit takes at most {MAX_POINTS:,} points "
+                            "(sim.calib.fit.MAX_POINTS)")
+    return lines
 
 
 def _check_point(line_no: int, nbytes: int, time_s: float) -> None:
@@ -124,11 +127,11 @@ def parse_osu_allreduce(text: str) -> pd.DataFrame:
     """
     rows: list[tuple[int, float]] = []
     prefixes: set[int] = set()
-    for line_no, raw in enumerate(text.splitlines(), start=1):
+    for line_no, raw in enumerate(_log_lines(text), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        tokens = line.split()
+        tokens = line.split(None, 2)
         size_token = tokens[0]
         try:
             if "," in size_token:
@@ -159,7 +162,7 @@ def _nccl_header(lines: list[str]) -> tuple[int, list[str]] | None:
     for i, raw in enumerate(lines):
         line = raw.strip()
         if line.startswith("#"):
-            names = line.lstrip("#").split()
+            names = line.lstrip("#").split(None, 64)  # a header has a dozen names; a long comment is not split up
             if "time" in names and "algbw" in names and "busbw" in names:
                 return i, names
     return None
@@ -183,7 +186,7 @@ def parse_nccl_tests(text: str) -> pd.DataFrame:
         If there is no header, a row is malformed (naming its line), or
         there are no rows.
     """
-    lines = text.splitlines()
+    lines = _log_lines(text)
     header = _nccl_header(lines)
     if header is None:
         raise SimInputError("nccl-tests output has no header line (a '#' line naming time, algbw and busbw)")
@@ -191,9 +194,7 @@ def parse_nccl_tests(text: str) -> pd.DataFrame:
     rows, algbws, ranks = _nccl_rows(lines, header_at, names)
     if not rows:
         raise SimInputError("nccl-tests output has no data rows")
-    unit_s = _nccl_units_line(lines, header_at)
-    if unit_s is None:
-        unit_s = _infer_nccl_unit(rows, algbws)
+    unit_s = _nccl_units_line(lines, header_at) or _infer_nccl_unit(rows, algbws)
     out = []
     for line_no, nbytes, value in rows:
         _check_point(line_no, nbytes, value * unit_s)
@@ -224,7 +225,7 @@ def _nccl_rows(lines: list[str], header_at: int, names: list[str]):
             ranks += 1
         if line_no <= header_at + 1 or not line or line.startswith("#"):
             continue
-        tokens = line.split()
+        tokens = line.split(None, len(names))
         if not tokens[0].isdigit():
             continue  # logging, banners
         try:
@@ -238,6 +239,9 @@ def _nccl_rows(lines: list[str], header_at: int, names: list[str]):
                 f"line {line_no}: nccl-tests row does not match the {len(names)}-column header "
                 f"({' '.join(names[: time_col + 2])} ...): {line[:60]!r}"
             ) from None
+        if not (math.isfinite(rows[-1][2]) and math.isfinite(algbws[-1]) and algbws[-1] >= 0):
+            raise SimInputError(f"line {line_no}: nccl-tests time and algbw must be finite, algbw >= 0; got time "
+                                f"{tokens[time_col][:20]!r}, algbw {tokens[algbw_col][:20]!r}")
         if any(int(w) for w in wrong):
             raise SimInputError(f"line {line_no}: nccl-tests counts {max(map(int, wrong))} wrong results in this "
                                 "row: a wrong all-reduce's time is not a measurement to fit")
@@ -245,12 +249,17 @@ def _nccl_rows(lines: list[str], header_at: int, names: list[str]):
 
 
 def _infer_nccl_unit(rows: list[tuple[int, int, float]], algbws: list[float]) -> float:
-    """Seconds per time unit, from the largest row's algbw (GB/s): us or ms."""
-    (_, nbytes, value), algbw = max(zip(rows, algbws, strict=True), key=lambda r: r[0][1])
-    if algbw <= 0 or value <= 0:
-        return 1e-6
-    implied = nbytes / (algbw * 1e9) / value  # seconds per unit
-    return 1e-6 if abs(math.log10(implied / 1e-6)) < abs(math.log10(implied / 1e-3)) else 1e-3
+    """Seconds per time unit, us or ms: the one within a factor of ten of size / algbw (GB/s) / time
+    on the largest row where all three are positive."""
+    usable = [(nbytes, nbytes / (algbw * 1e9) / value, line_no)
+              for (line_no, nbytes, value), algbw in zip(rows, algbws, strict=True) if min(nbytes, value, algbw) > 0]
+    _, implied, line_no = max(usable) if usable else (0, math.nan, 0)  # seconds per unit
+    for unit_s in (1e-6, 1e-3):
+        if unit_s / 10 <= implied <= unit_s * 10:
+            return unit_s
+    found = f"line {line_no}: size / algbw / time is {implied:.3g} s" if usable else "no row with positive size, time, algbw"
+    raise SimInputError(f"nccl-tests output without a units line: {found}, which tells neither us nor ms per time unit; "
+                        "add the units line ('# (B) (elements) ... (us) (GB/s)')")
 
 
 def parse_allreduce_log(text: str) -> pd.DataFrame:
@@ -265,18 +274,20 @@ def parse_allreduce_log(text: str) -> pd.DataFrame:
     SimInputError
         If the text is neither format or has no data rows.
     """
-    lines = text.splitlines()
-    if _nccl_header(lines) is not None:
-        return parse_nccl_tests(text)
-    body = [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("#")]
+    lines = _log_lines(text)
+    nccl = _nccl_header(lines) is not None
+    first = next((ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("#")), None)
     osu_banner = any("OSU" in ln and ln.strip().startswith("#") for ln in lines)
-    if osu_banner or (body and re.match(r"^(\d+,)?\d+\s+[\d.eE+-]+(\s|$)", body[0])):
+    del lines  # (the parser splits the text again)
+    if nccl:
+        return parse_nccl_tests(text)
+    if osu_banner or (first and re.match(r"^(\d+,)?\d+\s+[\d.eE+-]+(\s|$)", first)):
         return parse_osu_allreduce(text)
-    if not body:
+    if first is None:
         raise SimInputError("all-reduce log has no data rows")
     raise SimInputError(
         "unrecognised all-reduce log: expected OSU osu_allreduce output ('<bytes> <avg latency us>' lines) "
-        f"or nccl-tests all_reduce_perf output (a header naming algbw, busbw); first line: {body[0][:60]!r}"
+        f"or nccl-tests all_reduce_perf output (a header naming algbw, busbw); first line: {first[:60]!r}"
     )
 
 

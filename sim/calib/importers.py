@@ -32,28 +32,38 @@ from sim.model import MAX_LAYERS, MAX_PARAMS
 #: A blob's backward or all-reduce time above a day (`sim.checks.MAX_TIME_S`, in the log's microseconds).
 MAX_TIME_US = MAX_TIME_S * 1e6
 
-__all__ = ["IMPORTERS", "FORWARD_OVER_BACKWARD", "parse_bcaffe_blobs", "bcaffe_layers"]
+__all__ = ["IMPORTERS", "FORWARD_OVER_BACKWARD", "MAX_DUMPS", "MAX_LINES", "parse_bcaffe_blobs", "bcaffe_layers"]
 
 FORWARD_OVER_BACKWARD = 0.5
 _BLOB = re.compile(r"\[([^\[\]]*)\]\s*$")
 BLOB_COLUMNS = ("blob", "params", "bwd_us", "comm_us", "merged_comm_us")
+#: Lines and dumps of a log at most: a dump is a model's blobs (two a layer, `sim.model.MAX_LAYERS` layers at
+#: most); real logs hold one or two dumps of a few hundred blobs. The bounds keep the parse to seconds.
+MAX_LINES = 500_000
+MAX_DUMPS = 1_000
 
 
 def parse_bcaffe_blobs(text: str, where: str = "log") -> list[pd.DataFrame]:
     """Every dump in a B-Caffe ``tmp*comm.log``, one DataFrame of blobs each.
 
-    A new dump starts where the blob index returns to 0.
+    A new dump starts where the blob index returns to 0. A log of over
+    `MAX_LINES` lines or `MAX_DUMPS` dumps is refused.
     """
+    count = text.count("\n") + (not text.endswith("\n"))
+    if count > MAX_LINES:
+        raise SimInputError(f"{where}: {count:,} lines; a B-Caffe log has at most {MAX_LINES:,} "
+                            "(sim.calib.importers.MAX_LINES)")
     dumps: list[list[tuple]] = []
-    for line_no, line in enumerate(text.splitlines(), start=1):
+    for line_no, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         match = _BLOB.search(line)
         if not match:
             raise SimInputError(f"{where} line {line_no}: no [blob, params, backward, comm, merged] list")
+        found = match.group(1).count(",") + 1  # (counted before splitting: a list of millions is no blob)
+        if found != 5:
+            raise SimInputError(f"{where} line {line_no}: expected 5 numbers in the list, got {found:,}")
         parts = [p.strip() for p in match.group(1).split(",")]
-        if len(parts) != 5:
-            raise SimInputError(f"{where} line {line_no}: expected 5 numbers in the list, got {len(parts)}")
         try:
             values = [float(p) for p in parts]
         except ValueError:
@@ -72,6 +82,9 @@ def parse_bcaffe_blobs(text: str, where: str = "log") -> list[pd.DataFrame]:
             raise SimInputError(f"{where} line {line_no}: blob {blob:,}: a model of more than {MAX_LAYERS:,} layers "
                                 "(sim.model.MAX_LAYERS)")
         if blob == 0 or not dumps:
+            if len(dumps) == MAX_DUMPS:
+                raise SimInputError(f"{where} line {line_no}: dump {MAX_DUMPS + 1:,} starts here; a B-Caffe log has "
+                                    f"at most {MAX_DUMPS:,} (sim.calib.importers.MAX_DUMPS)")
             dumps.append([])
         elif blob != dumps[-1][-1][0] + 1:
             raise SimInputError(f"{where} line {line_no}: blob {blob} follows blob {dumps[-1][-1][0]}")

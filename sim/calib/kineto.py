@@ -57,7 +57,8 @@ Limits: a file over `MAX_TRACE_BYTES` on disk, or whose gzip stream
 decompresses past it (checked while decompressing, 1 MiB at a time), is
 refused before parsing (`sim.calib.tracejson`). Events are decoded one by one
 and only the ones used are kept, so peak memory is about three times the decompressed size (bytes,
-text, one event) plus the kept events. Bad input raises `SimInputError`.
+text, one event) plus the kept events; a trace with more than `MAX_EVENTS` events to keep is refused
+as soon as it passes the count. Bad input raises `SimInputError`.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ from sim.errors import SimInputError
 
 __all__ = [
     "DTYPE_BYTES",
+    "MAX_EVENTS",
     "MAX_TRACE_BYTES",
     "REPORT_KEYS",
     "KinetoTrace",
@@ -97,6 +99,9 @@ __all__ = [
 
 #: Largest trace accepted, in bytes, on disk and after decompression.
 MAX_TRACE_BYTES = 200 * 10**6
+#: Most events kept (GPU activity, CUDA runtime calls, annotations), some 700 bytes each once built: 34 times
+#: the 14,548 of the one-step trace in tests/data/kineto, so some 3 s and 400 MB; a longer profile is refused.
+MAX_EVENTS = 500_000
 #: The report's median keys (per-step rows carry them too).
 REPORT_KEYS = (
     "iteration_time_s", "comm_s", "comm_hidden_s", "comm_exposed_s", "overlap_pct",
@@ -174,7 +179,19 @@ def read_trace(source, *, max_bytes: int = MAX_TRACE_BYTES, where: str | None = 
     if where is None:
         where = "trace" if isinstance(source, (bytes, bytearray)) else Path(source).name
     text = read_text(source, max_bytes, where)
-    meta, events = parse_trace_object(text, where, lambda e, i: _keep(e, i, where), _META_KEYS)
+    kept = 0
+
+    def keep(event, index: int) -> dict | None:
+        nonlocal kept
+        row = _keep(event, index, where)
+        kept += row is not None
+        if kept > MAX_EVENTS:
+            raise SimInputError(f"{where}: over {MAX_EVENTS:,} events to keep (GPU activity, runtime calls, "
+                                f"annotations) by event {index:,}; a trace has at most {MAX_EVENTS:,} "
+                                "(sim.calib.kineto.MAX_EVENTS): profile fewer steps")
+        return row
+
+    meta, events = parse_trace_object(text, where, keep, _META_KEYS)
     del text
     return _build(meta, events, where)
 

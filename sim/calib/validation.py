@@ -36,6 +36,7 @@ from sim.calib.coarse import coarse_iteration
 from sim.calib.importers import bcaffe_layers
 from sim.catalog import DATA_DIR
 from sim.cluster import Cluster
+from sim.csv_table import read_text_file
 from sim.errors import SimInputError
 from sim.frameworks import resolve_framework
 from sim.methods import METHODS
@@ -105,7 +106,7 @@ def _base_model(spec: str, kwargs: dict, reference_dir: Path) -> Model:
         log = reference_dir / "bcaffe_k80_10gbe" / spec.split(":", 1)[1]
         if not log.is_file():
             raise FileNotFoundError(str(log))
-        table = bcaffe_layers(log.read_text(), log.name)
+        table = bcaffe_layers(read_text_file(log, str(log), kind="B-Caffe log"), log.name)
         if not kwargs.get("measured_comm", True):
             table = table.drop(columns=["comm_ms"])
         return model_from_frame(table, f"googlenet-caffe ({log.name})", source=f"B-Caffe trace {log.name}")
