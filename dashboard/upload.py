@@ -8,13 +8,11 @@
 from __future__ import annotations
 
 import csv
-import io
 from pathlib import PurePath
 
-import pandas as pd
-
 import sim
-from sim.model import check_csv_shape, hf_model
+from sim.csv_table import read_csv_table
+from sim.model import hf_model
 
 __all__ = ["MAX_UPLOAD_BYTES", "MAX_UPLOAD_MB", "model_from_csv_text", "read_layer_csv"]
 
@@ -73,17 +71,10 @@ def model_from_csv_text(text: str, filename: str) -> sim.Model:
     """
     if filename.lower().endswith(".json"):  # a Hugging Face config.json (sim.zoo.hf)
         return hf_model(filename, text=text)
-    try:
-        check_csv_shape(text, filename)
+    try:  # as `sim.load_model` reads a layer CSV: only a line that starts with '#' is a comment
+        frame = read_csv_table(text, filename)
     except csv.Error as exc:  # e.g. a field over the csv module's size limit
         raise sim.SimInputError(f"{filename}: not a readable CSV ({exc})") from None
-    try:
-        frame = pd.read_csv(io.StringIO(text), comment="#", skipinitialspace=True)
-    except pd.errors.EmptyDataError:
-        raise sim.SimInputError(f"{filename}: empty file") from None
-    except pd.errors.ParserError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "parse error"
-        raise sim.SimInputError(f"{filename}: not a readable CSV ({first})") from None
     stem = PurePath(filename).stem or "uploaded"
     return sim.model_from_frame(frame, stem, where=filename, source=f"uploaded CSV {filename}",
                                 **_scalars(text, filename))

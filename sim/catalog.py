@@ -19,7 +19,6 @@ import contextlib
 import csv
 import fcntl
 import functools
-import io
 import math
 import os
 import re
@@ -29,10 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from stat import S_ISREG
 
+from sim.csv_table import csv_rows, read_text_file, table_lines
 from sim.errors import SimInputError
 
 #: Absurd beyond these: a link rate above 1 Pb/s or below 10 kb/s, a start-up time over 10 s.
 MAX_LINK_GBPS, MIN_LINK_GBPS, MAX_ALPHA_S = 1e6, 1e-5, 10.0
+#: Bytes of a presets file read at most (a preset with its source and note is 1 to 2 KB).
+MAX_PRESETS_BYTES = 2 * 2**20
 
 __all__ = [
     "DATA_DIR",
@@ -192,40 +194,18 @@ def _label(path: Path) -> str:
     return path.name if path.parent == DATA_DIR else str(path)
 
 
-def _read_text(path: Path) -> str:
-    """The file's text; a missing, unreadable or non-UTF-8 file is bad input."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SimInputError(f"{path}: file not found") from None
-    except UnicodeDecodeError as exc:
-        raise SimInputError(f"{_label(path)}: not a UTF-8 text file (byte {exc.start})") from None
-    except OSError as exc:
-        raise SimInputError(f"{_label(path)}: cannot read ({exc.strerror})") from None
-
-
 def _read_table(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
-    """``(line number, row)`` for every non-blank row; the header must name
-    every column in ``required``. Errors name the file and the line."""
-    reader = csv.reader(io.StringIO(_read_text(path)), skipinitialspace=True)
+    """``(line number, row)`` for every row with a value; the header must name every column in ``required``.
+    The file is checked as a layer CSV is (`sim.csv_table.csv_rows`, no comment lines). Errors name the file
+    and the line."""
     label = _label(path)
-    try:
-        header = [h.strip() for h in next(reader, [])]
-        missing = [c for c in required if c not in header]
-        if missing:
-            raise SimInputError(f"{label} line 1: missing column(s) {', '.join(missing)}")
-        rows, line_no = [], reader.line_num + 1
-        for fields in reader:
-            if fields and any(f.strip() for f in fields):
-                if len(fields) > len(header):
-                    raise SimInputError(
-                        f"{label} line {line_no}: {len(fields)} fields, but the header names {len(header)}"
-                    )
-                rows.append((line_no, dict(zip(header, fields + [""] * (len(header) - len(fields)), strict=True))))
-            line_no = reader.line_num + 1
-    except csv.Error as exc:
-        raise SimInputError(f"{label} line {reader.line_num}: not a readable CSV ({exc})") from None
-    return rows
+    lines = table_lines(read_text_file(path, label, MAX_PRESETS_BYTES), label, comments=False)
+    (header_line, header), *rows = csv_rows(lines, label) if lines else [(1, [])]
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise SimInputError(f"{label} line {header_line}: missing column(s) {', '.join(missing)}")
+    return [(line_no, dict(zip(header, fields + [""] * (len(header) - len(fields)), strict=True)))
+            for line_no, fields in rows if any(f.strip() for f in fields)]
 
 
 def _text(row: dict, field: str) -> str:
@@ -426,6 +406,8 @@ def save_network(row: Mapping[str, object] | Network, *, overwrite_builtin: bool
     check_preset_name(net.name)
     if not net.source.strip():
         raise SimInputError(f"network {net.name!r}: source is empty; every preset must cite its source")
+    if any(c in net.source + net.note for c in "\r\n"):
+        raise SimInputError(f"network {net.name!r}: source and note must be one line each (one preset a line)")
     overrides = net.name in _builtin_networks()
     if overrides and not overwrite_builtin:
         raise SimInputError(

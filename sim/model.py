@@ -23,12 +23,13 @@ import math
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISDIR, S_ISREG
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sim.checks import MAX_TIME_S, MIN_NORMAL, check_array, check_float, check_int
-from sim.csv_table import check_csv_shape, read_csv_table
+from sim.csv_table import MAX_LAYERS, check_csv_shape, check_layer_names, read_csv_table, stat_path
 from sim.errors import SimInputError, SimInputWarning
 from sim.precision import BYTES_PER_PARAM, PRECISIONS, bytes_per_param
 from sim.tensors import (
@@ -67,8 +68,6 @@ REQUIRED_COLUMNS = ("name", "params", "fwd_ms", "bwd_ms")
 #: information (`Model.layers_frame`, the B-Caffe and Kineto importers), which it leaves unread without a word.
 READ_COLUMNS = (*REQUIRED_COLUMNS, "type", "comm_ms", "tensors")
 NOTE_COLUMNS = ("fwd_flops", "out_elems", "dtype", "allreduce_bytes", "blobs")
-#: Layers per model; raise it here (each layer costs tasks, memory and time in every run).
-MAX_LAYERS = 100_000
 #: Parameters per model: 1e15 (a thousand times the largest published models), so that the gradient's
 #: bytes (params x 4) stay far inside int64; raise it here.
 MAX_PARAMS = 10**15
@@ -264,6 +263,7 @@ class Model:
     def timed(self, *, gpu: str, batch_size: int, precision: str = "fp32", optimizer: str | None = None) -> Model:
         """This model with compute times: its own, or estimated by `sim.compute`
         for ``gpu``, ``batch_size`` and ``precision`` (plus the update time)."""
+        check_batch_size(batch_size)
         if self.is_timed:
             return self
         from sim.compute import layer_times_s, update_time_s
@@ -279,21 +279,28 @@ class Model:
 def _numeric_column(frame: pd.DataFrame, column: str, where: str, *, integer: bool) -> np.ndarray:
     import pandas as pd
 
-    values = pd.to_numeric(frame[column], errors="coerce")
+    try:
+        values = pd.to_numeric(frame[column], errors="coerce")
+    except OverflowError:  # an int beyond a float's range: as text it reads as inf, refused below
+        values = pd.to_numeric(frame[column].astype(str), errors="coerce")
     for i, (raw, val) in enumerate(zip(frame[column], values, strict=True)):
         row = i + 2  # header is line 1
-        if pd.isna(val) or isinstance(raw, (bool, np.bool_)) or not math.isfinite(float(val)):
+        try:  # a bool, a complex number, pd.NA or an int beyond a float's range is no count or time
+            number = math.nan if isinstance(raw, (bool, np.bool_, complex, np.complexfloating)) else float(val)
+        except (TypeError, OverflowError):
+            number = math.nan
+        if not math.isfinite(number):
             raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} is not a finite number")
-        if val < 0:
+        if number < 0:
             raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} is negative")
-        if integer and float(val) != int(val):
+        if integer and number != int(number):
             raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} is not a whole number")
-        if integer and val > MAX_PARAMS:
+        if integer and number > MAX_PARAMS:
             raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} exceeds the limit of {MAX_PARAMS:.0e} "
                                 f"(sim.model.MAX_PARAMS)")
-        if column.endswith("_ms") and val > MAX_TIME_S * 1e3:
+        if column.endswith("_ms") and number > MAX_TIME_S * 1e3:
             raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} exceeds a day ({MAX_TIME_S * 1e3:,.0f} ms)")
-        if column.endswith("_ms") and 0 < float(val) * 1e-3 < MIN_NORMAL:
+        if column.endswith("_ms") and 0 < number * 1e-3 < MIN_NORMAL:
             raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} is too small to time (0, or at least "
                                 f"{MIN_NORMAL * 1e3:.1e} ms)")
     return values.to_numpy(dtype=np.int64 if integer else float)
@@ -328,21 +335,18 @@ def model_from_frame(
     if not hasattr(frame, "rename"):
         raise SimInputError(f"{where}: a layer table must be a pandas DataFrame, got {type(frame).__name__}")
     frame = frame.rename(columns=lambda c: str(c).strip())
+    repeated = frame.columns[frame.columns.duplicated()]
+    if len(repeated):
+        raise SimInputError(f"{where}: duplicate column {repeated[0]!r}; each column may appear once")
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
         raise SimInputError(f"{where}: missing column(s) {', '.join(missing)}; need {', '.join(REQUIRED_COLUMNS)}")
     if len(frame) == 0:
         raise SimInputError(f"{where}: no layer rows")
+    if len(frame) > MAX_LAYERS:  # before the per-row checks
+        raise SimInputError(f"{where} has {len(frame)} layers; at most {MAX_LAYERS} are allowed (sim.model.MAX_LAYERS)")
     _warn_unread(frame, where)
-    names = [str(v).strip() for v in frame["name"]]
-    seen: dict[str, int] = {}
-    for i, layer in enumerate(names):
-        row = i + 2
-        if not layer or layer.lower() == "nan":
-            raise SimInputError(f"{where} row {row}, column 'name': empty layer name")
-        if layer in seen:
-            raise SimInputError(f"{where} row {row}, column 'name': duplicate layer name {layer!r} (first at row {seen[layer]})")
-        seen[layer] = row
+    names = check_layer_names(frame["name"], where)
     params = _numeric_column(frame, "params", where, integer=True)
     fwd_ms = _numeric_column(frame, "fwd_ms", where, integer=False)
     bwd_ms = _numeric_column(frame, "bwd_ms", where, integer=False)
@@ -396,24 +400,23 @@ def load_model(
     """
     if not isinstance(source, (str, Path)) or not str(source).strip():
         raise SimInputError(f"model must be a zoo name or a path to a layer CSV, got {source!r}")
+    if len(str(source)) > MAX_SOURCE_CHARS:
+        raise SimInputError(f"model name or path of {len(str(source))} characters; at most {MAX_SOURCE_CHARS} "
+                            f"(sim.model.MAX_SOURCE_CHARS): {str(source)[:40]!r}...")
     if isinstance(source, str) and source.startswith(HF_PREFIX):
         unknown = sorted(set(arch_kwargs) - {"seq_len"})
         if unknown:
             raise SimInputError(f"a Hugging Face model takes no argument {unknown[0]!r}; valid: seq_len")
         return hf_model(source[len(HF_PREFIX):], io_ms=io_ms, h2d_ms=h2d_ms, update_ms=update_ms, **arch_kwargs)
-    if len(str(source)) > MAX_SOURCE_CHARS:
-        raise SimInputError(f"model name or path of {len(str(source))} characters; at most {MAX_SOURCE_CHARS} "
-                            f"(sim.model.MAX_SOURCE_CHARS): {str(source)[:40]!r}...")
     path = Path(source)
-    try:
-        is_file_like = path.suffix.lower() == ".csv" or path.exists()
-    except (OSError, ValueError) as exc:
-        raise SimInputError(f"model path {str(source)[:80]!r}: {getattr(exc, 'strerror', None) or exc}") from None
-    if is_file_like:
-        if path.is_dir():
-            raise SimInputError(f"model path {str(path)!r} is a folder, not a layer CSV")
-        if not path.is_file():
+    status = stat_path(path, "model path")
+    if path.suffix.lower() == ".csv" or status is not None:
+        if status is None:
             raise SimInputError(f"model file {str(path)!r} does not exist")
+        if S_ISDIR(status.st_mode):
+            raise SimInputError(f"model path {str(path)!r} is a folder, not a layer CSV")
+        if not S_ISREG(status.st_mode):
+            raise SimInputError(f"model path {str(path)!r} is not a regular file (a layer CSV)")
         frame = read_csv_table(path, path.name)
         return model_from_frame(
             frame, path.stem, where=path.name, io_ms=io_ms, h2d_ms=h2d_ms, update_ms=update_ms,

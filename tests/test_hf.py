@@ -117,7 +117,7 @@ BERT = json.loads((HF / "bert-base-uncased" / "config.json").read_text())
     (json.dumps({**BERT, "num_hidden_layers": -2}), "num_hidden_layers must be a whole number >= 1, got -2"),
     (json.dumps({**BERT, "hidden_size": 7680000}), "hidden_size must be a whole number <= 131072"),
     (json.dumps({**BERT, "vocab_size": 30522.5}), "vocab_size must be a whole number"),
-    (json.dumps({**BERT, "num_attention_heads": 7}), "n_heads=7 must divide d_model=768"),
+    (json.dumps({**BERT, "num_attention_heads": 7}), "num_attention_heads 7 must divide hidden_size 768"),
     (json.dumps({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
                  "num_key_value_heads": 3, "intermediate_size": 128, "vocab_size": 100,
                  "max_position_embeddings": 64}), "num_key_value_heads 3 must divide num_attention_heads 4"),

@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from stat import S_ISDIR, S_ISREG
 
 import pandas as pd
 
 from sim.checks import check_int
+from sim.csv_table import read_text_file, stat_path
 from sim.errors import SimInputError
 from sim.zoo.layers import elementwise, embedding, layernorm, linear, merge, to_table
 from sim.zoo.transformers import bert, gpt2
@@ -55,18 +57,16 @@ def read_hf_config(path: str | Path) -> tuple[dict, str]:
     """The config dict at ``path`` (a ``config.json`` or a folder holding one) and
     a model name (the folder's name for ``config.json``, else the file stem)."""
     path = Path(path)
-    if path.is_dir():
+    status = stat_path(path, "hf config")
+    if status is not None and S_ISDIR(status.st_mode):
         path = path / "config.json"
+        status = stat_path(path, "hf config")
     where = f"hf config {str(path)!r}"
-    if not path.is_file():
+    if status is None or not S_ISREG(status.st_mode):
         raise SimInputError(f"{where} does not exist")
-    if path.stat().st_size > MAX_CONFIG_BYTES:
-        raise SimInputError(f"{where}: {path.stat().st_size} bytes; a config.json is at most {MAX_CONFIG_BYTES}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise SimInputError(f"{where}: not UTF-8 text (byte {exc.start})") from None
-    config = parse_hf_config(text, where)
+    if status.st_size > MAX_CONFIG_BYTES:
+        raise SimInputError(f"{where}: {status.st_size} bytes; a config.json is at most {MAX_CONFIG_BYTES}")
+    config = parse_hf_config(read_text_file(path, where, MAX_CONFIG_BYTES, "config"), where)
     name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
     return config, name
 
@@ -90,14 +90,25 @@ class _Config:
     def __init__(self, config: dict, where: str) -> None:
         self.config, self.where = config, where
 
+    def key(self, keys: tuple[str, ...]) -> str:
+        """The first of ``keys`` present (HF's names differ by model type), else the first."""
+        return next((key for key in keys if self.config.get(key) is not None), keys[0])
+
     def size(self, keys: tuple[str, ...], limit: str, default=None) -> int:
-        """The first of ``keys`` present (HF's names differ by model type)."""
-        for key in keys:
-            if key in self.config and self.config[key] is not None:
-                return check_int(f"{self.where}: {key}", self.config[key], 1, LIMITS[limit])
+        """The value of the first of ``keys`` present."""
+        key = self.key(keys)
+        if self.config.get(key) is not None:
+            return check_int(f"{self.where}: {key}", self.config[key], 1, LIMITS[limit])
         if default is not None:
             return default
         raise SimInputError(f"{self.where}: missing key {keys[0]!r}")
+
+    def width_and_heads(self, width: tuple[str, ...], heads: tuple[str, ...]) -> tuple[int, int]:
+        """The hidden size and the attention heads, which must divide it (each head takes an equal share)."""
+        d, n = self.size(width, "hidden"), self.size(heads, "heads")
+        if d % n:
+            raise SimInputError(f"{self.where}: {self.key(heads)} {n} must divide {self.key(width)} {d}")
+        return d, n
 
     def flag(self, key: str, default: bool) -> bool:
         value = self.config.get(key, default)
@@ -118,17 +129,16 @@ def hf_table(config: dict, *, where: str = "hf config", seq_len: int | None = No
     if seq_len is not None:
         check_int("seq_len", seq_len, 1, LIMITS["seq_len"])
     if model_type == "bert":
-        return bert(seq_len or BERT_SEQ_LEN, d_model=c.size(("hidden_size",), "hidden"),
-                    n_layers=c.size(("num_hidden_layers",), "layers"),
-                    n_heads=c.size(("num_attention_heads",), "heads"),
+        d, heads = c.width_and_heads(("hidden_size",), ("num_attention_heads",))
+        return bert(seq_len or BERT_SEQ_LEN, d_model=d, n_layers=c.size(("num_hidden_layers",), "layers"), n_heads=heads,
                     d_ff=c.size(("intermediate_size",), "intermediate"), vocab_size=c.size(("vocab_size",), "vocab"),
                     max_positions=c.size(("max_position_embeddings",), "positions"),
                     type_vocab_size=c.size(("type_vocab_size",), "vocab", default=2))
     if model_type == "gpt2":
         positions = c.size(("n_positions", "max_position_embeddings"), "positions")
-        return gpt2(seq_len or min(positions, DECODER_SEQ_LEN), d_model=c.size(("n_embd", "hidden_size"), "hidden"),
+        d, heads = c.width_and_heads(("n_embd", "hidden_size"), ("n_head", "num_attention_heads"))
+        return gpt2(seq_len or min(positions, DECODER_SEQ_LEN), d_model=d, n_heads=heads,
                     n_layers=c.size(("n_layer", "num_hidden_layers"), "layers"),
-                    n_heads=c.size(("n_head", "num_attention_heads"), "heads"),
                     vocab_size=c.size(("vocab_size",), "vocab"), max_positions=positions,
                     d_ff=c.size(("n_inner",), "intermediate", default=0) or None,
                     tie_word_embeddings=c.flag("tie_word_embeddings", True))
