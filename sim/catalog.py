@@ -449,7 +449,8 @@ def _append_preset(target: Path, record: dict[str, str]) -> None:
         header = list(rows[0]) if rows else header
         header += [c for c in ("note", OVERRIDES_BUILTIN_COLUMN) if c not in header]
     rows.append(record)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    stem = target.name.encode()[:200].decode(errors="ignore")  # mkstemp adds 14 characters to a 255-byte name
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{stem}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
             writer = csv.DictWriter(fh, fieldnames=header, extrasaction="ignore", restval="")

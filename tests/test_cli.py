@@ -61,6 +61,15 @@ def test_trace_writes_chrome_json(tmp_path):
     assert sum(e["ph"] == "X" for e in events) == 2 * (2 + 4 + 4 + 3 + 1)  # io,h2d, 4 fwd, 4 bwd, 3 msgs, update
 
 
+def test_trace_writes_to_a_name_of_the_longest_length(tmp_path):
+    """A 250-byte file name is legal, but the partial file beside it took the name and 17 characters more
+    (File name too long; hostile review, 2026-11-25)."""
+    target = tmp_path / ("t" * 245 + ".json")
+    code, _, err = run_cli("trace", "--model", TINY, "--gpus", "4", "-o", str(target))
+    assert code == 0, err
+    assert json.loads(target.read_text())["traceEvents"] and [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
 def test_list_json():
     code, out, _ = run_cli("list", "schedulers", "--format", "json")
     assert code == 0

@@ -43,6 +43,13 @@ def _save_many(path: str, prefix: str, count: int) -> None:
         save_network(preset(f"{prefix}-{i}"), path=path)
 
 
+def test_a_presets_file_of_the_longest_name_is_written(tmp_path):
+    """Its temporary file beside it took the 250-byte name and 14 characters more (hostile review, 2026-11-25)."""
+    path = tmp_path / ("n" * 246 + ".csv")
+    save_network(preset("lab"), path=path)
+    assert "lab" in path.read_text() and [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
 class TestNames:
     @pytest.mark.parametrize("name", ["lab", "ib-hdr-200", "k80.osu_2024", "0", "a" * 64])
     def test_accepted(self, name):

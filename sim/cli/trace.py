@@ -46,8 +46,9 @@ def write_whole(output: str, trace: dict) -> None:
     if os.path.exists(target) and not os.path.isfile(target):
         raise SimInputError(f"-o: {output!r} is not a regular file (a directory, device or pipe); give a file path")
     try:
-        fd, partial = tempfile.mkstemp(prefix=os.path.basename(target) + ".", suffix=".partial",
-                                       dir=os.path.dirname(target))
+        # the name's first 200 bytes: mkstemp adds 17 characters, and a name may be 255 bytes long
+        stem = os.path.basename(target).encode()[:200].decode(errors="ignore")
+        fd, partial = tempfile.mkstemp(prefix=stem + ".", suffix=".partial", dir=os.path.dirname(target))
     except OSError as exc:
         raise SimInputError(f"-o: cannot write {output!r}: {exc.strerror}") from None
     try:
