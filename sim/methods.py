@@ -20,12 +20,13 @@ from sim.errors import SimInputError
 from sim.schedulers.names import BYTESCHEDULER, MGWFBP, SYNCEASGD, WFBP
 from sim.schedulers.options import SchedulerOptions
 
-__all__ = ["ARCHITECTURES", "METHODS", "MethodConfig", "method_config", "method_table", "resolve_method"]
+__all__ = ["ARCHITECTURES", "DEFAULT_ARCHITECTURE", "DEFAULT_SCHEDULER", "METHODS", "MethodConfig", "method_config",
+           "method_table", "resolve_method"]
 
 #: Where the gradients are summed: an all-reduce among the workers, or a parameter server.
 ARCHITECTURES = ("allreduce", "ps")
-#: The scheduler and architecture `sim.simulate` runs when none is given.
-DEFAULT_SCHEDULER, DEFAULT_ARCHITECTURE = WFBP, "allreduce"
+#: The scheduler and the architecture of a run that names none (`sim.simulate`, the CLI).
+DEFAULT_SCHEDULER, DEFAULT_ARCHITECTURE = WFBP, ARCHITECTURES[0]
 
 #: BytePS's partition size (BYTEPS_PARTITION_BYTES), as in the survey's runs.
 BYTEPS_PARTITION_BYTES = 4_096_000

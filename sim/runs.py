@@ -18,7 +18,7 @@ from sim.api import ARCHITECTURES, simulate
 from sim.checks import check_choice
 from sim.cluster import Cluster
 from sim.errors import SimInputError
-from sim.methods import method_config
+from sim.methods import DEFAULT_ARCHITECTURE, DEFAULT_SCHEDULER, method_config
 from sim.model import Model
 from sim.schedulers.names import MGWFBP, WFBP
 from sim.schedulers.registry import get_spec
@@ -26,11 +26,9 @@ from sim.schedulers.registry import get_spec
 __all__ = ["DEFAULT_ARCHITECTURE", "DEFAULT_SCHEDULER", "DEFAULT_SWEEP_SCHEDULERS", "Run", "resolve_runs", "simulate_runs",
            "with_worker_metrics"]
 
-#: The scheduler of a run that names none, and the schedulers of such a sweep.
-DEFAULT_SCHEDULER = WFBP
+#: The schedulers of a sweep that names none (a run's: `sim.methods.DEFAULT_SCHEDULER`, on
+#: `sim.methods.DEFAULT_ARCHITECTURE`, all-reduce among the workers).
 DEFAULT_SWEEP_SCHEDULERS = (WFBP, MGWFBP)
-#: The architecture of a run that names none: all-reduce among the workers.
-DEFAULT_ARCHITECTURE = ARCHITECTURES[0]
 
 
 class Run(NamedTuple):

@@ -115,7 +115,9 @@ def tune_setup(knob: str, *, scheduler: str | None = None, method: str | None = 
     if architecture is None and method is None:
         only_ps = knob_users(name) == [f"architecture {PS_ARCHITECTURE}"]
         architecture = PS_ARCHITECTURE if only_ps else DEFAULT_ARCHITECTURE
-    sched, arch, opts = resolve_method(method, scheduler or owner, architecture or DEFAULT_ARCHITECTURE, options)
+    # a method sets the scheduler itself: the knob's owner is the default only without one
+    sched, arch, opts = resolve_method(method, scheduler or (owner if method is None else DEFAULT_SCHEDULER),
+                                       architecture or DEFAULT_ARCHITECTURE, options)
     check_knobs_apply([name], [(sched, arch)], label=knob_label)
     return sched, arch, opts
 

@@ -167,3 +167,14 @@ def test_a_method_keeps_its_settings_under_options_given_as_an_object():
     again = sim.simulate(model, cluster, "bytescheduler", batch_size=32, method="ByteScheduler-PS", architecture="ps",
                          options={"credit": 4})
     assert again.iteration_time_s == as_dict.iteration_time_s
+
+
+def test_tune_with_a_method_takes_the_methods_scheduler_not_the_knobs_owner():
+    """tune --method BSP-PS --knob partition-bytes was refused once methods refused another scheduler beside
+    them: tune passed the knob's owner (bytescheduler) as the scheduler (hostile review of 2026-11-25's change)."""
+    from sim.tune import tune_setup
+
+    assert tune_setup("partition-bytes", method="BSP-PS")[:2] == ("synceasgd", "ps")
+    assert tune_setup("credit", method="ByteScheduler-A2A")[:2] == ("bytescheduler", "allreduce")
+    with pytest.raises(sim.SimInputError, match="bucket-mb does nothing for scheduler synceasgd"):
+        tune_setup("bucket-mb", method="BSP-A2A")
