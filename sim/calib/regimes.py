@@ -44,9 +44,8 @@ MIN_POINTS = 3
 #: cuts the RMS relative error by over 60%) and refuses splits that only chase
 #: noise.
 MIN_GAIN = 0.25
-#: Distinct message sizes at most in one fit (the search is quadratic in them: 2,000 sizes took 561 MB, so
-#: 1,000 about 140 MB; a sweep of powers of two from 4 B to 8 GB has 32, nccl-tests' -i 1M to 1G 1,024).
-MAX_SIZES = 1024
+#: Distinct message sizes at most in one fit (the search is quadratic in them).
+MAX_SIZES = 2000
 
 
 @dataclass(frozen=True)
