@@ -204,3 +204,18 @@ def test_run_validation_raises_sim_input_error_for_a_non_utf8_log(bad_reference)
     """hostile review, 2026-11-25: the API raises `SimInputError` naming the file, not UnicodeDecodeError."""
     with pytest.raises(SimInputError, match=r"tmp8comm.log: not a UTF-8 text file \(byte 3\)"):
         run_validation(reference_dir=bad_reference)
+
+
+def test_logs_with_cr_only_line_ends_read_as_before(tmp_path):
+    """Splitting at \\n alone read a CR-only B-Caffe log as one line (a 1-layer model, no error) and a CR-only OSU
+    log as no data (final review, 2026-11-25): CR, CRLF and LF all end a line, as they did."""
+    from sim.calib.fit import parse_osu_allreduce
+    from sim.calib.importers import parse_bcaffe_blobs
+
+    ref = Path(__file__).resolve().parent.parent / "data" / "reference" / "bcaffe_k80_10gbe"
+    blobs = (ref / "tmp8comm.log").read_text()
+    osu = (ref / "allreduce8.log").read_text()
+    for end in ("\r", "\r\n"):
+        dumps, again = parse_bcaffe_blobs(blobs.replace("\n", end), "x"), parse_bcaffe_blobs(blobs, "x")
+        assert len(dumps) == len(again) and all(a.equals(b) for a, b in zip(dumps, again, strict=True))
+        assert parse_osu_allreduce(osu.replace("\n", end)).equals(parse_osu_allreduce(osu))

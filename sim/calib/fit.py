@@ -84,12 +84,12 @@ MAX_MESSAGE_BYTES = 2**50
 MIN_TIME_S = 1e-9
 MAX_TIME_S = 86_400.0
 #: Lines read from a log and data points fitted, at most: far above real sweeps (a few dozen sizes), a bound on the work.
-MAX_LOG_LINES = 1_000_000
-MAX_POINTS = 10_000
+MAX_LOG_LINES, MAX_POINTS = 1_000_000, 10_000
 
 
 def _log_lines(text: str) -> list[str]:
-    """The log's lines (split at newlines), once their count and the data lines' (a digit first) are in bounds."""
+    """The log's lines (split at LF, CRLF or CR), once their count and the data lines' (a digit first) are in bounds."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     count = text.count("\n") + (not text.endswith("\n"))
     if count > MAX_LOG_LINES:
         raise SimInputError(f"all-reduce log of {count:,} lines; at most {MAX_LOG_LINES:,} are read (sim.calib.fit.MAX_LOG_LINES)")

@@ -49,6 +49,7 @@ def parse_bcaffe_blobs(text: str, where: str = "log") -> list[pd.DataFrame]:
     A new dump starts where the blob index returns to 0. A log of over
     `MAX_LINES` lines or `MAX_DUMPS` dumps is refused.
     """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")  # CR-only or CRLF files: one line per record
     count = text.count("\n") + (not text.endswith("\n"))
     if count > MAX_LINES:
         raise SimInputError(f"{where}: {count:,} lines; a B-Caffe log has at most {MAX_LINES:,} "
