@@ -446,8 +446,8 @@ def assumptions_text(cfg: Config, stragglers: bool, what: str = "") -> str:
         comm = (f"{cfg.collective} all-reduce on {plural(cluster.nodes, 'node')} × "
                 f"{plural(cluster.gpus_in_node, 'GPU')} costs {cost_line(cost)}")
     workers = "1 worker" if cfg.gpus == 1 else f"{cfg.gpus} identical workers"
-    if comm and cfg.framework != "auto":  # the sidebar's framework: its per-message costs are added to α and β
-        comm += f", framework {cfg.framework}"
+    if comm and cfg.framework != "auto" and cfg.alpha_s is None and not getattr(cost, "is_measured", False):
+        comm += f", framework {cfg.framework}"  # its per-message costs join α and β (not your α-β, nor measured times)
     model = f"α-β cost model ({comm})" if comm else "no all-reduce (one GPU)"
     return (f"Assumptions: {model}; {workers}"
             f"{' (stragglers from the sidebar: per-worker panel below)' if stragglers else ', no stragglers'}; "

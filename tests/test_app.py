@@ -536,6 +536,10 @@ class TestLinks:
         assert at.sidebar.selectbox(key="fw").value == "mpi"
         assert state.config_from_state(at.session_state).cluster().framework == "mpi"
         assert "framework mpi" in at.caption[0].value
+        at = new_app()  # with the α-β override the framework's costs are not added: not named either
+        at.query_params.update({"fw": "horovod", "ab": "true", "alpha_us": "500", "beta_ns": "1"})
+        open_page(at, "timeline")
+        assert "framework" not in at.caption[0].value
 
     def test_a_link_to_an_upload_says_that_a_file_is_needed(self):
         at = new_app()
