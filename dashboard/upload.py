@@ -47,7 +47,8 @@ _SCALARS = ("io_ms", "h2d_ms", "update_ms")
 def _scalars(text: str, filename: str) -> dict[str, float]:
     """The ``# io_ms: ...``, ``# h2d_ms: ...`` and ``# update_ms: ...`` lines of a layer CSV."""
     found = {}
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
+        line = line.lstrip()  # a comment line as the table reader knows one: '#' its first non-blank character
         key, sep, value = line.lstrip("#").partition(":")
         if line.startswith("#") and sep and key.strip() in _SCALARS:
             try:

@@ -283,3 +283,13 @@ def test_the_dashboards_upload_reads_a_hash_inside_a_row_as_text():
                                 "m.csv")
     assert model.layer_names == ("conv#1", "fc#2") and model.params.tolist() == [1000, 10]
     assert model.update_s == 0.0025
+
+
+@pytest.mark.parametrize("text", ["  # update_ms: 2.8\nname,params,fwd_ms,bwd_ms\nfc,10,1,2\n",
+                                  "\ufeff# update_ms: 2.8\nname,params,fwd_ms,bwd_ms\nfc,10,1,2\n"])
+def test_an_indented_or_bom_prefixed_time_line_is_read_as_the_table_reader_skips_it(text):
+    """The table reader skips an indented comment line and a byte-order mark; the upload's update time was then
+    silently 0 (final review, 2026-11-25)."""
+    from dashboard.upload import model_from_csv_text
+
+    assert model_from_csv_text(text, "m.csv").update_s == pytest.approx(2.8e-3)
