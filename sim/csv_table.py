@@ -14,13 +14,15 @@ from pathlib import Path
 
 from sim.errors import SimInputError
 
-__all__ = ["MAX_COLUMNS", "MAX_CSV_BYTES", "MAX_CSV_LINES", "MAX_LAYERS", "check_csv_shape", "csv_rows",
+__all__ = ["MAX_COLUMNS", "MAX_CSV_BYTES", "MAX_CSV_LINES", "MAX_LAYERS", "MAX_LINE_COMMAS", "check_csv_shape", "csv_rows",
            "check_layer_names", "read_csv_table", "read_text_file", "stat_path", "table_lines"]
 
 #: Layers per model; raise it here (each layer costs tasks, memory and time in every run).
 MAX_LAYERS = 100_000
-#: Columns of a CSV table (a layer table reads 7; more is not a table the user meant to give).
+#: Columns of a CSV table (a layer table reads 7; more is not a table the user meant to give), and commas on
+#: one line, quoted ones too (a bound on what one line may cost before it is split into fields).
 MAX_COLUMNS = 1_000
+MAX_LINE_COMMAS = 100_000
 #: Bytes of a CSV file read at most: 335 bytes for each of `MAX_LAYERS` layers (a layer is about 100).
 MAX_CSV_BYTES = 32 * 2**20
 #: Lines of a CSV table: a header and `MAX_LAYERS` rows, with as many comment and blank lines again.
@@ -73,10 +75,10 @@ def csv_rows(lines: list[tuple[int, str]], where: str) -> Iterator[tuple[int, li
     time: a line of `MAX_COLUMNS` commas or more, a duplicate column, a quote left open at the end of its line and a
     row with more fields than the header are refused naming the line or column."""
     def checked():
-        for lineno, line in lines:
-            if line.count(",") >= MAX_COLUMNS:
-                raise SimInputError(f"{where} line {lineno}: {line.count(','):,} commas; a CSV table here has at "
-                                    f"most {MAX_COLUMNS:,} columns (sim.csv_table.MAX_COLUMNS)")
+        for lineno, line in lines:  # a cheap bound before the csv module splits a line (commas in quotes count)
+            if line.count(",") >= MAX_LINE_COMMAS:
+                raise SimInputError(f"{where} line {lineno}: {line.count(','):,} commas; a line of a CSV table here "
+                                    f"has fewer than {MAX_LINE_COMMAS:,} (sim.csv_table.MAX_LINE_COMMAS)")
             yield line
         yield ""  # a quote left open on the last line runs on into this, as into any next line
 
@@ -92,6 +94,9 @@ def csv_rows(lines: list[tuple[int, str]], where: str) -> Iterator[tuple[int, li
                                 "readable CSV (a field in quotes must end on the line it starts)")
         if k == 0:
             header = fields = [c.strip() for c in fields]
+            if len(header) > MAX_COLUMNS:
+                raise SimInputError(f"{where}: {len(header):,} columns; a CSV table here has at most {MAX_COLUMNS:,} "
+                                    "(sim.csv_table.MAX_COLUMNS)")
             first: dict[str, int] = {}
             for j, column in enumerate(header):
                 if column in first:

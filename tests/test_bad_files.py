@@ -92,7 +92,15 @@ def test_a_layer_csv_of_more_than_the_column_limit_is_refused_naming_the_count_a
     path = tmp_path / "wide.csv"
     path.write_text(HEADER.strip() + "," + ",".join(f"x{i}" for i in range(5_000)) + "\nfc,10,1,2\n")
     message = refusal(path)
-    assert "wide.csv line 1: 5,003 commas" in message and f"at most {MAX_COLUMNS:,} columns" in message
+    assert "wide.csv: 5,004 columns" in message and f"at most {MAX_COLUMNS:,}" in message
+
+
+def test_commas_inside_quotes_do_not_count_as_columns(tmp_path):
+    """A quoted note of 1,200 commas was refused as 1,204 columns (final review, 2026-11-25)."""
+    path = tmp_path / "note.csv"
+    path.write_text(HEADER.strip() + ",note\nfc,10,1,2,\"" + "," * 1_200 + "\"\n")
+    with pytest.warns(sim.SimInputWarning, match="'note' not read"):
+        assert sim.load_model(str(path)).num_layers == 1
 
 
 def test_a_layer_csv_of_200000_columns_is_refused_at_once(tmp_path):
