@@ -84,6 +84,10 @@ def check_batch_size(batch_size) -> None:
     check_int("batch_size", batch_size, 1)
 
 
+#: Said where a '#' sits inside a cell: only a line that starts with it is a comment (`sim.csv_table`).
+_HASH_NOTE = " (a '#' starts a comment only at the start of a line: move the comment to a line of its own)"
+
+
 def _check_scalar(name: str, value: float) -> float:
     """A time from 0 to `MAX_TIME_S` (in ms for a name ending _ms), not subnormal (as `check_array`)."""
     value = check_float(name, value, 0, MAX_TIME_S * (1e3 if name.endswith("_ms") else 1.0))
@@ -290,7 +294,8 @@ def _numeric_column(frame: pd.DataFrame, column: str, where: str, *, integer: bo
         except (TypeError, OverflowError):
             number = math.nan
         if not math.isfinite(number):
-            raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} is not a finite number")
+            raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} is not a finite number" + _HASH_NOTE * (
+                "#" in str(raw)))
         if number < 0:
             raise SimInputError(f"{where} row {row}, column {column!r}: {raw!r} is negative")
         if integer and number != int(number):
@@ -340,7 +345,8 @@ def model_from_frame(
         raise SimInputError(f"{where}: duplicate column {repeated[0]!r}; each column may appear once")
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
-        raise SimInputError(f"{where}: missing column(s) {', '.join(missing)}; need {', '.join(REQUIRED_COLUMNS)}")
+        raise SimInputError(f"{where}: missing column(s) {', '.join(missing)}; need {', '.join(REQUIRED_COLUMNS)}"
+                            + _HASH_NOTE * any("#" in c for c in frame.columns))
     if len(frame) == 0:
         raise SimInputError(f"{where}: no layer rows")
     if len(frame) > MAX_LAYERS:  # before the per-row checks

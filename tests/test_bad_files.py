@@ -301,3 +301,16 @@ def test_an_indented_or_bom_prefixed_time_line_is_read_as_the_table_reader_skips
     from dashboard.upload import model_from_csv_text
 
     assert model_from_csv_text(text, "m.csv").update_s == pytest.approx(2.8e-3)
+
+
+@pytest.mark.parametrize("text, where", [
+    ("name,params,fwd_ms,bwd_ms\nconv1,1000,1.0,2.0  # the stem\n", "column 'bwd_ms'"),
+    ("name,params,fwd_ms,bwd_ms # columns\nconv1,1000,1.0,2.0\n", "missing column(s) bwd_ms"),
+])
+def test_a_comment_after_a_cell_says_where_comments_go(tmp_path, text, where):
+    """pandas' comment='#' once cut a line at any '#'; now only a line starting with it is a comment, and a '#'
+    after a cell was refused without saying why (final review, 2026-11-25)."""
+    path = tmp_path / "c.csv"
+    path.write_text(text)
+    message = refusal(path)
+    assert where in message and "a '#' starts a comment only at the start of a line" in message
