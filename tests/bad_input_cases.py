@@ -321,6 +321,9 @@ CLI_CASES: list[tuple[str, str]] = [
     ("sweep " + M + " --scheduler wfbp,,mgwfbp", "'wfbp,,mgwfbp' has an empty item"),
     ("algorithms --algorithms BSP,,ASP", "'BSP,,ASP' has an empty item"),
     # the bound is the request's, over every algorithm it runs (2026-11-25: 1000 x 200 of each ran past 120 s)
+    # a tune's runs together within one run's task budget (2026-11-25: 1,000 partitions of ~4 kB ran past 120 s)
+    ("tune --model resnet50 --gpus 16 --scheduler bytescheduler --knob partition-bytes --values "
+     + ",".join(str(4000 + i) for i in range(1000)), "tune: the runs of 1,000 values would build over 8,000,000 tasks"),
     ("algorithms --model tests/data/tiny.csv --gpus 1000 --steps 200",
      "7 algorithms x 1000 workers x 200 steps is 1,400,000 worker steps; at most 200,000"),
     ("validate --format xml", "--format"),
