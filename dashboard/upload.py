@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import PurePath
 
 import sim
@@ -72,10 +71,7 @@ def model_from_csv_text(text: str, filename: str) -> sim.Model:
     """
     if filename.lower().endswith(".json"):  # a Hugging Face config.json (sim.zoo.hf)
         return hf_model(filename, text=text)
-    try:  # as `sim.load_model` reads a layer CSV: only a line that starts with '#' is a comment
-        frame = read_csv_table(text, filename)
-    except csv.Error as exc:  # e.g. a field over the csv module's size limit
-        raise sim.SimInputError(f"{filename}: not a readable CSV ({exc})") from None
+    frame = read_csv_table(text, filename)  # as `sim.load_model` reads a layer CSV (its errors name the file)
     stem = PurePath(filename).stem or "uploaded"
     return sim.model_from_frame(frame, stem, where=filename, source=f"uploaded CSV {filename}",
                                 **_scalars(text, filename))

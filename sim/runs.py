@@ -14,11 +14,11 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from sim.api import ARCHITECTURES, simulate
+from sim.api import simulate
 from sim.checks import check_choice
 from sim.cluster import Cluster
 from sim.errors import SimInputError
-from sim.methods import DEFAULT_ARCHITECTURE, DEFAULT_SCHEDULER, method_config
+from sim.methods import ARCHITECTURES, DEFAULT_ARCHITECTURE, DEFAULT_SCHEDULER, method_config
 from sim.model import Model
 from sim.schedulers.names import MGWFBP, WFBP
 from sim.schedulers.registry import get_spec

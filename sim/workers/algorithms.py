@@ -104,6 +104,8 @@ UPDATE_COLUMNS = (
     "weight", "staleness",
 )
 MAX_STEPS = 2000
+#: Gradients per worker of a run that names none (`simulate_algorithm`).
+DEFAULT_STEPS = 50
 #: SSP's staleness bound beyond the steps a run takes (`MAX_STEPS`) changes nothing: a larger one is refused.
 MAX_STALENESS = 1_000_000
 MAX_ALGORITHM_WORKERS = 1024
@@ -238,7 +240,7 @@ def simulate_algorithm(
     cluster: Cluster,
     *,
     batch_size: int,
-    steps: int = 50,
+    steps: int = DEFAULT_STEPS,
     seed: int = 0,
     straggler: StragglerSpec | None = None,
     config: AlgorithmConfig | None = None,
@@ -310,7 +312,7 @@ def simulate_algorithms(model: Model, cluster: Cluster, algorithms: Sequence[str
         raise SimInputError("algorithms must name at least one algorithm")
     if unknown := [name for name in names if name not in ALGORITHMS]:
         raise SimInputError(f"unknown algorithm {unknown[0]!r}; valid: {', '.join(ALGORITHMS)}")
-    steps = check_int("steps", kwargs.get("steps", 50), 2, MAX_STEPS)
+    steps = check_int("steps", kwargs.get("steps", DEFAULT_STEPS), 2, MAX_STEPS)
     check_workload(model, cluster)
     check_worker_steps(len(names) * cluster.gpus * steps,
                        f"{len(names)} algorithms x {cluster.gpus} workers x {steps} steps")
@@ -328,7 +330,7 @@ def sweep_algorithms(model: Model, cluster: Cluster, *, workers: Sequence[int],
         raise SimInputError("workers must list at least one worker count")
     counts = [check_int("workers", p, 1, MAX_ALGORITHM_WORKERS) for p in workers]
     names = list(dict.fromkeys(algorithms))
-    steps = check_int("steps", kwargs.get("steps", 50), 2, MAX_STEPS)
+    steps = check_int("steps", kwargs.get("steps", DEFAULT_STEPS), 2, MAX_STEPS)
     check_worker_steps(len(names) * sum(counts) * steps,
                        f"{len(names)} algorithms x {sum(counts)} workers (over the counts) x {steps} steps")
     rows = []
