@@ -11,6 +11,10 @@
   so the text cannot say what the chart does not show.
 * `mechanism_frame`, `mechanism_claims`: what per-tensor gradients, framework costs
   and interference change on a real cluster, each switched off in turn.
+* `alpha_bound_facts`, `alpha_bound_claim`: which of a real model's gradients the
+  start-up α dominates, on a ring of 16 and of 64 GPUs (section 2).
+* `precision_frame`, `precision_claims`: one case at each precision, and where amp's
+  longer iteration comes from (exposed communication, interference, compute).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from sim.core.plan import GradientLayers, gradient_layers
 from sim.schedulers.mgwfbp import mgwfbp
 from sim.schedulers.names import MGWFBP, OPTIMAL, SYNCEASGD, WFBP
 
-__all__ = ["COUNTER_ALPHA_US", "MECHANISM_CASE", "MECHANISM_VARIANTS", "TIE_PCT", "Step", "alpha_claims", "claim_facts",
+__all__ = ["ALPHA_BOUND_CASE", "COUNTER_ALPHA_US", "MECHANISM_CASE", "MECHANISM_VARIANTS", "TIE_PCT", "Step",
+           "alpha_bound_claim", "alpha_bound_facts", "alpha_claims", "backward_start_s", "claim_facts",
            "mechanism_claims", "mechanism_frame", "mgwfbp_steps", "precision_claims", "precision_frame", "steps_frame",
            "steps_text"]
 
@@ -62,23 +67,31 @@ def _merged_by_mgwfbp(grads: GradientLayers, cost, l: int) -> bool:
     return any(a in members and b in members for members in plan.groups)
 
 
+def _ms(seconds: float) -> str:
+    """Milliseconds to the µs, trailing zeros dropped (10.05, 6, 0.01): never rounded to fewer digits than
+    the table beside the text shows, so the reason cannot misstate an order (``.3g`` gave 10.05 as "10")."""
+    return f"{seconds * 1e3:.3f}".rstrip("0").rstrip(".")
+
+
 def _why(merged: bool, start: float, end: float, ready: float, alpha: float) -> str:
-    ms = 1e3
     if ready >= end:
-        return (f"the message would be sent by {end * ms:.3g} ms, before the next gradient is ready "
-                f"({ready * ms:.3g} ms): send it now")
+        return (f"the message would be sent by {_ms(end)} ms, before the next gradient is ready "
+                f"({_ms(ready)} ms): send it now")
     if start > ready:
-        return (f"the channel is busy until {start * ms:.3g} ms, after the next gradient is ready "
-                f"({ready * ms:.3g} ms): merging costs no wait and saves one α")
-    wait = (ready - start) * ms
+        return (f"the channel is busy until {_ms(start)} ms, after the next gradient is ready "
+                f"({_ms(ready)} ms): merging costs no wait and saves one α")
+    wait = ready - start
     if merged:
-        return f"waiting {wait:.3g} ms for the next gradient costs less than the α = {alpha * ms:.3g} ms it saves"
-    return f"waiting {wait:.3g} ms for the next gradient would cost more than the α = {alpha * ms:.3g} ms it saves"
+        return f"waiting {_ms(wait)} ms for the next gradient costs less than the α = {_ms(alpha)} ms it saves"
+    return f"waiting {_ms(wait)} ms for the next gradient would cost more than the α = {_ms(alpha)} ms it saves"
 
 
-def mgwfbp_steps(model, cost, precision: str = "fp32") -> list[Step]:
+def mgwfbp_steps(model, cost, precision: str = "fp32", origin_s: float = 0.0) -> list[Step]:
     """MG-WFBP's decisions on ``model`` with the all-reduce cost ``cost`` (a `sim.comm.CommCost`),
-    from the output layer down; the merged groups they make are `sim.simulate`'s."""
+    from the output layer down; the merged groups they make are `sim.simulate`'s.
+
+    Times are from the start of backward plus ``origin_s``: pass `backward_start_s` of a run's
+    timeline to state them on that run's time axis (the chart's)."""
     grads = gradient_layers(model, precision)
     names, r, n = model.layer_names, grads.ready_s, grads.n
     steps: list[Step] = []
@@ -87,11 +100,11 @@ def mgwfbp_steps(model, cost, precision: str = "fp32") -> list[Step]:
         start = max(prev_end, float(r[l]))
         end = start + float(cost.time_s(nbytes))
         merged = _merged_by_mgwfbp(grads, cost, l)
+        at, until, ready = origin_s + start, origin_s + end, origin_s + float(r[l - 1])
         steps.append(Step(
             layer=names[int(grads.index[l])], message=tuple(names[int(i)] for i in grads.index[l:hi + 1][::-1]),
-            start_ms=start * 1e3, end_ms=end * 1e3, next_layer=names[int(grads.index[l - 1])],
-            next_ready_ms=float(r[l - 1]) * 1e3, merged=merged,
-            why=_why(merged, start, end, float(r[l - 1]), cost.alpha_s),
+            start_ms=at * 1e3, end_ms=until * 1e3, next_layer=names[int(grads.index[l - 1])],
+            next_ready_ms=ready * 1e3, merged=merged, why=_why(merged, at, until, ready, cost.alpha_s),
             alpha_saved_us=cost.alpha_s * 1e6 if merged else 0.0,
         ))
         if merged:
@@ -99,6 +112,12 @@ def mgwfbp_steps(model, cost, precision: str = "fp32") -> list[Step]:
         else:
             prev_end, hi, nbytes = end, l - 1, float(grads.nbytes[l - 1])
     return steps
+
+
+def backward_start_s(timeline: pd.DataFrame) -> float:
+    """When the first backward task of a run starts (its timeline's ``start_s``; 0 without one)."""
+    starts = timeline.loc[timeline["kind"] == "backward", "start_s"]
+    return float(starts.min()) if len(starts) else 0.0
 
 
 def steps_frame(steps: list[Step]) -> pd.DataFrame:
@@ -190,6 +209,48 @@ def alpha_claims(sweep: pd.DataFrame) -> list[str]:
     return out
 
 
+#: Section 2's example of where α dominates: a ring all-reduce over this network, 4 GPUs a node, at each count.
+ALPHA_BOUND_CASE = {"model": "resnet50", "network": "10gbe", "gpus_per_node": 4, "gpus": (16, 64)}
+
+
+def _size(nbytes: float) -> str:
+    return f"{nbytes / 2**20:.3g} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:.3g} KiB"
+
+
+def alpha_bound_facts(case: dict = ALPHA_BOUND_CASE) -> dict:
+    """Where α dominates, for each GPU count of ``case``: the ring all-reduce's α and β, the size
+    ``bound_bytes`` = α/β below which a message costs more in start-up than in bytes, and how many
+    of the model's layer gradients (fp32) are smaller (``alpha_bound_layers``: α > β·M)."""
+    import sim
+
+    model = sim.load_model(case["model"])
+    nbytes = np.asarray(model.gradient_bytes("fp32"), float)
+    nbytes = nbytes[nbytes > 0]
+    points = []
+    for p in case["gpus"]:
+        cluster = sim.Cluster(gpus=p, gpus_per_node=case["gpus_per_node"], network=case["network"])
+        cost = cluster.comm_cost(model, "fp32")
+        alpha, beta = float(cost.alpha_s), float(cost.beta_s_per_byte)
+        points.append({"gpus": p, "alpha_s": alpha, "beta_s_per_byte": beta, "bound_bytes": alpha / beta,
+                       "alpha_bound_layers": int((alpha > beta * nbytes).sum())})
+    return {"model": case["model"], "network": case["network"], "gpus_per_node": case["gpus_per_node"],
+            "layers": len(nbytes), "min_bytes": float(nbytes.min()), "max_bytes": float(nbytes.max()),
+            "points": points}
+
+
+def alpha_bound_claim(facts: dict) -> str:
+    """Section 2's sentence on which gradients α dominates, read off `alpha_bound_facts`."""
+    pts = facts["points"]
+    bounds = " and ".join(f"{_size(q['bound_bytes'])} on {q['gpus']} GPUs" for q in pts)
+    counts = " and for ".join(f"{q['alpha_bound_layers']}" + (" of them" if i == 0 else "") + f" on {q['gpus']} GPUs"
+                              for i, q in enumerate(pts))
+    return (f"A message costs more in start-up than in bytes (α > β·M) while M < α/β, and for a ring "
+            f"α/β = P·α_link/β_link grows with P: over {facts['network']} ({facts['gpus_per_node']} GPUs a node) "
+            f"it is {bounds}. The {facts['layers']} layer gradients of {facts['model']} (fp32) run from "
+            f"{_size(facts['min_bytes'])} to {_size(facts['max_bytes'])}: **α dominates** for {counts}, "
+            "the bytes for the rest.")
+
+
 #: The Learn page's cluster for "what real clusters add": ResNet-50 on 16 V100-PCIe, 4 a node.
 MECHANISM_CASE = {"model": "resnet50", "gpus": 16, "gpus_per_node": 4, "gpu": "v100-pcie", "batch_size": 64}
 #: Each row: what is switched off, as Cluster settings and the simulate gradients argument.
@@ -240,9 +301,24 @@ def mechanism_claims(frame: pd.DataFrame) -> list[str]:
         verb = "faster" if diff < 0 else "slower"
         out.append(f"With {label}: {abs(diff):.1f} ms {verb} than the defaults ({by.loc[label, 'iteration_ms']:.1f} "
                    f"against {on['iteration_ms']:.1f} ms).")
-    out.append(f"Interference adds {on['interference_ms']:.1f} ms of compute under the defaults; it stretches only "
-               "what overlaps communication, so it lengthens the iteration only where compute is on the critical path.")
+    out.append(_interference_claim(by))
     return out
+
+
+def _interference_claim(by: pd.DataFrame) -> str:
+    """Interference's two sides as the table shows them: the compute it stretches, and what switching off
+    first its communication side, then its compute side too, takes off the iteration."""
+    on = by.iloc[0]
+    text = (f"Interference stretches compute by {on['interference_ms']:.1f} ms under the defaults; it stretches only "
+            "what overlaps communication, so it lengthens the iteration only where compute is on the critical path")
+    both, comm = MECHANISM_VARIANTS[3][0], MECHANISM_VARIANTS[4][0]
+    if both not in by.index or comm not in by.index:
+        return text + "."
+    comm_side = on["iteration_ms"] - by.loc[comm, "iteration_ms"]
+    compute_side = by.loc[comm, "iteration_ms"] - by.loc[both, "iteration_ms"]
+    return (text + f". Of the {comm_side + compute_side:.1f} ms that switching it off saves here, its other side "
+            f"(communication slowed by compute) accounts for {comm_side:.1f} ms and the stretched compute "
+            f"for {compute_side:.1f} ms.")
 
 
 def precision_frame(network: str, scheduler: str = WFBP) -> pd.DataFrame:
@@ -258,7 +334,7 @@ def precision_frame(network: str, scheduler: str = WFBP) -> pd.DataFrame:
         rows.append({"precision": precision, "meaning": meaning, "one_gpu_ms": 1e3 * m["single_gpu_iteration_time_s"],
                      "gradient_mb": model.total_params * sim.model.bytes_per_param(precision) / 1e6,
                      "comm_ms": 1e3 * m["comm_s"], "exposed_ms": 1e3 * m["comm_exposed_s"],
-                     "iteration_ms": 1e3 * m["iteration_time_s"]})
+                     "interference_ms": 1e3 * m["interference_s"], "iteration_ms": 1e3 * m["iteration_time_s"]})
     return pd.DataFrame(rows)
 
 
@@ -273,10 +349,33 @@ def precision_claims(frame: pd.DataFrame) -> list[str]:
         f"sends {fp16['gradient_mb']:.0f} MB.",
         f"So its communication takes {amp['comm_ms']:.1f} ms against {fp16['comm_ms']:.1f} ms for fp16, and "
         f"{amp['exposed_ms']:.1f} ms of it is exposed against {fp16['exposed_ms']:.1f} ms: an iteration of "
-        f"{amp['iteration_ms']:.1f} ms against {fp16['iteration_ms']:.1f} ms. Simulating autocast as fp16 "
-        f"would predict it {100 * (amp['iteration_ms'] / fp16['iteration_ms'] - 1):.0f}% too fast here.",
+        f"{amp['iteration_ms']:.1f} ms against {fp16['iteration_ms']:.1f} ms{_gap_parts(amp, fp16)}. Simulating "
+        f"autocast as fp16 would predict it {100 * (amp['iteration_ms'] / fp16['iteration_ms'] - 1):.0f}% too fast "
+        "here.",
         _tf32_claim(by),
     ]
+
+
+#: The parts of an iteration (iteration = one-GPU compute + the interference stretch + exposed communication).
+_GAP_PARTS = (("exposed_ms", "of its communication exposed"),
+              ("interference_ms", "of compute stretched by interference (its longer all-reduce overlaps more of "
+                                  "the backward pass)"),
+              ("one_gpu_ms", "of compute on one GPU"))
+
+
+def _gap_parts(amp: pd.Series, fp16: pd.Series) -> str:
+    """``, X ms longer: A ms more of ..., B ms more of ...``: where amp's extra iteration time comes from,
+    read off the table (without an ``interference_ms`` column: nothing)."""
+    if "interference_ms" not in amp.index:
+        return ""
+    gap = amp["iteration_ms"] - fp16["iteration_ms"]
+    parts = [(amp[key] - fp16[key], what) for key, what in _GAP_PARTS]
+    rest = gap - sum(d for d, _ in parts)
+    parts += [(rest, "elsewhere")]
+    said = [f"{abs(d):.1f} ms {'more' if d > 0 else 'less'} {what}" for d, what in parts if abs(d) >= 0.05]
+    if not said:
+        return ""
+    return f", {abs(gap):.1f} ms {'longer' if gap > 0 else 'shorter'}: " + ", ".join(said)
 
 
 def _tf32_claim(by: pd.DataFrame) -> str:

@@ -14,8 +14,9 @@ COUNTER_ALPHA_US = learn_view.COUNTER_ALPHA_US
 ui.ensure_frame()
 
 st.title("Learn: why merging gradients speeds up S-SGD")
-st.caption("Assumptions: α-β cost model, identical workers, compute times given in the toy table below "
-           "(not estimated); 2 GPUs whose every all-reduce of M bytes takes α + β·M with β = 1 ns/byte.")
+st.caption("Assumptions: this page's examples are its own and do not follow the sidebar. Sections 4 and 5: a toy model whose "
+           "compute times are given in its table (not estimated), identical workers, 2 GPUs whose every all-reduce "
+           "of M bytes takes α + β·M with β = 1 ns/byte. Sections 6 and 7: the cluster named above each table.")
 
 st.header("1. One iteration of synchronous SGD")
 st.markdown(
@@ -36,10 +37,10 @@ st.markdown(
     r"""
 For a ring all-reduce over P GPUs, $\alpha = 2(P-1)\,\alpha_{\mathrm{link}}$ and
 $\beta = \tfrac{2(P-1)}{P}\,\beta_{\mathrm{link}}$: the start-up grows with P.
-Many CNN layers have small gradients (a few KiB to a few MiB), so for them **α dominates**.
-See the *Model* page for the α and β·M part of every layer of a real model.
 """
 )
+st.markdown(learn_view.alpha_bound_claim(ui.guarded(learn_view.alpha_bound_facts))
+            + " See the *Model* page for the α and β·M part of every layer of the sidebar's model.")
 
 st.header("3. WFBP: communicate while computing")
 st.markdown(
@@ -91,14 +92,16 @@ c[2].metric(OPTIMAL, ui.fmt_ms(opt), **ui.delta(opt, wf, WFBP, inverse=True))
 
 st.subheader(f"MG-WFBP's decisions, step by step (α = {alpha_us} µs)")
 toy = cached.toy_model()
+backward_at = learn_view.backward_start_s(results[MGWFBP].timeline)
 steps = learn_view.mgwfbp_steps(toy, sim.Cluster(gpus=2, alpha_s=alpha_us * 1e-6,
-                                                 beta_s_per_byte=BETA_S_PER_BYTE).comm_cost(toy, "fp32"))
+                                                 beta_s_per_byte=BETA_S_PER_BYTE).comm_cost(toy, "fp32"),
+                                origin_s=backward_at)
 st.markdown(
     "MG-WFBP starts with the output layer's gradient as the current message and walks down. At each step it "
     "compares when the current message could start and end with when the next gradient is ready, and either "
     "**merges** that gradient in (one α fewer) or **sends** the message and starts a new one. Each decision below "
-    "is the real scheduler's (`sim/schedulers/mgwfbp.py`, run on the layers seen so far); times are from the start "
-    "of backward."
+    "is the real scheduler's (`sim/schedulers/mgwfbp.py`, run on the layers seen so far); times are on the chart's "
+    f"axis above, where backward starts at {backward_at * 1e3:.3f} ms."
 )
 st.dataframe(learn_view.steps_frame(steps), hide_index=True, key="toy_steps",
              column_config={c: st.column_config.NumberColumn(format="%.3f") for c in
