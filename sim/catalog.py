@@ -415,6 +415,11 @@ def save_network(row: Mapping[str, object] | Network, *, overwrite_builtin: bool
             "(or replace it with yours: --overwrite-builtin on the command line, overwrite_builtin=True in the API)"
         )
     target = Path(path).expanduser() if path is not None else user_networks_path()
+    # through a link to its file (a dotfiles checkout), and never over a device, pipe or folder: the
+    # rename below replaced what was there, and $SSGD_NETWORKS=/dev/full made /dev/full a regular file
+    target = Path(os.path.realpath(target))
+    if target.exists() and not target.is_file():
+        raise SimInputError(f"cannot write {str(target)!r}: not a regular file (a directory, device or pipe)")
     alpha_us = float(row["alpha_us"]) if isinstance(row, Mapping) else net.alpha_us  # as given, no round trip
     record = {"name": net.name, "scope": net.scope, "line_rate_gbps": repr(net.line_rate_gbps),
               "effective_gbps": repr(net.effective_gbps), "alpha_us": repr(alpha_us),
@@ -449,7 +454,7 @@ def _append_preset(target: Path, record: dict[str, str]) -> None:
         header = list(rows[0]) if rows else header
         header += [c for c in ("note", OVERRIDES_BUILTIN_COLUMN) if c not in header]
     rows.append(record)
-    stem = target.name.encode()[:200].decode(errors="ignore")  # mkstemp adds 14 characters to a 255-byte name
+    stem = os.fsencode(target.name)[:200].decode(errors="ignore")  # mkstemp adds 14 characters to a 255-byte name
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{stem}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:

@@ -170,6 +170,15 @@ def _pool_context():
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
+def _leave_interrupt_to_parent() -> None:
+    """A pool worker's start: Ctrl-C reaches every process of the terminal's group, and a worker that
+    raised KeyboardInterrupt printed its own traceback. The worker ends quietly (the default action of
+    SIGINT); the process that made the pool raises KeyboardInterrupt and reports it."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _run_chunks(payloads, jobs: int, client, report: Callable, count: int) -> None:
     if client is not None:
         from distributed import as_completed
@@ -187,7 +196,7 @@ def _run_chunks(payloads, jobs: int, client, report: Callable, count: int) -> No
 
     workers = min(jobs, count)
     pending = iter(payloads)  # made as they are sent: at most two per worker held at once
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_leave_interrupt_to_parent) as pool:
         running = {pool.submit(_evaluate_units, p) for p in itertools.islice(pending, 2 * workers)}
         while running:
             finished, running = wait(running, return_when=FIRST_COMPLETED)

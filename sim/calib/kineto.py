@@ -111,7 +111,7 @@ REPORT_KEYS = (
 _GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
              "memcpy": "memcpy", "memset": "memset"}
 _RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime"}
-_META_KEYS = ("distributedInfo", "deviceProperties", "schemaVersion")
+_META_KEYS = ("distributedInfo", "deviceProperties", "schemaVersion", "otherData")
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _AUTOGRAD = "autograd::engine::evaluate_function"
 _COPY_IN = ("reducer::mul_out", "copy_grad_to_bucket")
@@ -205,6 +205,10 @@ def _build(meta: dict, events: list[dict], where: str) -> KinetoTrace:
         by_kind[event.pop("kind_")].append(event)
     gpu = pd.DataFrame(by_kind["gpu"])
     if gpu.empty:
+        other = meta.get("otherData")
+        if isinstance(other, dict) and {"scheduler", "iteration_time_s"} <= set(other):
+            raise SimInputError(f"{where}: a simulated timeline written by python -m sim trace, not a PyTorch "
+                                "profiler trace; import-trace reads what torch.profiler exports")
         raise SimInputError(f"{where}: no GPU events (kernels, memcpy, memset); profile with ProfilerActivity.CUDA")
     devices = gpu["device"].dropna().astype(str).unique()
     if len(devices) > 1:

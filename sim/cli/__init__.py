@@ -7,7 +7,10 @@ The subcommands only parse, call the library and print.
 Bad input (an unknown name, a malformed CSV, an absurd value, a flag that
 makes no sense) prints one line ``error: ...`` to stderr and exits with 2. A
 flag that is valid but does nothing for the run (`sim.errors.SimInputWarning`)
-prints one line ``warning: ...`` to stderr, and the run goes on.
+prints one line ``warning: ...`` to stderr, and the run goes on. An output that
+cannot be written (a full disk under ``> out.csv``) is one line ``error: ...``
+and exit code 2 too; Ctrl-C is one line ``interrupted`` and exit code 130; a
+reader that leaves (``| head``) ends the run quietly with 0 (`sim.cli.streams`).
 """
 
 from __future__ import annotations
@@ -32,11 +35,14 @@ from sim.cli import (
     tune,
     validate,
 )
+from sim.cli.streams import Output, OutputError, open_stream
 from sim.errors import SimInputError, SimInputWarning
 
-__all__ = ["COMMANDS", "EXIT_BAD_INPUT", "build_parser", "main"]
+__all__ = ["COMMANDS", "EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "build_parser", "main"]
 
 EXIT_BAD_INPUT = 2
+#: The exit code after Ctrl-C (128 + SIGINT, as a shell reports a command it interrupted).
+EXIT_INTERRUPTED = 130
 
 #: The subcommands, in the order ``--help`` lists them.
 COMMANDS = (run, sweep, algorithms, trace, fit_network, import_bcaffe, import_trace, validate, fit_validation, gap, listing, tune)
@@ -58,8 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, out=None, err=None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
+    stdout = open_stream(out or sys.stdout)
+    err = Output(open_stream(err or sys.stderr))
+    out = Output(stdout)
     try:
         with warnings.catch_warnings():  # (restores the filters and `warnings.showwarning` on leaving)
             warnings.simplefilter("always", SimInputWarning)
@@ -67,17 +74,24 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
             args = build_parser().parse_args(argv)
             check_environment()
             next(c for c in COMMANDS if args.command == c.NAME).run(args, out)
-    except SimInputError as exc:
-        err.write(f"error: {exc}\n")
-        return EXIT_BAD_INPUT
-    except BrokenPipeError:  # the reader left (``... | head``): stop quietly
-        quiet_stdout(out)
-        return 0
-    try:
         out.flush()
-    except BrokenPipeError:
-        quiet_stdout(out)
+    except SimInputError as exc:
+        return report(err, f"error: {exc}", EXIT_BAD_INPUT)
+    except OutputError as exc:  # a full disk under ``> out.csv``: one line, and no second try at exit
+        quiet_stdout(stdout)
+        return report(err, f"error: cannot write the output: {exc}", EXIT_BAD_INPUT)
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback
+        return report(err, "interrupted", EXIT_INTERRUPTED)
+    except BrokenPipeError:  # the reader left (``... | head``): stop quietly
+        quiet_stdout(stdout)
     return 0
+
+
+def report(err, line: str, code: int) -> int:
+    """Write ``line`` on ``err`` (if it can) and return ``code``."""
+    with contextlib.suppress(OSError, OutputError):
+        err.write(line + "\n")
+    return code
 
 
 def check_environment() -> None:
@@ -98,7 +112,8 @@ def warning_writer(err, other):
             other(message, category, *rest, **kwargs)
         elif str(message) not in seen:
             seen.add(str(message))
-            err.write(f"warning: {message}\n")
+            with contextlib.suppress(OutputError):  # a stderr that cannot be written does not stop the run
+                err.write(f"warning: {message}\n")
 
     return show
 

@@ -20,7 +20,8 @@ def run(args, out) -> None:
 
     cases = gap_study(args.trials, seed=args.seed, gpus=args.gpus)
     if args.format == "csv":
-        cases.to_csv(out, index=False)
+        # ``gap`` is a fraction; the summary's figures are per cent: gap_pct says its unit in its name
+        cases.assign(gap_pct=100 * cases["gap"]).to_csv(out, index=False)
         return
     summary = gap_summary(cases, args.seed)
     if args.format == "json":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sim.cli.args import read_text
-from sim.errors import SimInputError
+from sim.cli.streams import refuse_same_file, write_file
 
 NAME = "import-bcaffe"
 HELP = "turn a B-Caffe per-blob log into a layer CSV with comm_ms"
@@ -21,11 +21,9 @@ def run(args, out) -> None:
     from sim.importers import bcaffe_layers
 
     path = Path(args.log)
+    refuse_same_file(args.log, {"-o": args.output})
     table = bcaffe_layers(read_text(path), where=path.name, dump=args.dump)
-    try:
-        table.to_csv(args.output, index=False)
-    except OSError as exc:
-        raise SimInputError(f"-o: cannot write {args.output!r}: {exc.strerror}") from None
+    write_file(args.output, "-o", lambda fh: table.to_csv(fh, index=False))
     out.write(
         f"wrote {len(table)} layers ({int(table['params'].sum()):,} params, backward {table['bwd_ms'].sum():.1f} ms, "
         f"all-reduce {table['comm_ms'].sum():.1f} ms) to {args.output}\n"

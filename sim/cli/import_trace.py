@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 
 import pandas as pd
 
 from sim.calib.kineto import REPORT_KEYS, layer_table, measured_report, read_trace
-from sim.errors import SimInputError
+from sim.cli.streams import refuse_same_file, write_file
 
 NAME = "import-trace"
 HELP = "read a PyTorch profiler (Kineto) trace: measured iteration and overlap, layer CSV with comm_ms"
@@ -31,14 +32,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=["json", "table"], default="table")
 
 
-def _write(path: str, flag: str, write) -> None:
-    try:
-        with open(path, "w", encoding="utf-8", newline="") as fh:
-            write(fh)
-    except OSError as exc:
-        raise SimInputError(f"{flag}: cannot write {path!r}: {exc.strerror}") from None
-
-
 def _report_table(report: dict) -> str:
     width = max(len(k) for k in REPORT_KEYS)
     lines = [f"{report['trace']['source']}: {report['steps_profiled']} steps, "
@@ -52,17 +45,27 @@ def _report_table(report: dict) -> str:
     return "\n".join(lines)
 
 
+def simulate_command(layers_csv: str, report: dict) -> str:
+    """The ``run`` command line that simulates the trace's run from its layer CSV: the trace's ranks (with
+    the default one GPU, nothing is all-reduced), DDP's scheduler and the update time measured."""
+    ranks = report["trace"].get("world_size")
+    gpus = f" --gpus {ranks}" if isinstance(ranks, int) and ranks > 1 else ""
+    return (f"run --model {shlex.quote(layers_csv)}{gpus} --scheduler ddp "
+            f"--update-ms {report['layer_csv']['update_ms']:.3f}")
+
+
 def run(args: argparse.Namespace, out) -> None:
+    refuse_same_file(args.trace, {"-o": args.output, "--report": args.report})
     trace = read_trace(args.trace)
     report = measured_report(trace)
     if args.output is not None:
         table = layer_table(trace)
-        _write(args.output, "-o", lambda fh: table.to_csv(fh, index=False))
+        write_file(args.output, "-o", lambda fh: table.to_csv(fh, index=False))
         update_ms = ((report["optimizer_gpu_s"] or 0.0) + (report["backward_tail_s"] or 0.0)) * 1e3
         report["layer_csv"] = {"path": args.output, "rows": len(table), "params": int(table["params"].sum()),
                                "update_ms": update_ms}
     if args.report is not None:
-        _write(args.report, "--report", lambda fh: (json.dump(report, fh, indent=2), fh.write("\n")))
+        write_file(args.report, "--report", lambda fh: (json.dump(report, fh, indent=2), fh.write("\n")))
     if args.format == "json":
         json.dump(report, out, indent=2)
         out.write("\n")
@@ -71,6 +74,6 @@ def run(args: argparse.Namespace, out) -> None:
     if args.output is not None:
         csv = report["layer_csv"]
         out.write(f"wrote {csv['rows']} DDP buckets ({csv['params']:,} params) to {args.output}; "
-                  f"simulate with: run --model {args.output} --update-ms {csv['update_ms']:.3f}\n")
+                  f"simulate with: {simulate_command(args.output, report)}\n")
     if args.report is not None:
         out.write(f"wrote the report to {args.report}\n")

@@ -8,7 +8,7 @@ import time
 
 import pandas as pd
 
-from sim.api import sweep
+from sim.api import METRIC_KEYS, RESOURCE_KEYS, sweep
 from sim.checks import check_int
 from sim.cli.args import add_resource_flags, positive_int, write_json
 from sim.cli.stragglers import add_straggler_flags, straggler_given, with_stragglers
@@ -62,13 +62,18 @@ class ProgressBar:
         self.start_s = time.perf_counter()
 
     def __call__(self, done: int, total: int) -> None:
+        if self.stream is None:
+            return
         filled = self.WIDTH * done // max(total, 1)
         elapsed_s = time.perf_counter() - self.start_s
-        self.stream.write(f"\rsweep [{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{total} "
-                          f"configurations, {elapsed_s:.1f} s")
-        if done >= total:
-            self.stream.write("\n")
-        self.stream.flush()
+        try:
+            self.stream.write(f"\rsweep [{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{total} "
+                              f"configurations, {elapsed_s:.1f} s")
+            if done >= total:
+                self.stream.write("\n")
+            self.stream.flush()
+        except OSError:  # stderr full or gone (2>/dev/full): the bar stops, the sweep and its output go on
+            self.stream = None
 
 
 #: Seconds a Dask scheduler has to answer `dask_client` (and half as long again for the handshake).
@@ -140,7 +145,16 @@ def run(args, out) -> None:
     write_sweep(args, frame, out)
 
 
+def in_column_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with `METRIC_KEYS` then `RESOURCE_KEYS` first, as a plain sweep has them, then the columns a
+    kind of sweep adds: a method, compression or knob sweep (`sim.runs.simulate_runs`) put ``framework`` and
+    ``interference_s`` elsewhere, so a script reading the CSV by position read other columns there."""
+    first = [c for c in (*METRIC_KEYS, *RESOURCE_KEYS) if c in frame.columns]
+    return frame[first + [c for c in frame.columns if c not in first]]
+
+
 def write_sweep(args, frame: pd.DataFrame, out) -> None:
+    frame = in_column_order(frame)
     if args.fits_only:
         frame = frame.loc[frame["fits_in_memory"].astype(bool)].reset_index(drop=True)
     if args.format == "json":

@@ -7,6 +7,7 @@ import json
 import os
 import tempfile
 
+from sim.cli.streams import refuse_same_file
 from sim.cli.workload import add_compression_flag, add_workload_flags, run_one
 from sim.errors import SimInputError
 from sim.trace import chrome_trace
@@ -25,6 +26,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args, out) -> None:
+    if os.path.isfile(args.model):
+        refuse_same_file(args.model, {"-o": args.output})
     res = run_one(args)
     # at least a forward and a backward task per layer and iteration: refused before the timeline is built
     rows = args.iterations * 2 * res.model.num_layers
@@ -47,7 +50,8 @@ def write_whole(output: str, trace: dict) -> None:
         raise SimInputError(f"-o: {output!r} is not a regular file (a directory, device or pipe); give a file path")
     try:
         # the name's first 200 bytes: mkstemp adds 17 characters, and a name may be 255 bytes long
-        stem = os.path.basename(target).encode()[:200].decode(errors="ignore")
+        # (os.fsencode: a name with bytes that are not UTF-8 holds surrogates, which str.encode refuses)
+        stem = os.fsencode(os.path.basename(target))[:200].decode(errors="ignore")
         fd, partial = tempfile.mkstemp(prefix=stem + ".", suffix=".partial", dir=os.path.dirname(target))
     except OSError as exc:
         raise SimInputError(f"-o: cannot write {output!r}: {exc.strerror}") from None
