@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sim.catalog import USER_NETWORKS_ENV, get_gpu, user_networks_path
+from sim.catalog import USER_NETWORKS_ENV, file_stamp, get_gpu, user_networks_path
 from sim.checks import MAX_TIME_S, check_choice, check_float, check_int
 from sim.cluster import Cluster
 from sim.compression import Compression, compressed_cost, parse_compression, refusal
@@ -246,7 +246,7 @@ _PRESETS_PATHS: dict = {}
 
 def _presets_stamp() -> tuple:
     """What the network presets depend on besides the built-in table: the user's presets file
-    (`sim.catalog.user_networks_path`), its modification time and size (as the catalog reads it again)."""
+    (`sim.catalog.user_networks_path`) and its `sim.catalog.file_stamp` (as the catalog reads it again)."""
     where = (os.environ.get(USER_NETWORKS_ENV), os.environ.get("HOME"))  # what the file's path depends on
     path = _PRESETS_PATHS.get(where)
     if path is None:
@@ -257,7 +257,7 @@ def _presets_stamp() -> tuple:
         stat = os.stat(path)
     except OSError:  # no file (or none readable): the built-in table alone
         return (path,)
-    return path, stat.st_mtime_ns, stat.st_size, stat.st_mode
+    return path, *file_stamp(stat), stat.st_mode
 
 
 def clear_caches() -> None:

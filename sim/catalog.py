@@ -45,6 +45,7 @@ __all__ = [
     "PRESET_NAME_PATTERN",
     "USER_NETWORKS_ENV",
     "check_preset_name",
+    "file_stamp",
     "get_gpu",
     "get_network",
     "gpus",
@@ -295,9 +296,16 @@ def _builtin_networks() -> dict[str, Network]:
     return _read_networks(DATA_DIR / "networks.csv")
 
 
+def file_stamp(stat: os.stat_result) -> tuple[int, ...]:
+    """What tells one version of a file from another (`os.stat`): its modification and change times,
+    size and inode. An edit that keeps the size and sets the modification time back (``touch -r``,
+    ``cp -p``, ``os.utime``) still moves the change time, and a file replaced (`save_network`) has a new inode."""
+    return stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino, stat.st_dev
+
+
 @functools.lru_cache(maxsize=16)
-def _cached_user_networks(path: str, stamp: tuple[int, int]) -> tuple[dict[str, Network], str | None]:
-    """Parsed user file or its error, keyed by path and (mtime, size) so an edit is seen."""
+def _cached_user_networks(path: str, stamp: tuple[int, ...]) -> tuple[dict[str, Network], str | None]:
+    """Parsed user file or its error, keyed by path and `file_stamp` so an edit is seen."""
     try:
         return _read_networks(Path(path), _builtin_networks()), None
     except SimInputError as exc:
@@ -316,7 +324,7 @@ def _user_networks_or_error() -> tuple[dict[str, Network], str | None]:
         return {}, f"{path}: cannot read ({exc.strerror})"
     if not is_file:  # an absent default file is fine; a named one must exist
         return {}, (f"{USER_NETWORKS_ENV}={path}: no such file" if os.environ.get(USER_NETWORKS_ENV, "").strip() else None)
-    return _cached_user_networks(path, (stat.st_mtime_ns, stat.st_size))
+    return _cached_user_networks(path, file_stamp(stat))
 
 
 # --- public API ----------------------------------------------------------------

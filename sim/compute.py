@@ -30,6 +30,7 @@ import csv
 import functools
 import math
 from collections.abc import Mapping
+from types import MappingProxyType
 
 import numpy as np
 
@@ -89,9 +90,10 @@ TENSOR_CORES_PATH = DATA_DIR / "tensor_cores.csv"
 
 
 @functools.lru_cache(maxsize=1)
-def tensor_core_families() -> dict[str, tuple[tuple[str, ...], float]]:
+def tensor_core_families() -> Mapping[str, tuple[tuple[str, ...], float]]:
     """Family -> (its layer types, the share of their fp32 efficiency their fp16 tensor-core
-    kernels reach), as ``data/tensor_cores.csv`` holds them."""
+    kernels reach), as ``data/tensor_cores.csv`` holds them: read once per process and shared
+    by every caller, so read-only (``dict(...)`` is a copy to change)."""
     out = {}
     with open(TENSOR_CORES_PATH, newline="", encoding="utf-8") as fh:
         for line, row in enumerate(csv.DictReader(fh), start=2):
@@ -102,7 +104,7 @@ def tensor_core_families() -> dict[str, tuple[tuple[str, ...], float]]:
             if not (math.isfinite(scale) and 0 < scale <= 1):
                 raise SimInputError(f"tensor_cores.csv line {line}: efficiency_scale must be in (0, 1], got {scale}")
             out[row["family"]] = (tuple(str(row["layer_types"]).split(";")), scale)
-    return out
+    return MappingProxyType(out)
 
 
 def tensor_core_scales() -> dict[str, float]:

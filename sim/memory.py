@@ -151,12 +151,11 @@ def attention_scores(model: Model) -> float:
     return float(heads) * float(seq_len) ** 2
 
 
-def _one_row_per_layer(model: Model) -> np.ndarray:
-    """Row indices with one row per layer: in a tensor view (`Model.tensor_view`) a layer's
-    tensors share its output, which is kept once."""
-    parents = getattr(model, "tensor_layers", None)
+def _one_row_per_layer(parents, rows: int) -> np.ndarray:
+    """Row indices with one row per layer: in a tensor view (`Model.tensor_view`, ``parents`` its
+    ``tensor_layers``) a layer's tensors share its output, which is kept once."""
     if parents is None:
-        return np.arange(model.num_layers)
+        return np.arange(rows)
     return np.array([i for i, p in enumerate(parents) if i + 1 == len(parents) or parents[i + 1] != p], dtype=int)
 
 
@@ -167,16 +166,24 @@ def activation_bytes(model: Model, batch_size: int, precision: str) -> int:
     return int(math.ceil(_activation_elements(model) * batch_size * ACTIVATION_WIDTH_BYTES[precision]))
 
 
-@functools.lru_cache(maxsize=16)
 def _activation_elements(model: Model) -> float:
-    """Activation elements kept per sample (a model is immutable: worked out once)."""
-    keep = _one_row_per_layer(model)
-    types = [model.layer_types[i] for i in keep]
+    """Activation elements kept per sample: worked out once per layer types, rows and output sizes
+    (`_kept_elements`, keyed by what they are, not by the model, whose arrays a caller may change in
+    place), plus the attention scores (``model.extra``, read on every call)."""
+    parents = getattr(model, "tensor_layers", None)
+    elems, n_attention = _kept_elements(tuple(model.layer_types), None if parents is None else tuple(parents),
+                                        np.asarray(model.out_elems, dtype=float).tobytes())
+    return elems + n_attention * SCORE_ELEMENTS_PER_HEAD_SQ * attention_scores(model)
+
+
+@functools.lru_cache(maxsize=16)
+def _kept_elements(layer_types: tuple, parents: tuple | None, out_elems: bytes) -> tuple[float, int]:
+    """Activation elements kept per sample without the attention scores, and the attention rows."""
+    keep = _one_row_per_layer(parents, len(layer_types))
+    types = [layer_types[i] for i in keep]
     factor = np.array([ACTIVATION_FACTOR.get(t, DEFAULT_ACTIVATION_FACTOR) for t in types])
-    elems = float(np.dot(np.asarray(model.out_elems, dtype=float)[keep], factor))
-    n_attention = sum(1 for t in types if t == "attention")
-    elems += n_attention * SCORE_ELEMENTS_PER_HEAD_SQ * attention_scores(model)
-    return elems
+    elems = float(np.dot(np.frombuffer(out_elems, dtype=float)[keep], factor))
+    return elems, sum(1 for t in types if t == "attention")
 
 
 def comm_buffer_bytes(scheduler: str, *, gpus: int, gradient_bytes: int, largest_message_bytes: int = 0,

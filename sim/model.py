@@ -440,9 +440,10 @@ def zoo_names() -> list[str]:
 
 @functools.lru_cache(maxsize=64)
 def _zoo_table(name: str, kwargs: tuple) -> pd.DataFrame:
+    """``build_table``; ``kwargs`` as ``(name, (type, value))`` pairs (128 == 128.0: one is refused)."""
     from sim.zoo import build_table
 
-    return build_table(name, **dict(kwargs))
+    return build_table(name, **{key: value for key, (_, value) in kwargs})
 
 
 def zoo_model(name: str, *, io_ms: float = 0.0, h2d_ms: float = 0.0, update_ms: float = 0.0, **arch_kwargs) -> Model:
@@ -457,7 +458,7 @@ def zoo_model(name: str, *, io_ms: float = 0.0, h2d_ms: float = 0.0, update_ms: 
     for key, value in arch_kwargs.items():  # before the cache: True == 1 would find 1's table, a list no key
         if isinstance(value, bool) or not isinstance(value, (int, float, str, np.integer, np.floating)):
             raise SimInputError(f"{key} must be a number, got {type(value).__name__} {str(value)[:40]!r}")
-    table = _zoo_table(name, tuple(sorted(arch_kwargs.items())))
+    table = _zoo_table(name, tuple(sorted((k, (type(v), v)) for k, v in arch_kwargs.items())))
     return _table_model(table, name, ARCHITECTURES[name].source, io_ms, h2d_ms, update_ms,
                         {"arch_kwargs": dict(arch_kwargs)})
 

@@ -27,7 +27,9 @@ import csv
 import functools
 import io
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from sim.catalog import DATA_DIR
 from sim.checks import check_float
@@ -91,8 +93,9 @@ def _row(line: int, row: dict) -> GpuPrice:
 
 
 @functools.cache
-def prices() -> dict[str, GpuPrice]:
-    """Every row of ``data/prices.csv``, by GPU name."""
+def prices() -> Mapping[str, GpuPrice]:
+    """Every row of ``data/prices.csv``, by GPU name: read once per process and shared by every caller
+    (every session of the dashboard), so read-only (``dict(prices())`` is a copy to change)."""
     try:
         text = PRICES_FILE.read_text(encoding="utf-8")
     except OSError as exc:
@@ -107,7 +110,7 @@ def prices() -> dict[str, GpuPrice]:
         if entry.name in out:
             raise SimInputError(f"{PRICES_FILE.name} line {reader.line_num}: duplicate gpu {entry.name!r}")
         out[entry.name] = entry
-    return out
+    return MappingProxyType(out)
 
 
 def gpu_price(gpu: str) -> GpuPrice | None:

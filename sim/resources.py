@@ -47,16 +47,17 @@ def shard_of(scheduler: str) -> str:
 
 
 @functools.lru_cache(maxsize=16)
-def _bytes_by_name(model: Model, precision: str) -> dict[str, int]:
-    """Each layer's gradient bytes by its name (a model is immutable: built once)."""
-    return dict(zip(model.layer_names, model.gradient_bytes(precision).tolist(), strict=True))
+def _bytes_by_name(layer_names: tuple, nbytes: bytes) -> dict[str, int]:
+    """Each layer's gradient bytes (``nbytes``, int64) by its name: built once per names and sizes (keyed by
+    what they are, not by the model, whose arrays a caller may change in place). Shared: not to be changed."""
+    return dict(zip(layer_names, np.frombuffer(nbytes, dtype=np.int64).tolist(), strict=True))
 
 
 def _largest_merged_message_bytes(model: Model, precision: str, groups: Sequence[Sequence[str]]) -> int:
     """Bytes of the largest message that merges several layers (0 if every message is one layer)."""
     if max(map(len, groups), default=0) <= 1:
         return 0
-    sizes = _bytes_by_name(model, precision)
+    sizes = _bytes_by_name(tuple(model.layer_names), model.gradient_bytes(precision).tobytes())
     return max((sum(map(sizes.__getitem__, group)) for group in groups if len(group) > 1), default=0)
 
 

@@ -95,7 +95,7 @@ def tensor_sums(tensor_params) -> tuple[np.ndarray, int]:
     re-checked whenever it is copied with new times)."""
     sums = np.array([sum(t) for t in tensor_params], dtype=np.int64)
     smallest = min((min(t) for t in tensor_params if t), default=1)
-    return sums, int(smallest)
+    return _shared(sums), int(smallest)
 
 
 @functools.lru_cache(maxsize=64)
@@ -109,7 +109,7 @@ def tensor_names(layer_names, tensor_params) -> tuple[tuple[str, ...], np.ndarra
         names = []
         for name, sizes in zip(layer_names, tensor_params, strict=True):
             names.extend([name] if len(sizes) <= 1 else [f"{name}:{i}" for i in range(len(sizes))])
-    return tuple(names), np.repeat(np.arange(len(counts)), counts)
+    return tuple(names), _shared(np.repeat(np.arange(len(counts)), counts))
 
 
 @functools.lru_cache(maxsize=64)
@@ -126,7 +126,7 @@ def tensor_rows(layer_names, tensor_params, layer_types):
 def tensor_view_arrays(tensor_params) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(sizes, share, last)`` of the tensor rows in model order: each row's
     parameters, its share of its layer's times, and whether it is the layer's
-    last row (which keeps the layer's output). Cached: treat as read-only."""
+    last row (which keeps the layer's output). Cached: read-only arrays."""
     sizes, share, last = [], [], []
     for sizes_bwd in tensor_params:
         total = sum(sizes_bwd)
@@ -134,7 +134,15 @@ def tensor_view_arrays(tensor_params) -> tuple[np.ndarray, np.ndarray, np.ndarra
         sizes.extend(fwd)
         share.extend([s / total for s in fwd] if total else [1.0])
         last.extend([False] * (len(fwd) - 1) + [True])
-    return np.array(sizes, dtype=np.int64), np.array(share, dtype=float), np.array(last, dtype=bool)
+    # read-only: a tensor view's params are ``sizes`` itself, shared by every view of these tensors
+    return (_shared(np.array(sizes, dtype=np.int64)), _shared(np.array(share, dtype=float)),
+            _shared(np.array(last, dtype=bool)))
+
+
+def _shared(arr: np.ndarray) -> np.ndarray:
+    """``arr`` made read-only: a cached value every caller (every session of the dashboard) is given."""
+    arr.flags.writeable = False
+    return arr
 
 
 def parent_layers_text(text: str, parent_of: dict) -> str:
