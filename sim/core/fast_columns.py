@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-__all__ = ["comm_columns", "forget_static_columns", "row_columns", "static_columns", "task_names", "worker_columns", "worker_times"]
+__all__ = ["KEPT_CELLS", "comm_columns", "forget_static_columns", "kept_cells", "row_columns", "static_columns", "task_names", "worker_columns", "worker_times"]
 
 #: Static columns kept, the oldest dropped first.
 _STATIC_KEPT = 64
@@ -21,11 +21,18 @@ _STATIC: dict = {}
 _STATIC_LOCK = threading.Lock()
 #: Task-name arrays kept per static entry (one per iteration and worker shown).
 _NAMES_KEPT = 64
+#: Cells (array and tuple elements) kept in all, static columns and what is derived from them
+#: together: a count of 64 entries alone let 100k-layer models' columns and their task names hold
+#: 407 MiB after every result was dropped, and ResNet-50 timelines of 62 iteration counts 1.5 GiB.
+#: Oldest entries go first; what would not fit is built for its run and not kept.
+KEPT_CELLS = 4_000_000
+_kept = {"cells": 0}
 
 
 def static_columns(layer_names: tuple, groups: tuple, layer_bytes: np.ndarray, rename=None) -> dict:
     """What every iteration's rows share, for these layers, messages and bytes; ``rename``
-    (a function of a layer cell, or None) gives the ``layer`` column's text. Kept: read-only."""
+    (a function of a layer cell, or None) gives the ``layer`` column's text. Kept (read-only)
+    within `KEPT_CELLS` and `_STATIC_KEPT` entries."""
     key = (layer_names, groups, layer_bytes.dtype.str, layer_bytes.tobytes(), rename)
     try:
         with _STATIC_LOCK:
@@ -36,16 +43,50 @@ def static_columns(layer_names: tuple, groups: tuple, layer_bytes: np.ndarray, r
         return got
     got = _build_static(list(layer_names), groups, layer_bytes, rename)
     if key is not None:
-        with _STATIC_LOCK:
-            if len(_STATIC) >= _STATIC_KEPT:
-                _STATIC.pop(next(iter(_STATIC)), None)
-            _STATIC[key] = got
+        _keep_static(key, got)
     return got
+
+
+def _keep_static(key, static: dict) -> None:
+    """Keep ``static`` under ``key``, dropping the oldest entries to stay within the bounds."""
+    with _STATIC_LOCK:
+        if key in _STATIC or static["cells"] > KEPT_CELLS:
+            return
+        while _STATIC and (len(_STATIC) >= _STATIC_KEPT or _kept["cells"] + static["cells"] > KEPT_CELLS):
+            _drop(_STATIC.pop(next(iter(_STATIC))))
+        static["kept"] = True
+        _STATIC[key] = static
+        _kept["cells"] += static["cells"]
+
+
+def _drop(static: dict) -> None:
+    """No longer count ``static`` (a run that still holds it may add to it: that is not kept)."""
+    static["kept"] = False
+    _kept["cells"] -= static["cells"]
+
+
+def _keep_derived(static: dict, where: str, key, value, cells: int) -> None:
+    """Keep ``value`` (``cells`` cells) in ``static[where]`` if ``static`` is kept and the bounds allow;
+    else it serves its run only."""
+    with _STATIC_LOCK:
+        kept = static[where]
+        if not static["kept"] or key in kept or len(kept) >= _NAMES_KEPT or _kept["cells"] + cells > KEPT_CELLS:
+            return
+        kept[key] = value
+        static["cells"] += cells
+        _kept["cells"] += cells
+
+
+def kept_cells() -> int:
+    """Cells kept by `static_columns` in all (within `KEPT_CELLS`)."""
+    return _kept["cells"]
 
 
 def forget_static_columns() -> None:
     """Drop every kept entry of `static_columns` (the next timelines build theirs again)."""
     with _STATIC_LOCK:
+        for static in _STATIC.values():
+            _drop(static)
         _STATIC.clear()
 
 
@@ -75,6 +116,8 @@ def _build_static(names: list, groups: tuple, layer_bytes: np.ndarray, rename) -
     for value in static.values():
         if isinstance(value, np.ndarray):
             value.flags.writeable = False
+    static["cells"] = sum(len(v) for v in static.values() if isinstance(v, (np.ndarray, tuple)))
+    static["kept"] = False  # (`_keep_static`)
     return static
 
 
@@ -86,8 +129,7 @@ def task_names(static: dict, tails: str, head: str) -> np.ndarray:
     if got is None:
         got = np.array([head + tail for tail in static[tails]], dtype=object)
         got.flags.writeable = False
-        if len(kept) < _NAMES_KEPT:
-            kept[(tails, head)] = got
+        _keep_derived(static, "names", (tails, head), got, got.size)
     return got
 
 
@@ -102,8 +144,7 @@ def row_columns(run, static: dict, r: int, n_it: int, comm_row: int) -> dict:
         del shared["start_s"], shared["end_s"]
         for value in shared.values():
             value.flags.writeable = False
-        if len(static["rows"]) < _NAMES_KEPT:
-            static["rows"][n_it] = shared
+        _keep_derived(static, "rows", n_it, shared, sum(v.size for v in shared.values()))
     start, end = worker_times(run, r, n_it)
     return {**shared, "start_s": np.concatenate([start, run.comm_start_s[comm_row, :n_it].ravel()]),
             "end_s": np.concatenate([end, run.comm_end_s[comm_row, :n_it].ravel()])}
