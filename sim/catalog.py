@@ -48,6 +48,7 @@ __all__ = [
     "file_stamp",
     "get_gpu",
     "get_network",
+    "is_builtin_network",
     "gpus",
     "networks",
     "save_network",
@@ -254,9 +255,8 @@ def _network_from_row(at: str, where: str, row: dict) -> Network:
 
 
 def _read_networks(path: Path, builtin: Mapping[str, Network] | None = None) -> dict[str, Network]:
-    """The presets in ``path``. For a user file (``builtin`` given), names are
-    checked against `PRESET_NAME_PATTERN` and may reuse a built-in name only
-    on a row whose ``overrides_builtin`` column is ``yes``."""
+    """The presets in ``path``. For a user file (``builtin`` given), names are checked against
+    `PRESET_NAME_PATTERN` and may reuse a built-in name only on a row whose ``overrides_builtin`` is yes."""
     out: dict[str, Network] = {}
     for at, where, row in _rows(_read_table(path, _NETWORK_COLUMNS), path):
         net = _network_from_row(at, where, row)
@@ -268,10 +268,8 @@ def _read_networks(path: Path, builtin: Mapping[str, Network] | None = None) -> 
                 raise SimInputError(f"{where}: {OVERRIDES_BUILTIN_COLUMN} must be yes, no or empty, "
                                     f"got {_text(row, OVERRIDES_BUILTIN_COLUMN)[:40]!r}")
             if net.name in builtin and _text(row, OVERRIDES_BUILTIN_COLUMN).lower() != "yes":
-                raise SimInputError(
-                    f"{where}: user preset {net.name} reuses a built-in name; rename it (e.g. add a "
-                    f"suffix such as '-mine') or set its {OVERRIDES_BUILTIN_COLUMN} column to yes"
-                )
+                raise SimInputError(f"{where}: user preset {net.name} reuses a built-in name; rename it (e.g. add a "
+                                    f"suffix such as '-mine') or set its {OVERRIDES_BUILTIN_COLUMN} column to yes")
         out[net.name] = net
     return out
 
@@ -297,9 +295,8 @@ def _builtin_networks() -> dict[str, Network]:
 
 
 def file_stamp(stat: os.stat_result) -> tuple[int, ...]:
-    """What tells one version of a file from another (`os.stat`): its modification and change times,
-    size and inode. An edit that keeps the size and sets the modification time back (``touch -r``,
-    ``cp -p``, ``os.utime``) still moves the change time, and a file replaced (`save_network`) has a new inode."""
+    """What tells one version of a file from another: modification and change times, size, inode (an edit
+    that keeps the size and sets the mtime back moves the ctime; a replaced file has a new inode)."""
     return stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino, stat.st_dev
 
 
@@ -393,6 +390,13 @@ def get_network(name: str) -> Network:
     if error:
         raise SimInputError(f"unknown network {name!r}, and the user presets cannot be read: {error}")
     raise SimInputError(f"unknown network {name!r}; valid: {', '.join(sorted(table))}")
+
+
+def is_builtin_network(name: str) -> bool:
+    """Whether preset ``name`` is the built-in one, not a user's (`save_network`): what was measured for
+    a built-in (its size regimes, `sim.topology.network_regimes`) holds for the built-in's link alone."""
+    builtin = _builtin_networks().get(name)
+    return builtin is not None and networks().get(name) == builtin
 
 
 def save_network(row: Mapping[str, object] | Network, *, overwrite_builtin: bool = False,

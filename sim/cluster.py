@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from sim.catalog import MAX_LINK_GBPS, MIN_LINK_GBPS, get_gpu, get_network
+from sim.catalog import MAX_LINK_GBPS, MIN_LINK_GBPS, get_gpu, get_network, is_builtin_network
 from sim.checks import check_float, check_int
 from sim.comm import (
     COLLECTIVES,
@@ -226,7 +226,10 @@ class Cluster:
             net = get_network(name)
             if gbps is not None:
                 return Link(net.alpha_s, 8.0 / (gbps * 1e9))
-            return Link(net.alpha_s, net.beta_s_per_byte, network_regimes(name, ranks) if self.size_regimes else ())
+            # a preset's measured table is the built-in's: a user's preset of the same name (fit-network
+            # --save --overwrite-builtin) is its own line
+            regimes = network_regimes(name, ranks) if self.size_regimes and is_builtin_network(name) else ()
+            return Link(net.alpha_s, net.beta_s_per_byte, regimes)
 
         # (a table is taken at the ranks its link joins: the GPUs of a node inside it, the nodes across)
         intra = link(self.intra, self.intra_gbps, self.gpus_in_node)
