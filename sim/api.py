@@ -106,8 +106,9 @@ class SimResult:
     model: Model = field(repr=False)
     cluster: Cluster = field(repr=False)
     #: per-worker runs (`sim.workers.simulate_workers`): the period of every
-    #: iteration after the first, each worker's wait before its update, the
-    #: persistently slow workers and each worker's GPU; empty otherwise
+    #: iteration after the first (but the last, for a plan that updates per
+    #: layer: `sim.workers.engine.SyncRun.periods_s`), each worker's wait before
+    #: its update, the persistently slow workers and each worker's GPU; empty otherwise
     iteration_times_s: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     wait_s: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), repr=False)
     straggler_workers: tuple[int, ...] = ()

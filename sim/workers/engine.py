@@ -25,11 +25,18 @@ from sim.api import SimResult, plan_run, resolve_method, resolve_model, run_metr
 from sim.catalog import get_gpu
 from sim.checks import check_int, check_seed
 from sim.cluster import Cluster
+from sim.core import run as core_run
 from sim.core.budget import PS_CELL_WEIGHT
 from sim.core.cost import PSCost
 from sim.core.lower import WorkerTimes
-from sim.core.metrics import steady_iteration_s
-from sim.core.run import check_cell_budget, single_gpu_iteration_s, time_plan, time_workers
+from sim.core.metrics import iterations_to_run, steady_iteration_s
+from sim.core.run import (
+    check_cell_budget,
+    estimated_tasks,
+    single_gpu_iteration_s,
+    time_plan,
+    time_workers,
+)
 from sim.core.workload import check_workload
 from sim.errors import SimInputError
 from sim.model import Model, bytes_per_param, check_batch_size
@@ -43,7 +50,8 @@ from sim.workers.stragglers import (
     straggler_factors,
 )
 
-__all__ = ["MAX_WORKER_ITERATIONS", "SyncRun", "WorkerResult", "run_sync", "simulate_workers", "worker_models"]
+__all__ = ["MAX_WORKER_ITERATIONS", "SyncRun", "WorkerResult", "check_timeline_rows", "ideal_iteration_s", "run_sync",
+           "simulate_workers", "worker_models"]
 
 MAX_WORKER_ITERATIONS = 5000
 #: A per-worker run returns the one result type.
@@ -98,11 +106,17 @@ class SyncRun:
     timeline: object
     #: the compute factors of each (iteration, worker), as drawn or given (`run_sync`'s ``factors``)
     factors: np.ndarray | None = None
+    #: the run's precision (its messages' bytes, so its task count: `check_timeline_rows`)
+    precision: str = "fp32"
 
     @property
     def periods_s(self) -> np.ndarray:
-        """Periods between the ends of successive iterations (an iteration ends with the last worker's step)."""
-        return np.diff(self.update_end_s.max(axis=1))
+        """Periods between the ends of successive iterations (an iteration ends with the last worker's step). A plan
+        that updates per layer leaves out the last iteration's unless it is the only one, as the aggregate run's
+        steady state does (`sim.core.metrics.steady_iteration_s`): it has no next forward pass, so its updates run
+        early (up to 46 % short), and its mean made a run of mixed GPUs faster than one GPU of worker 0's type."""
+        ends = self.update_end_s.max(axis=1)
+        return np.diff(ends[:-1] if self.plan.per_layer_update and len(ends) >= 3 else ends)
 
 
 def _check(batch_size, precision, spec, iterations, seed) -> int:
@@ -136,7 +150,21 @@ def run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, g
     ends, backward, update_s, timeline = time_workers(base, plan, cost, times, precision=precision,
                                                       iterations=iterations, prefetch=prefetch)
     wait = np.maximum(ends - backward - update_s, 0.0)
-    return SyncRun(base, plan, plan_cost, cost, ends, backward, wait, slow, names, timeline, factors)
+    return SyncRun(base, plan, plan_cost, cost, ends, backward, wait, slow, names, timeline, factors, precision)
+
+
+def ideal_iteration_s(model, cluster: Cluster, scheduler, run: SyncRun, common: dict, iterations: int,
+                      reuse: bool = False) -> float:
+    """The steady-state iteration of ``run``'s plan with identical workers (`steady_iteration_s`), from a run of
+    ``iterations``, or more where the steady state needs them (`iterations_to_run`): ``run`` itself when ``reuse``
+    (nothing varies in it) and it ran that many, else a run without noise (``common``: `run_sync`'s other
+    arguments). A plan that updates per layer needs five: the last iteration has no next forward pass, so its
+    updates run early, and a run of two timed that period alone (ByteScheduler: 2 % to 35 % short; `monte_carlo`
+    reported a slowdown of 1.12 with nothing varying, and identical workers missed the aggregate iteration)."""
+    needed = iterations_to_run(run.plan, iterations)
+    if not (reuse and needed == run.update_end_s.shape[0]):
+        run = run_sync(model, cluster, scheduler, spec=StragglerSpec(), **{**common, "iterations": needed})
+    return steady_iteration_s(run.update_end_s.max(axis=1), run.plan.per_layer_update)
 
 
 def _metrics(run: SyncRun, spec: StragglerSpec, cluster: Cluster, scheduler: str, batch_size: int,
@@ -217,8 +245,7 @@ def simulate_workers(
                   architecture=architecture, options=options)
     run = run_sync(model, cluster, scheduler, spec=spec, gpus_by_worker=gpus_by_worker, **common)
     uniform = spec.is_uniform and gpus_by_worker is None
-    ideal_run = run if uniform else run_sync(model, cluster, scheduler, spec=StragglerSpec(), **common)
-    ideal = steady_iteration_s(ideal_run.update_end_s.max(axis=1), run.plan.per_layer_update)
+    ideal = ideal_iteration_s(model, cluster, scheduler, run, common, run.update_end_s.shape[0], reuse=uniform)
     mean = ideal if uniform else float(run.periods_s.mean())
     if not (mean > 0 and math.isfinite(mean)):
         raise SimInputError("the iteration takes no time: give the model non-zero compute times")
@@ -260,6 +287,7 @@ def with_waits(run: SyncRun, iterations: int | None = None) -> pd.DataFrame:
     for: its updates run between the messages, and the next forward pass may start
     before the last of them, so its idle time is the gaps its timeline shows
     between those tasks, and no wait rows are added (they covered its updates)."""
+    check_timeline_rows(run, iterations)
     timeline = run.timeline(iterations)
     if run.plan.per_layer_update:
         return timeline
@@ -282,3 +310,20 @@ def with_waits(run: SyncRun, iterations: int | None = None) -> pd.DataFrame:
     extra = extra[list(timeline.columns)].astype(timeline.dtypes.to_dict())
     out = pd.concat([timeline, extra], ignore_index=True)
     return out.sort_values(["start_s", "end_s", "iteration"], kind="stable").reset_index(drop=True)
+
+
+def check_timeline_rows(run: SyncRun, iterations: int | None = None) -> None:
+    """Refuse, before it is built, a timeline of ``run``'s first ``iterations`` (None: all) of more rows than the
+    task budget (`sim.core.run.MAX_TASKS`; the timeline has a row per task). The fast path times per-worker runs
+    within `sim.core.run.check_cell_budget`, up to `sim.core.budget.CELLS_PER_TASK` times as many tasks, and a
+    row of the frame takes some 460 bytes: 8,192 workers x 24 iterations of ResNet-50 (64 million rows) passed
+    24 GB before it was killed."""
+    ran, workers = run.update_end_s.shape
+    shown = ran if iterations is None else min(int(iterations), ran)
+    rows = estimated_tasks(run.base, run.plan, run.precision, shown, workers, run.cost)
+    if rows > core_run.MAX_TASKS:
+        fit = core_run.MAX_TASKS // max(estimated_tasks(run.base, run.plan, run.precision, 1, workers, run.cost), 1)
+        raise SimInputError(
+            f"the timeline of this run would have about {rows:,} rows ({shown} iterations of {workers:,} workers); "
+            f"the limit is {core_run.MAX_TASKS:,} (${core_run.MAX_TASKS_ENV} or sim.core.run.MAX_TASKS): "
+            + (f"keep at most {fit} iterations of it (timeline_iterations)" if fit else "use fewer workers"))

@@ -16,7 +16,7 @@ from sim.core.workload import check_workload
 from sim.errors import SimInputError
 from sim.model import Model
 from sim.schedulers.names import SYNCEASGD
-from sim.workers.engine import run_sync
+from sim.workers.engine import ideal_iteration_s, run_sync
 from sim.workers.stragglers import StragglerSpec, expected_max_factor
 
 __all__ = ["Profile", "monte_carlo", "predicted_period_s", "profile"]
@@ -103,7 +103,7 @@ def monte_carlo(
         common = dict(batch_size=batch_size, seed=int(seed) + int(p), precision=precision, prefetch=prefetch)
         run = run_sync(model, c, scheduler, spec=spec, iterations=iterations, **common)
         periods = run.periods_s
-        ideal = float(run_sync(model, c, scheduler, spec=StragglerSpec(), iterations=2, **common).periods_s[-1])
+        ideal = ideal_iteration_s(model, c, scheduler, run, common, 2)  # (5 for a plan that updates per layer)
         mean = float(periods.mean())
         sem = float(periods.std(ddof=1) / math.sqrt(len(periods))) if len(periods) > 1 else 0.0
         closed = predicted_period_s(spec, ideal, profile(run.base, run.plan), int(p), prefetch)
