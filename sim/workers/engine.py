@@ -43,6 +43,7 @@ from sim.model import Model, bytes_per_param, check_batch_size
 from sim.schedulers import DEFAULT_BUCKET_MB
 from sim.schedulers.names import WFBP
 from sim.tensors import gradients_of
+from sim.workers.phases import message_times_s, run_phases
 from sim.workers.stragglers import (
     StragglerSpec,
     draw_compute_factors,
@@ -108,6 +109,9 @@ class SyncRun:
     factors: np.ndarray | None = None
     #: the run's precision (its messages' bytes, so its task count: `check_timeline_rows`)
     precision: str = "fp32"
+    #: each worker's update time per iteration, and the link factors (iterations x messages) drawn
+    update_s: np.ndarray | None = None
+    jitter: np.ndarray | None = None
 
     @property
     def periods_s(self) -> np.ndarray:
@@ -150,7 +154,8 @@ def run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, g
     ends, backward, update_s, timeline = time_workers(base, plan, cost, times, precision=precision,
                                                       iterations=iterations, prefetch=prefetch)
     wait = np.maximum(ends - backward - update_s, 0.0)
-    return SyncRun(base, plan, plan_cost, cost, ends, backward, wait, slow, names, timeline, factors, precision)
+    return SyncRun(base, plan, plan_cost, cost, ends, backward, wait, slow, names, timeline, factors, precision,
+                   update_s, jitter)
 
 
 def ideal_iteration_s(model, cluster: Cluster, scheduler, run: SyncRun, common: dict, iterations: int,
@@ -170,10 +175,18 @@ def ideal_iteration_s(model, cluster: Cluster, scheduler, run: SyncRun, common: 
 def _metrics(run: SyncRun, spec: StragglerSpec, cluster: Cluster, scheduler: str, batch_size: int,
              precision: str, prefetch: bool, seed: int, ideal: float, mean: float,
              reference: float | None = None) -> dict:
-    """`sim.METRIC_KEYS` (iteration time, throughput, speedup and efficiency from the
-    mean period; the phase figures of identical workers), then the per-worker figures."""
-    timing = time_plan(run.base, run.plan, [run.cost], precision=precision, prefetch=prefetch, keep_timeline=False)
+    """`sim.METRIC_KEYS` (iteration time, throughput, speedup and efficiency from the mean period; the
+    phase figures of identical workers, or of the run where it varies: `sim.workers.phases`), then the
+    per-worker figures."""
+    varies = reference is not None
+    timing = time_plan(run.base, run.plan, [run.cost], precision=precision, prefetch=prefetch, keep_timeline=varies)
     phases = {key: float(value[0]) for key, value in timing.phases.items()}
+    straggler_wait = 0.0
+    if varies:  # the run's own compute, exposed and hidden communication (not identical workers')
+        measured = run_phases(run.update_end_s, run.backward_end_s, run.update_s, len(run.periods_s), run.jitter,
+                              message_times_s(timing.timeline(0, 1), len(run.plan.groups)), phases["comm_s"])
+        straggler_wait = measured.pop("straggler_wait_s")
+        phases |= measured
     groups = [[run.base.layer_names[i] for i in members] for members in run.plan.groups]
     # a run that varies: one GPU of worker 0's type with worker 0's draws (`_reference_s`); identical
     # workers: one GPU of the cluster's (on one GPU the run itself)
@@ -191,7 +204,7 @@ def _metrics(run: SyncRun, spec: StragglerSpec, cluster: Cluster, scheduler: str
         "iteration_p50_s": float(np.percentile(periods, 50)), "iteration_p99_s": float(np.percentile(periods, 99)),
         "iteration_min_s": float(periods.min()), "iteration_max_s": float(periods.max()),
         "ideal_iteration_time_s": ideal, "straggler_slowdown": mean / ideal,
-        "wait_mean_s": float(waits.mean()) if waits.size else 0.0,
+        "wait_mean_s": float(waits.mean()) if waits.size else 0.0, "straggler_wait_s": straggler_wait,
         "straggler_workers": [int(w) for w in np.flatnonzero(run.slow != 1.0)],
     }
 
