@@ -11,7 +11,7 @@ from dashboard import cached, state, ui
 from dashboard.state import Config
 from sim.schedulers.registry import get_spec
 
-__all__ = ["setting", "timeline_panel", "compare_table", "limits_note"]
+__all__ = ["breakdown_sentence", "compare_table", "limits_note", "setting", "timeline_panel"]
 
 SHOWN_ITERATIONS = 3
 
@@ -51,6 +51,7 @@ def timeline_panel(cfg: Config, scheduler: str, ideal_iteration_s: float) -> Non
     cols[2].metric("Slowdown", f"{metrics['straggler_slowdown']:.3f}×",
                    help="Mean iteration time over that of identical workers.")
     cols[3].metric("Mean wait per worker", ui.fmt_ms(metrics["wait_mean_s"]))
+    st.caption(breakdown_sentence(metrics))
     lanes = list(dict.fromkeys([*slow, *range(cfg.gpus)]))[:4]
     if early is not None:
         ui.chart(af.worker_timeline_figure(early, sorted(lanes), slow,
@@ -58,6 +59,16 @@ def timeline_panel(cfg: Config, scheduler: str, ideal_iteration_s: float) -> Non
                  "timeline_stragglers", f"stragglers-{cfg.model_label}-{scheduler}-{cfg.gpus}gpus")
     st.caption(f"Per-worker engine (`sim.workers`), seed {seed}, {metrics['iterations']} iterations; "
                "every all-reduce starts when the last worker's gradient is ready. " + limits_note(cfg, metrics, early))
+
+
+def breakdown_sentence(metrics: dict) -> str:
+    """Where the per-worker run's mean iteration goes (`sim.workers.phases`: the parts add up to it)."""
+    parts = [("computing", metrics["compute_s"]), ("waiting for the slowest worker's gradients",
+                                                    metrics.get("straggler_wait_s", 0.0)),
+             ("waiting on the network (exposed communication)", metrics["comm_exposed_s"])]
+    said = ", ".join(f"{what} {ui.fmt_ms(part_s)} ({part_s / metrics['iteration_time_s']:.0%})" for what, part_s in parts)
+    return (f"Of the mean iteration, {ui.fmt_ms(metrics['iteration_time_s'])}, a worker spends on average: {said}; "
+            f"{ui.fmt_ms(metrics['comm_hidden_s'])} more communication is hidden behind compute.")
 
 
 def limits_note(cfg: Config, metrics: dict, early) -> str:
