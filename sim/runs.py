@@ -72,11 +72,15 @@ def simulate_runs(model: Model, cluster_of: Callable[[int], Cluster], gpus: Sequ
 #: The per-worker engine's statistics that `with_worker_metrics` adds.
 WORKER_KEYS = ("iteration_p50_s", "iteration_p99_s", "ideal_iteration_time_s", "straggler_slowdown", "wait_mean_s",
                "seed", "straggler_dist", "straggler_cv", "stragglers", "straggler_factor", "jitter_cv",
-               "straggler_workers")
+               "straggler_workers", "straggler_wait_s")
+#: The phase figures a per-worker run measures on itself where its workers differ (`sim.workers.phases`):
+#: they replace the plain run's, so that compute + straggler wait + exposed is the iteration shown.
+WORKER_PHASE_KEYS = ("compute_s", "comm_s", "comm_hidden_s", "comm_exposed_s")
 
 
 def with_worker_metrics(metrics: dict, worker_metrics: dict) -> dict:
-    """Plain ``metrics`` with the iteration time (and what follows from it) of the per-worker engine."""
+    """Plain ``metrics`` with the iteration time (and what follows from it) and the phase figures of the
+    per-worker engine."""
     t = worker_metrics["iteration_time_s"]
     out = dict(metrics)
     out.update(  # speedup and efficiency against the per-worker run's own one-GPU reference (on one GPU: itself)
@@ -84,6 +88,6 @@ def with_worker_metrics(metrics: dict, worker_metrics: dict) -> dict:
         single_gpu_iteration_time_s=worker_metrics["single_gpu_iteration_time_s"],
         speedup=worker_metrics["speedup"], scaling_efficiency=worker_metrics["scaling_efficiency"],
     )
-    out.update({k: worker_metrics[k] for k in WORKER_KEYS})
+    out.update({k: worker_metrics[k] for k in (*WORKER_KEYS, *WORKER_PHASE_KEYS)})
     out["straggler_iterations"] = worker_metrics["iterations"]
     return out

@@ -73,3 +73,19 @@ def test_without_link_jitter_the_communication_is_identical_workers():
     varied = simulate_workers(model, cluster, "wfbp", batch_size=16, straggler=spec, iterations=5).metrics
     assert varied["comm_s"] == sim.simulate(model, cluster, "wfbp", batch_size=16).metrics["comm_s"]
     assert varied["straggler_wait_s"] > 0  # the fast workers wait for the two slow ones
+
+
+def test_the_cli_and_sweep_rows_show_the_runs_phases():
+    """`run`/`sweep` with straggler flags took the plain run's phases beside the per-worker iteration."""
+    import io
+    import json
+
+    from sim.cli import main
+
+    out = io.StringIO()
+    assert main(["run", "--model", "resnet50", "--gpus", "8", "--gpus-per-node", "4", "--stragglers", "1",
+                 "--straggler-factor", "2", "--format", "json"], out=out) == 0
+    data = json.loads(out.getvalue())
+    row = data[0] if isinstance(data, list) else data
+    check_breakdown(row)
+    assert row["straggler_wait_s"] > 0
