@@ -244,3 +244,24 @@ def test_fit_network_save_to_a_pipe_is_one_line(tmp_path, monkeypatch):
     code, _, err = run_cli("fit-network", NCCL_LOG, "--gpus", "16", "--save", "lab", "--line-rate-gbps", "800")
     assert code == 2 and err.startswith("error: --save: cannot write") and "not a regular file" in err
     assert fifo.is_fifo()
+
+
+@pytest.mark.parametrize("argv", [
+    ["trace", "--model", "resnet50", "--gpus", "2", "-o", "-"],
+    ["trace", "--model", "resnet50", "--gpus", "2", "-o", ""],
+    ["import-bcaffe", "data/reference/bcaffe_k80_10gbe/tmp4ocomm.log", "-o", "-"],
+    ["import-trace", "tests/data/kineto/nccl_data.json.gz", "--report", "-"],
+])
+def test_an_output_path_that_names_no_file_is_refused(argv, tmp_path, monkeypatch):
+    """``-o -`` made a file called ``-`` (these outputs go to files; stdout gets the summary)."""
+    import io
+
+    from sim.cli import main
+
+    repo = Path(__file__).resolve().parent.parent
+    argv = [str(repo / a) if a.startswith(("data/", "tests/")) else a for a in argv]
+    monkeypatch.chdir(tmp_path)
+    err = io.StringIO()
+    assert main(argv, out=io.StringIO(), err=err) == 2
+    assert "give a file path" in err.getvalue() and err.getvalue().count("\n") == 1
+    assert not (tmp_path / "-").exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sim.cli.args import read_text
-from sim.cli.streams import refuse_same_file, write_file
+from sim.cli.streams import check_output_path, refuse_same_file, write_file
 
 NAME = "import-bcaffe"
 HELP = "turn a B-Caffe per-blob log into a layer CSV with comm_ms"
@@ -21,6 +21,7 @@ def run(args, out) -> None:
     from sim.importers import bcaffe_layers
 
     path = Path(args.log)
+    check_output_path(args.output, "-o")
     refuse_same_file(args.log, {"-o": args.output})
     table = bcaffe_layers(read_text(path), where=path.name, dump=args.dump)
     write_file(args.output, "-o", lambda fh: table.to_csv(fh, index=False))

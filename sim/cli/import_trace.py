@@ -16,7 +16,7 @@ import shlex
 import pandas as pd
 
 from sim.calib.kineto import REPORT_KEYS, layer_table, measured_report, read_trace
-from sim.cli.streams import refuse_same_file, write_file
+from sim.cli.streams import check_output_path, refuse_same_file, write_file
 
 NAME = "import-trace"
 HELP = "read a PyTorch profiler (Kineto) trace: measured iteration and overlap, layer CSV with comm_ms"
@@ -55,6 +55,9 @@ def simulate_command(layers_csv: str, report: dict) -> str:
 
 
 def run(args: argparse.Namespace, out) -> None:
+    for flag, path in (("-o", args.output), ("--report", args.report)):
+        if path is not None:
+            check_output_path(path, flag)
     refuse_same_file(args.trace, {"-o": args.output, "--report": args.report})
     trace = read_trace(args.trace)
     report = measured_report(trace)

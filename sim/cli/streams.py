@@ -14,7 +14,7 @@ import os
 
 from sim.errors import SimInputError
 
-__all__ = ["Output", "OutputError", "open_stream", "refuse_same_file", "write_file"]
+__all__ = ["Output", "OutputError", "check_output_path", "open_stream", "refuse_same_file", "write_file"]
 
 
 class OutputError(Exception):
@@ -58,8 +58,17 @@ class Output:
         return getattr(self.stream, name)
 
 
+def check_output_path(path: str, flag: str) -> None:
+    """Refuse an output path that names no file: empty, or ``-`` (which here would make a file called ``-``,
+    not write to stdout: these outputs go to files, and stdout gets the summary)."""
+    if path.strip() in ("", "-"):
+        raise SimInputError(f"{flag}: give a file path, got {path!r} (this output is written to a file; "
+                            "stdout gets the summary)")
+
+
 def write_file(path: str, flag: str, write) -> None:
     """``write(fh)`` into the text file ``path``; a file that cannot be written is bad input naming ``flag``."""
+    check_output_path(path, flag)
     try:
         with open(path, "w", encoding="utf-8", newline="") as fh:
             write(fh)

@@ -7,7 +7,7 @@ import json
 import os
 import tempfile
 
-from sim.cli.streams import refuse_same_file
+from sim.cli.streams import check_output_path, refuse_same_file
 from sim.cli.workload import add_compression_flag, add_workload_flags, run_one
 from sim.errors import SimInputError
 from sim.trace import chrome_trace
@@ -26,6 +26,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args, out) -> None:
+    check_output_path(args.output, "-o")  # before the run
     if os.path.isfile(args.model):
         refuse_same_file(args.model, {"-o": args.output})
     res = run_one(args)
@@ -45,6 +46,7 @@ def write_whole(output: str, trace: dict) -> None:
     """Write ``trace`` as JSON to ``output``: into a new file beside it, then renamed over it, so that no
     half-written trace is left. A link is written through to its target; a target that is not a regular file
     (a device, a pipe, a directory) is refused rather than replaced."""
+    check_output_path(output, "-o")
     target = os.path.realpath(output)
     if os.path.exists(target) and not os.path.isfile(target):
         raise SimInputError(f"-o: {output!r} is not a regular file (a directory, device or pipe); give a file path")
