@@ -29,7 +29,8 @@ tested property). For schedulers that send after the backward pass
 (``synceasgd``, ``sequential``) the iteration period is
 ``io + h2d + U + T_c + max_w f_w (F + B)``, so its mean follows from the
 expected maximum of P factors (`expected_max_factor`): Blom's approximation
-for normal noise, ``H_P`` for exponential, exact sums for a histogram.
+for normal noise (plus what the clipping of the factors at 0 adds,
+`clipped_normal_lift`), ``H_P`` for exponential, exact sums for a histogram.
 `monte_carlo` sets the simulated means beside that closed form.
 
 References
@@ -59,6 +60,7 @@ from sim.workers.stragglers import (
     MAX_CV,
     StragglerSpec,
     blom_expected_max,
+    clipped_normal_lift,
     draw_compute_factors,
     expected_max_factor,
     jitter_factors,
@@ -75,6 +77,7 @@ __all__ = [
     "SyncRun",
     "WorkerResult",
     "blom_expected_max",
+    "clipped_normal_lift",
     "draw_compute_factors",
     "expected_max_factor",
     "jitter_factors",
