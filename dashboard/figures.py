@@ -403,6 +403,12 @@ def settled_margin(height: int, top: int, left: int, legend_px: int) -> dict:
             "b": int(np.ceil((legend_px + SLACK_PX + drop * (height - top)) / (1 + drop)))}
 
 
+#: The top pad of a two-line Gantt title. Plotly.js sets the first line's baseline at the pad of
+#: a multi-line title anchored at the top (a single line is moved down 0.7 em), so a pad of 8 px
+#: cut the top of the first line off; 20 px leaves its 16 px bold glyphs inside the chart.
+TITLE_PAD_MULTILINE_PX = 20
+
+
 def gantt_figure(timeline: pd.DataFrame, title: str = "", height: int | None = None,
                  max_bars: int = MAX_BARS) -> go.Figure:
     """A Gantt chart of a timeline: one bar per task, one lane per resource.
@@ -415,7 +421,8 @@ def gantt_figure(timeline: pd.DataFrame, title: str = "", height: int | None = N
     # validation took most of a rerun's time (85 ms of the Timeline's, now about 20).
     lanes = _lane_order(bars)
     layout = {
-        "title": {"text": title, "x": 0.01, "xanchor": "left", "y": 1.0, "yanchor": "top", "pad": {"t": 8}},
+        "title": {"text": title, "x": 0.01, "xanchor": "left", "y": 1.0, "yanchor": "top",
+                  "pad": {"t": TITLE_PAD_MULTILINE_PX if "<br>" in title else 8}},
         "barmode": "overlay",
         "bargap": 0.25,
         "height": height or 170 + 55 * len(lanes),
