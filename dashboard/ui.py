@@ -30,6 +30,7 @@ from dashboard.state import (
     init_state,
 )
 from dashboard.upload import MAX_UPLOAD_MB
+from sim.methods import METHODS
 from sim.trace import chrome_trace
 
 __all__ = [
@@ -430,13 +431,17 @@ def cost_line(cost) -> str:
             f"smallest messages, β = {cost.beta_s_per_byte * 1e9:.3g} ns/byte for the largest")
 
 
-def assumptions_text(cfg: Config, stragglers: bool, what: str = "") -> str:
+def assumptions_text(cfg: Config, stragglers: bool, what: str = "", method: str | None = None) -> str:
     """The line stating the model behind a page's numbers (`assumptions`), counts in words
-    ("1 node", "1 GPU"; one GPU runs no all-reduce)."""
+    ("1 node", "1 GPU"; one GPU runs no all-reduce); ``method``, a survey method the page runs
+    (`sim.methods`), names its parameter server instead of an all-reduce."""
     cluster = cfg.cluster()
     cost = cluster.comm_cost(cached.model_of(cfg), cfg.precision)
     if cfg.gpus == 1:
         comm = ""
+    elif method in METHODS and METHODS[method].architecture == "ps":
+        comm = (f"{method}: each message pushed to and pulled from one parameter server per node, "
+                f"{plural(cluster.nodes, 'node')} × {plural(cluster.gpus_in_node, 'GPU')} on {cfg.network}")
     elif getattr(cost, "is_measured", False):
         comm = (f"measured per-layer all-reduce times from the CSV (trace-driven); merged messages cost "
                 f"α + β·M fitted to them, α = {fmt_alpha(cost.alpha_s)}, β = {cost.beta_s_per_byte * 1e9:.3g} ns/byte")
@@ -454,9 +459,9 @@ def assumptions_text(cfg: Config, stragglers: bool, what: str = "") -> str:
             f"{cfg.compute_source}; batch {cfg.batch_size} per GPU, {cfg.precision}.{(' ' + what) if what else ''}")
 
 
-def assumptions(cfg: Config, what: str = "") -> None:
-    """One line stating the model behind the page's numbers."""
-    st.caption(assumptions_text(cfg, bool(st.session_state.get("strag")), what))
+def assumptions(cfg: Config, what: str = "", method: str | None = None) -> None:
+    """One line stating the model behind the page's numbers (``method``: the survey method it runs)."""
+    st.caption(assumptions_text(cfg, bool(st.session_state.get("strag")), what, method))
 
 
 def metric_columns() -> dict:

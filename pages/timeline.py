@@ -13,7 +13,7 @@ cfg = ui.config_or_stop()
 st.title("Timeline of an iteration")
 if note := st.session_state.pop("validation_note", None):
     st.info(note)
-ui.assumptions(cfg)
+ui.assumptions(cfg, method=st.session_state.get("method") or None)  # (the method box below, as last set)
 
 options = state.scheduler_options()
 methods = ["", *state.method_options()]
