@@ -313,8 +313,10 @@ def _overlap_traces(pieces: pd.DataFrame, showlegend: bool) -> list[dict]:
     """Communication bars filled by overlap: the hidden pieces light, the exposed ones dark
     (touching pieces of one shading drawn as one bar, `shading_runs`; the hover is the outline's)."""
     traces = []
-    for hidden, label, color in ((True, "all-reduce hidden behind compute", HIDDEN_COLOR),
-                                 (False, "all-reduce exposed (GPU waits)", EXPOSED_COLOR)):
+    # a parameter server's lanes are its pushes and pulls, each shaded on its own lane
+    what = "push and pull" if set(pieces["lane"]) & {LANES["push"], LANES["pull"]} else "all-reduce"
+    for hidden, label, color in ((True, f"{what} hidden behind compute", HIDDEN_COLOR),
+                                 (False, f"{what} exposed (GPU waits)", EXPOSED_COLOR)):
         part = shading_runs(pieces.loc[pieces["hidden"] == hidden])
         if part.empty:
             continue

@@ -30,3 +30,15 @@ def test_the_timeline_page_uses_the_chosen_method():
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert "parameter server" in at.caption[0].value and at.caption[0].value.startswith("Assumptions:")
+
+
+def test_a_parameter_servers_shading_is_named_push_and_pull():
+    """The Gantt's legend said "all-reduce hidden behind compute" over a parameter server's push and pull lanes."""
+    import sim
+    from dashboard import figures
+
+    model, cluster = sim.load_model("resnet50"), sim.Cluster(gpus=8, gpus_per_node=4, network="10gbe")
+    for kwargs, what in ((dict(method="WFBP-PS"), "push and pull"), (dict(scheduler="wfbp"), "all-reduce")):
+        fig = figures.gantt_figure(sim.simulate(model, cluster, batch_size=32, **kwargs).timeline, "t")
+        names = {t.name for t in fig.data if t.name}
+        assert {f"{what} hidden behind compute", f"{what} exposed (GPU waits)"} <= names, names
