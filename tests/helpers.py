@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pandas as pd
+import pytest
 
 import sim
 from sim.dag import gradient_layers
@@ -45,3 +46,15 @@ def comm_phase_end_s(model: sim.Model, cost: sim.CommCost, runs_in_send_order) -
     ready = np.array([r[hi] for _, hi in runs_in_send_order])
     t_c = np.array([cost.time_s(b[lo : hi + 1].sum()) for lo, hi in runs_in_send_order])
     return float(comm_end_s(ready, t_c)[-1])
+
+
+def zoo_ready() -> bool:
+    """Whether the model zoo loads (`sim.load_model`)."""
+    try:
+        sim.load_model("resnet50")
+    except sim.SimInputError:
+        return False
+    return True
+
+
+needs_zoo = pytest.mark.skipif(not zoo_ready(), reason="the model zoo (sim.load_model('resnet50')) is not available")

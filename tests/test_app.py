@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import needs_zoo
 from streamlit.testing.v1 import AppTest
 
 import sim
@@ -20,17 +21,6 @@ from dashboard.upload import MAX_UPLOAD_BYTES, model_from_csv_text, read_layer_c
 
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT_S = 120
-
-
-def zoo_ready() -> bool:
-    try:
-        sim.load_model("resnet50")
-    except sim.SimInputError:
-        return False
-    return True
-
-
-needs_zoo = pytest.mark.skipif(not zoo_ready(), reason="the model zoo (sim.load_model('resnet50')) is not available")
 
 
 def layer_csv(n: int = 150, seed: int = 0) -> str:

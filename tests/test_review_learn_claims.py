@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import needs_zoo
 from streamlit.testing.v1 import AppTest
 
 import sim
@@ -29,17 +30,6 @@ from sim.schedulers.names import MGWFBP
 
 REPO = Path(__file__).resolve().parent.parent
 BETA = 1e-9
-
-
-def _zoo_ready() -> bool:
-    try:
-        sim.load_model("resnet50")
-    except sim.SimInputError:
-        return False
-    return True
-
-
-needs_zoo = pytest.mark.skipif(not _zoo_ready(), reason="the model zoo is not available")
 
 
 def _learn(query: dict | None = None) -> AppTest:

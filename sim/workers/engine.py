@@ -90,9 +90,9 @@ class SyncRun:
     """One synchronous per-worker run.
 
     ``update_end_s[k, w]`` is when worker w's step k ends (its last update);
-    ``backward_end_s[k, w]`` when its backward pass ends; ``wait_s[k, w]`` the
-    time between the two that it spends not updating (waiting for the slowest
-    worker's gradients and for the network). ``timeline()`` builds the rows.
+    ``backward_end_s[k, w]`` when its backward pass ends; ``update_s[k, w]`` the
+    time it computes between the two (its update); ``wait_s`` the rest (waiting for
+    the slowest worker's gradients and for the network). ``timeline()`` builds the rows.
     """
 
     base: Model
@@ -101,7 +101,7 @@ class SyncRun:
     cost: object
     update_end_s: np.ndarray
     backward_end_s: np.ndarray
-    wait_s: np.ndarray
+    update_s: np.ndarray
     slow: np.ndarray
     names: tuple
     timeline: object
@@ -109,9 +109,13 @@ class SyncRun:
     factors: np.ndarray | None = None
     #: the run's precision (its messages' bytes, so its task count: `check_timeline_rows`)
     precision: str = "fp32"
-    #: each worker's update time per iteration, and the link factors (iterations x messages) drawn
-    update_s: np.ndarray | None = None
+    #: the link factors drawn (iterations x messages)
     jitter: np.ndarray | None = None
+
+    @property
+    def wait_s(self) -> np.ndarray:
+        """Each worker's time between its backward end and its step's end that it spends not updating."""
+        return np.maximum(self.update_end_s - self.backward_end_s - self.update_s, 0.0)
 
     @property
     def periods_s(self) -> np.ndarray:
@@ -153,9 +157,8 @@ def run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, g
     times = WorkerTimes(tuple(timed), profile_of, slow[None, :] * factors, slow, jitter)
     ends, backward, update_s, timeline = time_workers(base, plan, cost, times, precision=precision,
                                                       iterations=iterations, prefetch=prefetch)
-    wait = np.maximum(ends - backward - update_s, 0.0)
-    return SyncRun(base, plan, plan_cost, cost, ends, backward, wait, slow, names, timeline, factors, precision,
-                   update_s, jitter)
+    return SyncRun(base, plan, plan_cost, cost, ends, backward, update_s, slow, names, timeline, factors, precision,
+                   jitter)
 
 
 def ideal_iteration_s(model, cluster: Cluster, scheduler, run: SyncRun, common: dict, iterations: int,
@@ -178,13 +181,16 @@ def _metrics(run: SyncRun, spec: StragglerSpec, cluster: Cluster, scheduler: str
     """`sim.METRIC_KEYS` (iteration time, throughput, speedup and efficiency from the mean period; the
     phase figures of identical workers, or of the run where it varies: `sim.workers.phases`), then the
     per-worker figures."""
-    varies = reference is not None
-    timing = time_plan(run.base, run.plan, [run.cost], precision=precision, prefetch=prefetch, keep_timeline=varies)
+    varies, jittered = reference is not None, spec.jitter_cv > 0
+    # identical workers' timeline only to weigh the link jitter's draws by each message's time
+    timing = time_plan(run.base, run.plan, [run.cost], precision=precision, prefetch=prefetch,
+                       keep_timeline=varies and jittered)
     phases = {key: float(value[0]) for key, value in timing.phases.items()}
     straggler_wait = 0.0
     if varies:  # the run's own compute, exposed and hidden communication (not identical workers')
-        measured = run_phases(run.update_end_s, run.backward_end_s, run.update_s, len(run.periods_s), run.jitter,
-                              message_times_s(timing.timeline(0, 1), len(run.plan.groups)), phases["comm_s"])
+        message_s = message_times_s(timing.timeline(0, 1), len(run.plan.groups)) if jittered else None
+        measured = run_phases(run.update_end_s, run.backward_end_s, run.update_s, len(run.periods_s),
+                              run.jitter if jittered else None, message_s, phases["comm_s"])
         straggler_wait = measured.pop("straggler_wait_s")
         phases |= measured
     groups = [[run.base.layer_names[i] for i in members] for members in run.plan.groups]

@@ -37,16 +37,16 @@ def message_times_s(timeline: pd.DataFrame, messages: int) -> np.ndarray:
 
 
 def run_phases(ends_s: np.ndarray, backward_end_s: np.ndarray, update_s: np.ndarray, periods: int,
-               jitter: np.ndarray | None, message_s: np.ndarray, comm_s: float) -> dict:
+               jitter: np.ndarray | None, message_s: np.ndarray | None, comm_s: float) -> dict:
     """The phases (module docstring) of a run with step ends ``ends_s``, backward ends ``backward_end_s`` and
     update times ``update_s`` (iterations x workers), over its first ``periods`` periods from the second
-    iteration on; ``jitter`` (iterations x messages, or None) the link factors, ``message_s`` the messages'
-    times and ``comm_s`` the communication time of identical workers."""
+    iteration on; ``jitter`` (iterations x messages) the link factors and ``message_s`` the messages' times
+    (both None without link jitter), ``comm_s`` the communication time of identical workers."""
     steps = slice(1, 1 + periods)
     last_end = ends_s.max(axis=1)
     period = np.diff(last_end)[:periods]
     slowest = backward_end_s[steps].max(axis=1)
-    weight = message_s.sum()
+    weight = message_s.sum() if message_s is not None else 0.0
     jittered = jitter is not None and weight > 0 and bool((jitter[steps] != 1.0).any())
     comm = comm_s * (jitter[steps] @ message_s) / weight if jittered else np.full(periods, comm_s)
     exposed = np.clip(last_end[steps] - slowest - update_s[steps].mean(axis=1), 0.0, np.minimum(period, comm))
