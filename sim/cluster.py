@@ -19,7 +19,7 @@ from sim.comm import (
     ps_cost,
     topology_links,
 )
-from sim.core.cost import MAX_COMPUTE_SLOWDOWN
+from sim.core.cost import MAX_COMM_SLOWDOWN, MAX_COMPUTE_SLOWDOWN
 from sim.errors import SimInputError
 from sim.frameworks import (
     AUTO,
@@ -84,11 +84,12 @@ class Cluster:
         the intra-node link inside one), and communication overlapped by
         compute, by its ``comm_slowdown``. False turns both off.
     compute_slowdown : float, optional
-        Overrides that coefficient (0 turns it off).
+        Overrides that coefficient (0 turns it off), at most 1
+        (`sim.core.cost.MAX_COMPUTE_SLOWDOWN`: above it a task's stretch has more than one solution).
     comm_slowdown : float, optional
         Overrides the link's coefficient the other way: a message makes
         ``1 / (1 + comm_slowdown)`` of its progress while its worker computes
-        (`sim.core.channel`; ``data/interference.csv``); 0 turns it off.
+        (`sim.core.channel`; ``data/interference.csv``); 0 turns it off, at most 10.
     network_gbps, intra_gbps : float, optional
         Override the effective rate of the ``network`` or ``intra`` preset
         (what-if: "my 100 GbE reaches only 20 Gb/s"), in Gb/s; the preset's
@@ -179,9 +180,9 @@ class Cluster:
             check_float("launch_us", self.launch_us, 0, MAX_LAUNCH_US)
         if not isinstance(self.interference, bool):
             raise SimInputError(f"interference must be True or False, got {self.interference!r}")
-        for name in ("compute_slowdown", "comm_slowdown"):
+        for name, high in (("compute_slowdown", MAX_COMPUTE_SLOWDOWN), ("comm_slowdown", MAX_COMM_SLOWDOWN)):
             if getattr(self, name) is not None:
-                check_float(name, getattr(self, name), 0, MAX_COMPUTE_SLOWDOWN)
+                check_float(name, getattr(self, name), 0, high)
         if self.sync_jitter_cv is not None:
             check_float("sync_jitter_cv", self.sync_jitter_cv, 0, MAX_SYNC_JITTER_CV)
         if self.tree_chunk_bytes is not None:

@@ -293,7 +293,7 @@ _HOROVOD_OPTIONS = st.sampled_from([None, {"cycle_time_ms": 0.5, "fusion_thresho
 
 
 @st.composite
-def _interfering_runs(draw, high=sim.core.cost.MAX_COMPUTE_SLOWDOWN):
+def _interfering_runs(draw, high=sim.core.cost.MAX_COMPUTE_SLOWDOWN, high_comm=sim.core.cost.MAX_COMM_SLOWDOWN):
     n = draw(st.integers(1, 8))
     time_ms = st.one_of(st.just(0.0), st.floats(0.01, 10.0))
     model = make_model(draw(st.lists(st.one_of(st.just(0), st.integers(1, 4_000_000)), min_size=n, max_size=n)),
@@ -303,7 +303,7 @@ def _interfering_runs(draw, high=sim.core.cost.MAX_COMPUTE_SLOWDOWN):
         user_cluster(draw(st.sampled_from([2, 4, 16])), draw(st.one_of(st.just(0.0), st.floats(1e-6, 5e-3))),
                      draw(st.one_of(st.just(0.0), st.floats(1e-12, 5e-9)))),
         compute_slowdown=draw(st.one_of(st.just(high), st.floats(0.0, high))),
-        comm_slowdown=draw(st.one_of(st.just(0.0), st.just(high), st.floats(0.0, high))))
+        comm_slowdown=draw(st.one_of(st.just(0.0), st.just(high_comm), st.floats(0.0, high_comm))))
     run = draw(fast_runs)
     if run["scheduler"] == "horovod":
         run = {**run, "options": draw(_HOROVOD_OPTIONS)}
@@ -327,13 +327,9 @@ def _both(first, second):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_interfering_runs())
 def test_fast_path_and_general_engine_agree_under_interference(case):
-    """`simulate` and `simulate_dag` with compute_slowdown anywhere in [0, 10], every fast-path scheduler
-    (Horovod's ticks too): every metric to 1e-9. Not Horovod's ticks with compute_slowdown over 1: there a
-    channel that serves by priority is solved by iterating, each engine its own way, and a task's equation
-    may have more than one root (`sim.core.backward_stretch`), so the two may settle on different ones
-    (`test_horovods_ticks_with_compute_slowdown_over_one_may_settle_on_another_root`)."""
+    """`simulate` and `simulate_dag` with compute_slowdown anywhere in [0, 1] and comm_slowdown in [0, 10],
+    every fast-path scheduler (Horovod's ticks too): every metric to 1e-9."""
     model, cluster, run = case
-    assume(not (run["scheduler"] == "horovod" and cluster.compute_slowdown > 1))
     pair = _both(lambda: sim.simulate(model, cluster, batch_size=8, **run),
                  lambda: sim.api.simulate_dag(model, cluster, batch_size=8, **run))
     assume(pair is not None)
@@ -369,7 +365,7 @@ def test_one_pass_is_what_the_general_engines_rounds_converge_to(case):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_interfering_runs(), st.floats(0.0, sim.core.cost.MAX_COMPUTE_SLOWDOWN))
+@given(_interfering_runs(), st.floats(0.0, sim.core.cost.MAX_COMM_SLOWDOWN))
 def test_communication_slowed_by_compute_never_shortens_an_iteration(case, kappa_c):
     """On the fast path's schedulers (Horovod's ticks too), with compute slowed as well or not, a
     message that runs slower beside the backward pass can only delay what follows it. (The general
@@ -426,19 +422,52 @@ def test_key_positions_of_repeated_keys_are_those_the_search_finds(keys, repeats
         assert got.dtype == np.int32 and got.tolist() == searched(key).tolist()
 
 
-@pytest.mark.xfail(strict=True, reason="known: for compute_slowdown > 1 a task's equation may have more than one "
-                   "root; where Horovod's ticks make the channel serve by priority, the fast path and the "
-                   "general engine iterate each their own way and settle on different roots")
-def test_horovods_ticks_with_compute_slowdown_over_one_may_settle_on_another_root():
-    """Found by hypothesis on 2026-11-25 (also on the code of 5e4de1b): 7.8 ms against 7.3 ms. Every
-    coefficient the data fit or derive is under 1 (`data/interference.csv`); this pins the case down."""
+def test_a_compute_slowdown_over_one_is_refused_for_its_stretch_has_more_than_one_root():
+    """Found by hypothesis on 2026-11-25: with compute_slowdown 10 and Horovod's ticks the fast path gave
+    7.8 ms and the general engine 7.3 ms, each settling on another root of a task's stretch (above 1 the
+    quadratic may have several; at or below 1 it has one). Above 1 is now refused, by the API, the CLI
+    and the presets file alike."""
     model = sim.Model("m", tuple(f"L{i}" for i in range(8)), np.array([0, 0, 0, 0, 1, 262144, 0, 1]), np.zeros(8),
                       np.array([0, 0, 0, 0, 1.90625e-03, 6e-03, 9.375e-05, 3.125e-05]))
-    cluster = sim.Cluster(gpus=2, gpus_per_node=1, network="10gbe", alpha_s=0.00390625, beta_s_per_byte=0.0,
-                          compute_slowdown=10.0, comm_slowdown=10.0)
+    with pytest.raises(SimInputError, match=r"compute_slowdown must be <= 1, got 10"):
+        sim.Cluster(gpus=2, gpus_per_node=1, network="10gbe", alpha_s=0.00390625, beta_s_per_byte=0.0,
+                    compute_slowdown=10.0, comm_slowdown=10.0)
+    with pytest.raises(SimInputError, match=r"compute_slowdown must be <= 1 \(one root"):
+        sim.core.cost.CommCost(1e-3, 0.0, compute_slowdown=1.5)
+    at_one = sim.Cluster(gpus=2, gpus_per_node=1, network="10gbe", alpha_s=0.00390625, beta_s_per_byte=0.0,
+                         compute_slowdown=1.0, comm_slowdown=10.0)
     run = {"scheduler": "horovod", "batch_size": 8, "options": {"cycle_time_ms": 3.0, "fusion_threshold_mb": 1.0}}
-    fast, general = sim.simulate(model, cluster, **run), sim.api.simulate_dag(model, cluster, **run)
+    fast, general = sim.simulate(model, at_one, **run), sim.api.simulate_dag(model, at_one, **run)
     assert fast.iteration_time_s == pytest.approx(general.iteration_time_s, rel=1e-9)
+
+
+def test_the_interference_file_refuses_a_compute_slowdown_over_one(tmp_path, monkeypatch):
+    """A preset row above the bound is refused with its line, not later by a run that meets it."""
+    bad = tmp_path / "interference.csv"
+    bad.write_text("network,compute_slowdown,comm_slowdown,source,note\n10gbe,1.2,0.1,x,\n", encoding="utf-8")
+    monkeypatch.setattr(sim.interference, "INTERFERENCE_PATH", bad)
+    sim.interference._interference.cache_clear()
+    try:
+        with pytest.raises(SimInputError, match=r"interference.csv line 2: compute_slowdown must be in \[0, 1\], got 1.2"):
+            sim.interference.compute_slowdown("10gbe")
+    finally:
+        sim.interference._interference.cache_clear()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_interfering_runs(), st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_more_compute_slowdown_never_shortens_an_iteration_on_the_fast_path(case, k1, k2):
+    """With one root per task (compute_slowdown <= 1), a task stretched more ends no sooner, so every
+    release and the iteration move no earlier, on the fast path's schedulers (Horovod's ticks too). (The
+    general engine's list schedules can finish sooner when a task is delayed, Graham's anomaly: not held.)"""
+    model, cluster, run = case
+    low, high = sorted((k1, k2))
+    pair = _both(lambda: sim.simulate(model, dataclasses.replace(cluster, compute_slowdown=low), batch_size=8, **run),
+                 lambda: sim.simulate(model, dataclasses.replace(cluster, compute_slowdown=high), batch_size=8, **run))
+    assume(pair is not None)
+    before, after = pair
+    assert after.iteration_time_s >= before.iteration_time_s * (1 - 1e-12)
+    assert after.metrics["interference_s"] >= before.metrics["interference_s"] - 1e-12 * after.iteration_time_s
 
 
 @pytest.mark.xfail(strict=True, reason="known: the general engine's rounds stop after four timings (interference."

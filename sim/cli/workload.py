@@ -83,9 +83,9 @@ def add_workload_flags(p: argparse.ArgumentParser, *, many: bool) -> None:
                         "does (default: by the link's compute_slowdown and comm_slowdown, data/interference.csv)")
     p.add_argument("--compute-slowdown", type=nonneg_float, default=None,
                    help="override the link's interference coefficient: overlapped compute runs 1 + this x the "
-                        "overlapped fraction times as long")
+                        "overlapped fraction times as long (0 to 1)")
     p.add_argument("--comm-slowdown", type=nonneg_float, default=None, help="override the link's coefficient the "
-                   "other way: a message makes 1 / (1 + this) of its progress while its worker computes")
+                   "other way: a message makes 1 / (1 + this) of its progress while its worker computes (0 to 10)")
     p.add_argument("--sync-jitter-cv", type=nonneg_float, default=None,
                    help="per-iteration jitter of each GPU's compute (coefficient of variation): a step waits for "
                         "the slowest GPU (default: the fitted value, data/sync_jitter.csv; 0 turns it off)")

@@ -23,7 +23,7 @@ import numpy as np
 
 from sim.errors import SimInputError
 
-__all__ = ["MAX_COMPUTE_SLOWDOWN", "NO_COMM", "STEPS", "CommCost", "MeasuredCommCost", "PSCost", "Regime", "check_regimes",
+__all__ = ["MAX_COMM_SLOWDOWN", "MAX_COMPUTE_SLOWDOWN", "NO_COMM", "STEPS", "CommCost", "MeasuredCommCost", "PSCost", "Regime", "check_regimes",
            "lines", "lower_envelope", "measured_cost"]
 
 #: The communication steps a cost object times. ``"launch"`` and ``"transfer"`` split an
@@ -32,13 +32,24 @@ __all__ = ["MAX_COMPUTE_SLOWDOWN", "NO_COMM", "STEPS", "CommCost", "MeasuredComm
 STEPS = ("allreduce", "reduce-scatter", "all-gather", "push", "pull", "launch", "transfer")
 
 
-#: Compute slowed more than this many times over by overlapped communication is absurd.
-MAX_COMPUTE_SLOWDOWN = 10.0
+#: The largest ``compute_slowdown``: the stretch x = b (1 + kappa c(x) / x) of a task
+#: (`sim.core.interference`) has exactly one root for kappa <= 1 (``g(x) = x^2 - b x - b kappa c(x)``
+#: is negative below b and rises at least b (1 - kappa) per second above it, c rising at most 1 per
+#: second), and may have several above 1, where the engines could settle on different ones and more
+#: slowdown could finish sooner. At 1, fully overlapped compute takes twice as long; every fitted or
+#: derived coefficient is under 0.8 (``data/interference.csv``).
+MAX_COMPUTE_SLOWDOWN = 1.0
+#: Communication slowed more than this many times over by overlapped compute is absurd (its
+#: equation, d = t + kappa_c / (1 + kappa_c) c(d), has one root for any kappa_c).
+MAX_COMM_SLOWDOWN = 10.0
+_SLOWDOWN_MAX = {"compute_slowdown": (MAX_COMPUTE_SLOWDOWN, " (one root of its stretch; sim.core.cost)"),
+                 "comm_slowdown": (MAX_COMM_SLOWDOWN, "")}
 
 
 def _check_slowdown(value: float, name: str = "compute_slowdown") -> None:
-    if not value <= MAX_COMPUTE_SLOWDOWN:
-        raise SimInputError(f"{name} must be <= {MAX_COMPUTE_SLOWDOWN:g}, got {value}")
+    high, why = _SLOWDOWN_MAX[name]
+    if not value <= high:
+        raise SimInputError(f"{name} must be <= {high:g}{why}, got {value}")
 
 
 def _check_nonnegative(owner, **values) -> None:
@@ -128,7 +139,7 @@ class CommCost:
         kappa, kappa_c = self.compute_slowdown, self.comm_slowdown
         if (not self.regimes and type(alpha) is type(beta) is type(launch) is type(kappa) is type(kappa_c) is float
                 and 0.0 <= alpha < math.inf and 0.0 <= beta < math.inf and 0.0 <= launch <= alpha
-                and 0.0 <= kappa <= MAX_COMPUTE_SLOWDOWN and 0.0 <= kappa_c <= MAX_COMPUTE_SLOWDOWN):
+                and 0.0 <= kappa <= MAX_COMPUTE_SLOWDOWN and 0.0 <= kappa_c <= MAX_COMM_SLOWDOWN):
             return  # plain floats, in range: every check below passes (the usual cost, checked at once)
         _check_nonnegative("", alpha_s=self.alpha_s, beta_s_per_byte=self.beta_s_per_byte,
                            compute_slowdown=self.compute_slowdown, comm_slowdown=self.comm_slowdown,
