@@ -415,7 +415,7 @@ def _simulate(model, cluster, scheduler, batch_size, precision, iterations, pref
                           single_gpu_iteration_s, groups, architecture)
     metrics.update(resource_metrics(model, gpu=cluster.gpu, gpus=cluster.gpus, scheduler=scheduler, groups=groups,
                                     batch_size=batch_size, precision=precision, iteration_time_s=t_iter,
-                                    bucket_mb=bucket_mb, options=opts, **resources))
+                                    bucket_mb=bucket_mb, options=opts, compression=compression, **resources))
     if extended:
         metrics.update(method=method, architecture=architecture,
                        settings=settings_of(scheduler, architecture, opts, bucket_mb))

@@ -23,6 +23,26 @@
   2 Psi + 2 Psi + K Psi / Nd; ``gradients`` (stage 2) 2 Psi + (2 + K) Psi / Nd;
   ``parameters`` (stage 3, FSDP full shard) (2 + 2 + K) Psi / Nd (the widths
   are 4 + 4 in fp32). A shard is rounded up to whole bytes.
+* **ZeRO-3 / FSDP working memory** (`gathered_unit_bytes`, counted with the
+  buffers): under ``parameters`` on more than one GPU, the unit computing holds
+  its parameters gathered whole and, in the backward, its whole gradient before
+  the reduce-scatter. DeepSpeed's documented estimator
+  ``estimate_zero3_model_states_mem_needs`` (DeepSpeed docs, "Memory
+  Requirements", ZeRO-3; ``deepspeed/runtime/zero/stage3.py``) gives per GPU,
+  mixed-precision Adam without offload, ``largest_layer_memory + 18 Psi / Nd``
+  with ``largest_layer_memory = 4 x largest_layer_params``: the largest layer's
+  fp16 weights and fp16 gradients. Here a unit is one layer with parameters
+  (`sim.schedulers.zero`; the tensor rows of a layer added up), so the
+  working memory is largest layer's parameters x 2 x ``WIDTH_BYTES`` (4 in
+  fp16, DeepSpeed's figure; 8 in fp32, tf32 and amp, whose weights and
+  gradients are fp32). The sharded term stays the ZeRO paper's 16 Psi / Nd
+  (2 + 2 + 12): DeepSpeed's 18 also counts a 4-byte fp32 gradient shard in
+  place of the 2-byte one (its offload branch keeps 2 bytes a parameter on
+  the GPU and 16 on the CPU). ZeRO-3 can need more than ZeRO-2 (which keeps
+  the weights whole but gathers nothing), and even more than stage 0, when one
+  layer holds most of the model: the gathered layer comes on top of the
+  shards (VGG-16's fc6 holds 74 %: 688 against 519 MB on 8 GPUs,
+  mixed-precision Adam), as it does in FSDP and DeepSpeed.
 * **activations** kept for the backward pass, an estimate from the model's
   layer shapes (zoo models; a layer CSV has none and counts 0, a lower
   bound): each row's output (``out_elems`` per sample) x the per-GPU batch x
@@ -53,6 +73,24 @@
   ``HOROVOD_FUSION_THRESHOLD`` bytes (64 MB by default; Horovod docs, "Tensor
   Fusion"). Other schedulers that merge layers pack each merged message into
   one flat buffer: the largest merged message.
+* **gradient compression state** (`compression_state_bytes`, counted with the
+  buffers; ``sim.compression`` kinds, on more than one GPU). The gradient's
+  width is the run's (``WIDTH_BYTES``: fp32 but in ``fp16``). ``fp16`` /
+  ``bf16``: one 16-bit copy of the largest message in flight (DDP's
+  ``fp16_compress_hook`` casts the bucket, ``buffer.to(torch.float16)``).
+  ``topk:RATIO``: an error-feedback residual the size of the whole gradient
+  (local gradient accumulation: Lin et al., "Deep Gradient Compression",
+  ICLR 2018, Sec. 3.1; Stich, Cordonnier and Jaggi, "Sparsified SGD with
+  Memory", NeurIPS 2018), plus the all-gather's receive buffer of P k
+  (value, int32 index) pairs of the largest message in flight (k = the sum of
+  its layers' ceil(RATIO e)). ``powersgd:RANK``: an error-feedback buffer the
+  size of the whole gradient and the P (n x r) and Q (m x r) factors of every
+  compressed layer (Vogels, Karimireddy and Jaggi, "PowerSGD", NeurIPS 2019,
+  Alg. 2; PyTorch's ``powerSGD_hook`` keeps ``error_dict``, ``p_memory_dict``
+  and ``q_memory_dict``), a layer of e parameters taken as a square sqrt(e) x
+  sqrt(e) matrix and left uncompressed when 2 sqrt(e) r >= e, as
+  `sim.compression` times it. The messages are the run's (one per layer when
+  not given).
 
 `fits_in_memory` compares the total with the GPU's memory (``mem_gb`` in
 ``data/gpus.csv``, GB = 1e9 bytes); nothing is held back for the CUDA context.
@@ -67,6 +105,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.checks import check_choice, check_float, check_int
+from sim.compression import INDEX_BYTES, Compression, parse_compression
 from sim.compute import WIDTH_BYTES as COMPUTE_WIDTH_BYTES
 from sim.model import Model
 from sim.precision import BYTES_PER_PARAM
@@ -75,7 +114,8 @@ from sim.schedulers.names import BUCKET, DDP, HOROVOD
 __all__ = [
     "ACTIVATION_FACTOR", "DEFAULT_OPTIMIZER", "MEMORY_KEYS", "MIB", "OPTIMIZERS", "OPTIMIZER_BUFFERS", "SHARDS",
     "ZOO_ATTENTION_HEADS", "MemoryEstimate", "activation_bytes", "attention_scores", "comm_buffer_bytes",
-    "memory_per_gpu", "model_state_bytes_per_param", "optimizer_bytes_per_param",
+    "compression_state_bytes", "gathered_unit_bytes", "largest_layer_params", "memory_per_gpu",
+    "model_state_bytes_per_param", "optimizer_bytes_per_param",
 ]
 
 #: The optimizers whose state is counted, and the fp32 buffers of that state per parameter.
@@ -95,6 +135,8 @@ ACTIVATION_WIDTH_BYTES = COMPUTE_WIDTH_BYTES
 #: Bytes per parameter of fp16 weight copies kept beside the weights: autocast's cast cache (amp).
 CAST_COPY_BYTES = {"fp32": 0, "tf32": 0, "fp16": 0, "amp": 2}
 FP32_BYTES = 4
+#: Bytes of one fp16 or bf16 element (the ``fp16`` / ``bf16`` compressions' copy of a message).
+HALF_BYTES = 2
 MIB = 1 << 20
 
 #: Activation elements kept per output element, by layer type (see the module docstring).
@@ -204,6 +246,64 @@ def comm_buffer_bytes(scheduler: str, *, gpus: int, gradient_bytes: int, largest
     return int(largest_message_bytes)
 
 
+def largest_layer_params(model: Model) -> int:
+    """Parameters of the model's largest layer, a ZeRO-3 / FSDP unit (`sim.schedulers.zero`); in a tensor
+    view (`Model.tensor_view`, ``tensor_layers`` its rows' layers) a layer's tensor rows are added up."""
+    params = np.asarray(model.params, dtype=np.int64)
+    parents = getattr(model, "tensor_layers", None)
+    if parents is None:
+        return int(params.max(initial=0))
+    totals: dict = {}
+    for parent, count in zip(parents, params.tolist(), strict=True):
+        totals[parent] = totals.get(parent, 0) + count
+    return max(totals.values(), default=0)
+
+
+def gathered_unit_bytes(model: Model, precision: str, *, gpus: int, shard: str) -> int:
+    """ZeRO-3 / FSDP working memory on one GPU (see the module docstring): the largest layer's
+    weights gathered whole and its whole gradient, largest_layer_params x 2 x ``WIDTH_BYTES`` (DeepSpeed's
+    ``largest_layer_memory = 4 x largest_layer_params`` in fp16); 0 unless ``shard`` is ``"parameters"``
+    on more than one GPU."""
+    check_choice("shard", shard, SHARDS)
+    if shard != "parameters" or gpus <= 1:
+        return 0
+    return largest_layer_params(model) * 2 * WIDTH_BYTES[precision]
+
+
+def _message_elems(elems: np.ndarray, messages) -> list[np.ndarray]:
+    """Each message's layers' elements (``messages``: row indices; None: one message per row)."""
+    if messages is None:
+        return [elems[i:i + 1] for i in range(len(elems))]
+    return [elems[np.asarray(list(m), dtype=np.int64)] for m in messages]
+
+
+def compression_state_bytes(compression: Compression | str | None, layer_elems, messages=None, *, gpus: int,
+                            width_bytes: int) -> int:
+    """Bytes on one GPU that gradient compression adds (see the module docstring); 0 without it or on one GPU.
+
+    ``layer_elems`` are each row's gradient elements, ``messages`` the run's
+    messages as lists of row indices (None: one per row), ``width_bytes`` the
+    bytes of one gradient element, ``gpus`` P.
+    """
+    comp = parse_compression(compression)
+    check_int("gpus", gpus, 1)
+    if comp is None or gpus <= 1:
+        return 0
+    elems = np.asarray(layer_elems, dtype=np.int64)
+    per_message = _message_elems(elems, messages)
+    if comp.kind in ("fp16", "bf16"):
+        return HALF_BYTES * max((int(m.sum()) for m in per_message), default=0)
+    residual = int(elems.sum()) * int(width_bytes)
+    if comp.kind == "topk":  # k of each layer as `sim.compression.CompressedCost.layer_time_parts` sends it
+        pairs = max((sum(math.ceil(comp.ratio * float(e)) for e in m if e > 0) for m in per_message), default=0)
+        return residual + gpus * pairs * (int(width_bytes) + INDEX_BYTES)
+    factors = 0.0  # P and Q of a square sqrt(e) x sqrt(e) layer: 2 sqrt(e) r elements, if that is fewer than e
+    for e in elems.tolist():
+        if e > 0 and 2 * math.sqrt(e) * comp.rank < e:
+            factors += 2 * math.sqrt(e) * comp.rank
+    return residual + int(math.ceil(factors * width_bytes))
+
+
 @dataclass(frozen=True)
 class MemoryEstimate:
     """One GPU's memory, by part, in bytes."""
@@ -236,8 +336,21 @@ def _share(total_bytes: int, parts: int) -> int:
     return -(-int(total_bytes) // parts)
 
 
+def _model_states(psi: int, width: int, k: int, level: int, gpus: int) -> tuple[int, int, int]:
+    """(weights, gradients, optimizer state) bytes of ``psi`` parameters at ZeRO stage ``level`` on ``gpus``."""
+    weights, grads, state = psi * width, psi * width, psi * k
+    if level >= 1:
+        state = _share(state, gpus)
+    if level >= 2:
+        grads = _share(grads, gpus)
+    if level >= 3:
+        weights = _share(weights, gpus)
+    return weights, grads, state
+
+
 def memory_per_gpu(model: Model, *, batch_size: int, precision: str = "fp32", optimizer: str = DEFAULT_OPTIMIZER,
-                   gpus: int = 1, shard: str = "none", bucket_bytes: int = 0) -> MemoryEstimate:
+                   gpus: int = 1, shard: str = "none", bucket_bytes: int = 0,
+                   compression: Compression | str | None = None, messages=None) -> MemoryEstimate:
     """Bytes on one GPU of ``gpus`` data-parallel ranks, by part (see the module docstring).
 
     Parameters
@@ -252,9 +365,12 @@ def memory_per_gpu(model: Model, *, batch_size: int, precision: str = "fp32", op
     gpus : int
         Data-parallel ranks Nd over which a ``shard`` partitions.
     shard : {"none", "optimizer", "gradients", "parameters"}
-        ZeRO stage 0, 1, 2 or 3.
+        ZeRO stage 0, 1, 2 or 3; stage 3 adds its working memory to the buffers (`gathered_unit_bytes`).
     bucket_bytes : int
         Communication buffers on the GPU (`comm_buffer_bytes`).
+    compression, messages
+        The run's gradient compression (`sim.compression`) and messages (lists of row indices; None: one
+        per row), whose state is added to the buffers (`compression_state_bytes`).
     """
     check_int("batch_size", batch_size, 1)
     check_int("gpus", gpus, 1)
@@ -263,15 +379,9 @@ def memory_per_gpu(model: Model, *, batch_size: int, precision: str = "fp32", op
     k = optimizer_bytes_per_param(optimizer, precision)
     psi = int(np.sum(model.params, dtype=np.int64))
     width = WIDTH_BYTES[precision]
-    level = SHARDS.index(shard)
-    weights, grads, state = psi * width, psi * width, psi * k
-    if level >= 1:
-        state = _share(state, gpus)
-    if level >= 2:
-        grads = _share(grads, gpus)
-    if level >= 3:
-        weights = _share(weights, gpus)
+    weights, grads, state = _model_states(psi, width, k, SHARDS.index(shard), gpus)
+    gathered = gathered_unit_bytes(model, precision, gpus=gpus, shard=shard)
     weights += psi * CAST_COPY_BYTES[precision]  # autocast's fp16 copies, saved whole for backward (not sharded)
+    compressed = compression_state_bytes(compression, model.params, messages, gpus=gpus, width_bytes=width)
     return MemoryEstimate(optimizer, weights, grads, state, activation_bytes(model, batch_size, precision),
-                          int(math.ceil(bucket_bytes)))
-
+                          int(math.ceil(bucket_bytes)) + gathered + compressed)

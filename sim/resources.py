@@ -7,7 +7,9 @@ parts and whether they fit, and the cost and energy per iteration and per
 
 The shard of a scheduler (ZeRO's stages, `sim.memory.SHARDS`) is read from its
 registry spec's ``shard`` attribute when it has one (``"none"`` otherwise), so
-that a sharded scheduler's memory follows from its registration.
+that a sharded scheduler's memory follows from its registration. A run's
+gradient compression (``compression``, `sim.compression`) adds its state
+(`sim.memory.compression_state_bytes`) over the run's messages (``groups``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sim.catalog import get_gpu
+from sim.compression import Compression
 from sim.memory import (
     DEFAULT_OPTIMIZER,
     MEMORY_KEYS,
@@ -61,12 +64,20 @@ def _largest_merged_message_bytes(model: Model, precision: str, groups: Sequence
     return max((sum(map(sizes.__getitem__, group)) for group in groups if len(group) > 1), default=0)
 
 
+def _message_rows(model: Model, groups: Sequence[Sequence[str]]) -> list[list[int]]:
+    """The run's messages (lists of layer names) as lists of the model's row indices."""
+    row = {name: i for i, name in enumerate(model.layer_names)}
+    return [[row[name] for name in group] for group in groups]
+
+
 def run_memory(model: Model, *, gpus: int, scheduler: str, groups: Sequence[Sequence[str]], batch_size: int,
                precision: str, optimizer: str = DEFAULT_OPTIMIZER, bucket_mb: float = DEFAULT_BUCKET_MB,
-               options: SchedulerOptions | dict | None = None) -> MemoryEstimate:
-    """`sim.memory.memory_per_gpu` of one run: its scheduler's buffers and shard.
+               options: SchedulerOptions | dict | None = None,
+               compression: Compression | str | None = None) -> MemoryEstimate:
+    """`sim.memory.memory_per_gpu` of one run: its scheduler's buffers and shard, and its compression's state.
 
-    ``groups`` are the run's messages as lists of layer names (`sim.SimResult.groups`).
+    ``groups`` are the run's messages as lists of layer names (`sim.SimResult.groups`); ``compression``
+    the run's (`sim.compression`, a kind or its text; None: none).
     """
     opts = SchedulerOptions.of(options)
     buffers = comm_buffer_bytes(
@@ -74,17 +85,20 @@ def run_memory(model: Model, *, gpus: int, scheduler: str, groups: Sequence[Sequ
         largest_message_bytes=_largest_merged_message_bytes(model, precision, groups), bucket_mb=bucket_mb,
         fusion_threshold_mb=opts.fusion_threshold_mb,
     )
+    messages = None if compression is None else _message_rows(model, groups)
     return memory_per_gpu(model, batch_size=batch_size, precision=precision, optimizer=optimizer, gpus=gpus,
-                          shard=shard_of(scheduler), bucket_bytes=buffers)
+                          shard=shard_of(scheduler), bucket_bytes=buffers, compression=compression, messages=messages)
 
 
 def resource_metrics(model: Model, *, gpu: str, gpus: int, scheduler: str, groups: Sequence[Sequence[str]],
                      batch_size: int, precision: str, iteration_time_s: float, optimizer: str = DEFAULT_OPTIMIZER,
                      bucket_mb: float = DEFAULT_BUCKET_MB, options: SchedulerOptions | dict | None = None,
-                     price_usd_per_hour: float | None = None, power_w: float | None = None) -> dict:
-    """The `RESOURCE_KEYS` of one run on ``gpus`` GPUs of type ``gpu``."""
+                     price_usd_per_hour: float | None = None, power_w: float | None = None,
+                     compression: Compression | str | None = None) -> dict:
+    """The `RESOURCE_KEYS` of one run on ``gpus`` GPUs of type ``gpu`` (``compression`` as in `run_memory`)."""
     memory = run_memory(model, gpus=gpus, scheduler=scheduler, groups=groups, batch_size=batch_size,
-                        precision=precision, optimizer=optimizer, bucket_mb=bucket_mb, options=options)
+                        precision=precision, optimizer=optimizer, bucket_mb=bucket_mb, options=options,
+                        compression=compression)
     cost = cost_metrics(gpu=gpu, gpus=gpus, batch_size=batch_size, iteration_time_s=iteration_time_s,
                         price_usd_per_hour=price_usd_per_hour, power_w=power_w)
     return {"gpu": gpu, **memory.metrics(get_gpu(gpu).mem_bytes), **cost}

@@ -32,7 +32,8 @@ def with_resources(args, res, metrics: dict) -> dict:
         res.model, gpu=res.cluster.gpu, gpus=res.cluster.gpus, scheduler=res.metrics["scheduler"], groups=res.groups,
         batch_size=args.batch_size, precision=args.precision, iteration_time_s=metrics["iteration_time_s"],
         optimizer=args.optimizer, bucket_mb=bucket_mb(args), options=options(args),
-        price_usd_per_hour=args.price_usd_per_hour, power_w=args.power_w)}
+        price_usd_per_hour=args.price_usd_per_hour, power_w=args.power_w,
+        compression=getattr(args, "compression", None))}
 
 
 def run(args, out) -> None:
