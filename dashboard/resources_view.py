@@ -27,7 +27,7 @@ __all__ = ["MEMORY_PARTS", "cost_section", "grey_unfit", "memory_figure", "memor
 MEMORY_PARTS = (
     ("memory_weights_bytes", "weights"), ("memory_gradients_bytes", "gradients"),
     ("memory_optimizer_bytes", "optimizer state"), ("memory_activations_bytes", "activations"),
-    ("memory_buffers_bytes", "communication buffers"),
+    ("memory_buffers_bytes", "buffers (communication, ZeRO-3's gathered layer, compression state)"),
 )
 _PART_COLORS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D")
 UNFIT_COLOR = "#c8c8c8"
