@@ -77,14 +77,16 @@ def memory_panel(res: sim.SimResult, batch_size: int, precision: str) -> None:
                  "autocast's fp16 copies (2 bytes per parameter) count with them. The iteration time does not change.")
         if optimizer != m["optimizer"]:
             est = ui.guarded(run_memory, res.model, gpus=res.cluster.gpus, scheduler=m["scheduler"], groups=res.groups,
-                             batch_size=batch_size, precision=precision, optimizer=optimizer)
+                             batch_size=batch_size, precision=precision, optimizer=optimizer,
+                             compression=m.get("compression"))
             m = {**m, **est.metrics(m["gpu_memory_bytes"])}
         ui.chart(memory_figure(m), "memory_chart", "memory-per-gpu")
         if m["memory_activations_bytes"] == 0:
             st.caption("Activations are not estimated for a layer CSV (it has no layer shapes): a lower bound.")
         st.caption("Weights, gradients and optimizer state as in the ZeRO paper (Rajbhandari et al., SC 2020); "
                    "activations per layer type (transformers: Korthikanti et al. 2022); DDP's two buckets or "
-                   "Horovod's 64 MB fusion buffer. The CUDA context and fragmentation are not counted. "
+                   "Horovod's 64 MB fusion buffer; ZeRO-3's largest layer gathered whole (DeepSpeed's estimator); "
+                   "gradient compression's state. The CUDA context and fragmentation are not counted. "
                    "Details: `sim/memory.py`.")
 
 
