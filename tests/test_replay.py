@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from unittest import mock
 
 import numpy as np
 from hypothesis import assume, given, settings
@@ -184,6 +185,24 @@ def test_event_loop_rerun_from_the_last_orders_gives_its_times(seed, grid, insta
         got = engine.run(timed)
         want = engine.run(copy.copy(timed), general=True)
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_a_run_without_replay_is_the_event_loops_and_keeps_its_orders(seed, grid):
+    """``replay=False`` (the interference rounds' first stretch) skips the last orders and times the graph
+    with the event loop, to the bit, and keeps the new orders for the rounds after it."""
+    model, plan, cost, iterations, prefetch, times = _case(seed, grid)
+    graph = lower(model, plan, cost, iterations=iterations, prefetch=prefetch, times=times)
+    graph.pipeline = None
+    engine.run(graph)
+    timed = retimed(graph, model.fwd_s * 1.5, model.bwd_s * 1.25)
+    with mock.patch.object(engine, "rerun", side_effect=AssertionError("replayed")):
+        got = engine.run(timed, replay=False)
+    want = engine.run(copy.copy(timed), general=True)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    if not timed.has_lags and len(timed.resources) <= rerun.MAX_LANES and replay.ENABLED:
+        assert np.array_equal(timed.memo["end"], got[1])
 
 
 @settings(max_examples=150, deadline=None)

@@ -38,12 +38,14 @@ class CycleError(ValueError):
     """The task graph has a cycle: no schedule exists."""
 
 
-def run(graph: TaskGraph, *, general: bool = False, out=None) -> tuple[np.ndarray, np.ndarray]:
+def run(graph: TaskGraph, *, general: bool = False, out=None, replay: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Start and end time of every task of ``graph`` (arrays in task order).
 
     A graph the lowering marked as a plain pipeline of one worker is timed
     lane by lane (`sim.core.pipeline`, the same times); ``general`` forces
     the event loop. ``out``: two arrays of ``len(graph)`` to write the times into.
+    ``replay`` False skips timing from the last run's orders (`sim.core.rerun`), for durations
+    that moved so far that those orders seldom hold (the same times either way).
 
     Raises
     ------
@@ -61,7 +63,7 @@ def run(graph: TaskGraph, *, general: bool = False, out=None) -> tuple[np.ndarra
             return times
     start.fill(np.nan)  # (the pipeline may have timed some tasks before it gave up)
     end.fill(np.nan)
-    if not general and rerun(graph, start, end):  # the orders of the last run hold (`sim.core.rerun`)
+    if not general and replay and rerun(graph, start, end):  # the last run's orders hold (`sim.core.rerun`)
         return start, end
     started: list = []
     done = _simulate(graph, memoryview(start), memoryview(end), started)
