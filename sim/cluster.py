@@ -19,7 +19,7 @@ from sim.comm import (
     ps_cost,
     topology_links,
 )
-from sim.core.cost import MAX_COMM_SLOWDOWN, MAX_COMPUTE_SLOWDOWN
+from sim.core.cost import check_slowdown
 from sim.errors import SimInputError
 from sim.frameworks import (
     AUTO,
@@ -180,9 +180,10 @@ class Cluster:
             check_float("launch_us", self.launch_us, 0, MAX_LAUNCH_US)
         if not isinstance(self.interference, bool):
             raise SimInputError(f"interference must be True or False, got {self.interference!r}")
-        for name, high in (("compute_slowdown", MAX_COMPUTE_SLOWDOWN), ("comm_slowdown", MAX_COMM_SLOWDOWN)):
+        for name in ("compute_slowdown", "comm_slowdown"):  # at most MAX_COMPUTE_SLOWDOWN, MAX_COMM_SLOWDOWN
             if getattr(self, name) is not None:
-                check_float(name, getattr(self, name), 0, high)
+                check_float(name, getattr(self, name), 0, None)
+                check_slowdown(getattr(self, name), name)  # (its bound, and why: sim.core.cost)
         if self.sync_jitter_cv is not None:
             check_float("sync_jitter_cv", self.sync_jitter_cv, 0, MAX_SYNC_JITTER_CV)
         if self.tree_chunk_bytes is not None:

@@ -86,7 +86,7 @@ class Compression:
 
     def __str__(self) -> str:
         if self.kind == "topk":
-            return f"topk:{self.ratio:g}"
+            return f"topk:{self.ratio!r}"  # (all its digits: the label rebuilds the same ratio)
         if self.kind == "powersgd":
             return f"powersgd:{self.rank}"
         return self.kind

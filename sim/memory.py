@@ -24,25 +24,27 @@
   ``parameters`` (stage 3, FSDP full shard) (2 + 2 + K) Psi / Nd (the widths
   are 4 + 4 in fp32). A shard is rounded up to whole bytes.
 * **ZeRO-3 / FSDP working memory** (`gathered_unit_bytes`, counted with the
-  buffers): under ``parameters`` on more than one GPU, the unit computing holds
-  its parameters gathered whole and, in the backward, its whole gradient before
-  the reduce-scatter. DeepSpeed's documented estimator
-  ``estimate_zero3_model_states_mem_needs`` (DeepSpeed docs, "Memory
-  Requirements", ZeRO-3; ``deepspeed/runtime/zero/stage3.py``) gives per GPU,
-  mixed-precision Adam without offload, ``largest_layer_memory + 18 Psi / Nd``
-  with ``largest_layer_memory = 4 x largest_layer_params``: the largest layer's
-  fp16 weights and fp16 gradients. Here a unit is one layer with parameters
-  (`sim.schedulers.zero`; the tensor rows of a layer added up), so the
-  working memory is largest layer's parameters x 2 x ``WIDTH_BYTES`` (4 in
-  fp16, DeepSpeed's figure; 8 in fp32, tf32 and amp, whose weights and
-  gradients are fp32). The sharded term stays the ZeRO paper's 16 Psi / Nd
-  (2 + 2 + 12): DeepSpeed's 18 also counts a 4-byte fp32 gradient shard in
-  place of the 2-byte one (its offload branch keeps 2 bytes a parameter on
-  the GPU and 16 on the CPU). ZeRO-3 can need more than ZeRO-2 (which keeps
-  the weights whole but gathers nothing), and even more than stage 0, when one
-  layer holds most of the model: the gathered layer comes on top of the
-  shards (VGG-16's fc6 holds 74 %: 688 against 519 MB on 8 GPUs,
-  mixed-precision Adam), as it does in FSDP and DeepSpeed.
+  buffers): under ``parameters`` on more than one GPU, a unit (one layer with
+  parameters, `sim.schedulers.zero`; a tensor view's rows of a layer added
+  up) is gathered whole while it computes, with the next one prefetched as
+  `sim.core.shard` times it, and in the backward its whole gradient is held
+  until the reduce-scatter: at the peak, in the forward p[i] + p[i+1], in the
+  backward p[i] + p[i] + p[i-1] (PyTorch FSDP docs, ``BackwardPrefetch.
+  BACKWARD_PRE``: "the current set of parameters, next set of parameters, and
+  current set of gradients"), times ``WIDTH_BYTES`` (2 in fp16; 4 in fp32,
+  tf32 and amp, whose weights and gradients are fp32). Without the prefetch
+  this is DeepSpeed's documented estimator ``estimate_zero3_model_states_mem_needs``
+  (DeepSpeed docs, "Memory Requirements", ZeRO-3; ``deepspeed/runtime/zero/stage3.py``):
+  ``largest_layer_memory + 18 Psi / Nd`` with ``largest_layer_memory = 4 x
+  largest_layer_params``, the largest layer's fp16 weights and gradients. The
+  sharded term stays the ZeRO paper's 16 Psi / Nd (2 + 2 + 12): DeepSpeed's 18
+  also counts a 4-byte fp32 gradient shard in place of the 2-byte one (its
+  offload branch keeps 2 bytes a parameter on the GPU and 16 on the CPU).
+  ZeRO-3 can need more than ZeRO-2 (which keeps the weights whole but gathers
+  nothing), and even more than stage 0, when one layer holds most of the
+  model: the gathered units come on top of the shards (VGG-16's fc6 holds
+  74 %: 693 against 519 MB on 8 GPUs, mixed-precision Adam), as in FSDP and
+  DeepSpeed.
 * **activations** kept for the backward pass, an estimate from the model's
   layer shapes (zoo models; a layer CSV has none and counts 0, a lower
   bound): each row's output (``out_elems`` per sample) x the per-GPU batch x
@@ -89,8 +91,10 @@
   Alg. 2; PyTorch's ``powerSGD_hook`` keeps ``error_dict``, ``p_memory_dict``
   and ``q_memory_dict``), a layer of e parameters taken as a square sqrt(e) x
   sqrt(e) matrix and left uncompressed when 2 sqrt(e) r >= e, as
-  `sim.compression` times it. The messages are the run's (one per layer when
-  not given).
+  `sim.compression` times it; and the hook's copy of the message it
+  compresses, which error feedback needs (``torch.clone(input_tensor)``), at
+  the largest message. The messages are the run's (one per layer when not
+  given). A 16-bit cast of 16-bit gradients is refused, as the run refuses it.
 
 `fits_in_memory` compares the total with the GPU's memory (``mem_gb`` in
 ``data/gpus.csv``, GB = 1e9 bytes); nothing is held back for the CUDA context.
@@ -107,6 +111,7 @@ import numpy as np
 from sim.checks import check_choice, check_float, check_int
 from sim.compression import INDEX_BYTES, Compression, parse_compression
 from sim.compute import WIDTH_BYTES as COMPUTE_WIDTH_BYTES
+from sim.errors import SimInputError
 from sim.model import Model
 from sim.precision import BYTES_PER_PARAM
 from sim.schedulers.names import BUCKET, DDP, HOROVOD
@@ -246,35 +251,50 @@ def comm_buffer_bytes(scheduler: str, *, gpus: int, gradient_bytes: int, largest
     return int(largest_message_bytes)
 
 
-def largest_layer_params(model: Model) -> int:
-    """Parameters of the model's largest layer, a ZeRO-3 / FSDP unit (`sim.schedulers.zero`); in a tensor
-    view (`Model.tensor_view`, ``tensor_layers`` its rows' layers) a layer's tensor rows are added up."""
+def _unit_params(model: Model) -> np.ndarray:
+    """Parameters of each layer with any, in layer order: ZeRO-3 / FSDP's units (`sim.schedulers.zero`); in a
+    tensor view (``tensor_layers`` its rows' layers, in order) a layer's tensor rows are added up."""
     params = np.asarray(model.params, dtype=np.int64)
     parents = getattr(model, "tensor_layers", None)
-    if parents is None:
-        return int(params.max(initial=0))
-    totals: dict = {}
-    for parent, count in zip(parents, params.tolist(), strict=True):
-        totals[parent] = totals.get(parent, 0) + count
-    return max(totals.values(), default=0)
+    if parents is not None and len(params):
+        _, first, inverse = np.unique(np.asarray(parents), return_index=True, return_inverse=True)
+        totals = np.zeros(len(first), dtype=np.int64)
+        np.add.at(totals, inverse.ravel(), params)
+        params = totals[np.argsort(first, kind="stable")]  # the layers in the order their first rows come
+    return params[params > 0]
+
+
+def largest_layer_params(model: Model) -> int:
+    """Parameters of the model's largest layer (a ZeRO-3 / FSDP unit; a tensor view's rows of one layer added up)."""
+    return int(_unit_params(model).max(initial=0))
 
 
 def gathered_unit_bytes(model: Model, precision: str, *, gpus: int, shard: str) -> int:
-    """ZeRO-3 / FSDP working memory on one GPU (see the module docstring): the largest layer's
-    weights gathered whole and its whole gradient, largest_layer_params x 2 x ``WIDTH_BYTES`` (DeepSpeed's
-    ``largest_layer_memory = 4 x largest_layer_params`` in fp16); 0 unless ``shard`` is ``"parameters"``
-    on more than one GPU."""
+    """ZeRO-3 / FSDP working memory on one GPU (see the module docstring): at its peak, a unit gathered whole
+    with the next one prefetched, in the forward p[i] + p[i+1], in the backward p[i] (weights) + p[i]
+    (gradient) + p[i-1] (the next one's weights; the first unit, 2 p[0]), times ``WIDTH_BYTES``. Without the
+    prefetch it is DeepSpeed's ``largest_layer_memory = 4 x largest_layer_params`` (fp16). 0 unless ``shard``
+    is ``"parameters"`` on more than one GPU."""
     check_choice("shard", shard, SHARDS)
     if shard != "parameters" or gpus <= 1:
         return 0
-    return largest_layer_params(model) * 2 * WIDTH_BYTES[precision]
+    p = _unit_params(model)
+    if len(p) < 2:
+        return int(2 * p.sum()) * WIDTH_BYTES[precision]
+    peak = max(int((p[:-1] + p[1:]).max()), int((2 * p[1:] + p[:-1]).max()), 2 * int(p[0]))  # (unit 0: no next)
+    return peak * WIDTH_BYTES[precision]
 
 
-def _message_elems(elems: np.ndarray, messages) -> list[np.ndarray]:
-    """Each message's layers' elements (``messages``: row indices; None: one message per row)."""
+def _message_sums(values: np.ndarray, messages) -> np.ndarray:
+    """Per message, the sum of ``values`` over its rows (``messages``: row indices; None: one message per row)."""
     if messages is None:
-        return [elems[i:i + 1] for i in range(len(elems))]
-    return [elems[np.asarray(list(m), dtype=np.int64)] for m in messages]
+        return values
+    rows = [np.asarray(list(m), dtype=np.int64) for m in messages]
+    rows = [r for r in rows if len(r)]
+    if not rows:
+        return np.zeros(0, dtype=values.dtype)
+    offsets = np.cumsum([0] + [len(r) for r in rows[:-1]])
+    return np.add.reduceat(values[np.concatenate(rows)], offsets)
 
 
 def compression_state_bytes(compression: Compression | str | None, layer_elems, messages=None, *, gpus: int,
@@ -283,25 +303,30 @@ def compression_state_bytes(compression: Compression | str | None, layer_elems, 
 
     ``layer_elems`` are each row's gradient elements, ``messages`` the run's
     messages as lists of row indices (None: one per row), ``width_bytes`` the
-    bytes of one gradient element, ``gpus`` P.
+    bytes of one gradient element, ``gpus`` P. A 16-bit cast of 16-bit gradients
+    is refused, as the run refuses it (`sim.compression.compressed_cost`).
     """
     comp = parse_compression(compression)
     check_int("gpus", gpus, 1)
+    if comp is not None and comp.kind in ("fp16", "bf16") and width_bytes <= 2:
+        raise SimInputError(f"compression {comp} does nothing to {8 * int(width_bytes)}-bit gradients: "
+                            "use precision fp32, tf32 or amp (fp32 gradients), or another compression")
     if comp is None or gpus <= 1:
         return 0
     elems = np.asarray(layer_elems, dtype=np.int64)
-    per_message = _message_elems(elems, messages)
+    largest = int(_message_sums(elems, messages).max(initial=0))  # the largest message, in elements
     if comp.kind in ("fp16", "bf16"):
-        return HALF_BYTES * max((int(m.sum()) for m in per_message), default=0)
+        return HALF_BYTES * largest
     residual = int(elems.sum()) * int(width_bytes)
     if comp.kind == "topk":  # k of each layer as `sim.compression.CompressedCost.layer_time_parts` sends it
-        pairs = max((sum(math.ceil(comp.ratio * float(e)) for e in m if e > 0) for m in per_message), default=0)
+        k = np.where(elems > 0, np.ceil(comp.ratio * elems.astype(float)), 0.0).astype(np.int64)
+        pairs = int(_message_sums(k, messages).max(initial=0))
         return residual + gpus * pairs * (int(width_bytes) + INDEX_BYTES)
-    factors = 0.0  # P and Q of a square sqrt(e) x sqrt(e) layer: 2 sqrt(e) r elements, if that is fewer than e
-    for e in elems.tolist():
-        if e > 0 and 2 * math.sqrt(e) * comp.rank < e:
-            factors += 2 * math.sqrt(e) * comp.rank
-    return residual + int(math.ceil(factors * width_bytes))
+    # P and Q of a square sqrt(e) x sqrt(e) layer: 2 sqrt(e) r elements, if that is fewer than e; and the
+    # hook's copy of the message it compresses (error feedback: ``torch.clone(input_tensor)``)
+    side = 2 * np.sqrt(elems.astype(float)) * comp.rank
+    factors = math.fsum(side[(elems > 0) & (side < elems)].tolist())
+    return residual + int(math.ceil(factors * width_bytes)) + largest * int(width_bytes)
 
 
 @dataclass(frozen=True)

@@ -429,7 +429,7 @@ def test_a_compute_slowdown_over_one_is_refused_for_its_stretch_has_more_than_on
     and the presets file alike."""
     model = sim.Model("m", tuple(f"L{i}" for i in range(8)), np.array([0, 0, 0, 0, 1, 262144, 0, 1]), np.zeros(8),
                       np.array([0, 0, 0, 0, 1.90625e-03, 6e-03, 9.375e-05, 3.125e-05]))
-    with pytest.raises(SimInputError, match=r"compute_slowdown must be <= 1, got 10"):
+    with pytest.raises(SimInputError, match=r"compute_slowdown must be <= 1 \(one root of its stretch; sim.core.cost\), got 10"):
         sim.Cluster(gpus=2, gpus_per_node=1, network="10gbe", alpha_s=0.00390625, beta_s_per_byte=0.0,
                     compute_slowdown=10.0, comm_slowdown=10.0)
     with pytest.raises(SimInputError, match=r"compute_slowdown must be <= 1 \(one root"):

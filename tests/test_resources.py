@@ -54,12 +54,13 @@ class TestZeroPaper:
 
     @pytest.mark.parametrize("shard", SHARDS)
     def test_figure_1(self, shard):
-        """The figure counts model states; ZeRO-3's working memory (the largest layer gathered whole) comes on
-        top: with 7.5B parameters in 750 layers of 10M, 4 x 10M bytes in fp16."""
+        """The figure counts model states; ZeRO-3's working memory comes on top: with 7.5B parameters in 750
+        layers of 10M, in a unit's backward its fp16 weights and gradient and the next unit's weights, 6 x 10M
+        bytes."""
         model = make_model([10_000_000] * 750, [1.0] * 750, [2.0] * 750, name="big")
         est = memory_per_gpu(model, batch_size=1, precision="fp16", optimizer="adam", gpus=64, shard=shard)
         assert est.activations_bytes == 0  # a layer table without shapes
-        assert est.buffers_bytes == (4 * 10_000_000 if shard == "parameters" else 0)
+        assert est.buffers_bytes == (6 * 10_000_000 if shard == "parameters" else 0)
         states = est.weights_bytes + est.gradients_bytes + est.optimizer_bytes
         assert round(states / GB, 1) == self.PUBLISHED_GB[shard]
 
@@ -173,7 +174,10 @@ def test_each_stage_needs_no_more_than_the_one_before(params, gpus, optimizer, p
     states = [e.weights_bytes + e.gradients_bytes + e.optimizer_bytes for e in ests]
     assert states == sorted(states, reverse=True)
     assert [e.buffers_bytes for e in ests[:3]] == [0, 0, 0]
-    assert ests[3].buffers_bytes == (0 if gpus == 1 else 2 * BYTES_PER_PARAM[precision] * max(params))
+    # a unit's weights and gradient gathered whole at least, and at most the whole model's
+    width = BYTES_PER_PARAM[precision]
+    assert ests[3].buffers_bytes == 0 if gpus == 1 else (
+        2 * width * max(params) <= ests[3].buffers_bytes <= 2 * width * sum(params))
     if gpus == 1:
         assert len({e.total_bytes for e in ests}) == 1
 

@@ -11,9 +11,8 @@ communication covers of the task's first ``x`` seconds) is therefore
 triangular: solved for task 0, then task 1, and so on, it is exact in one
 pass. Where ``c`` is piecewise linear (slope 1 while a message runs, 0 in a
 gap), each piece gives a quadratic, and the task's time is the smallest
-positive root: the first moment the task's work is done (for kappa > 1 the
-equation can have later roots too, which a task reaches only by being
-stretched; the timing rounds may settle on one of those).
+positive root: the first moment the task's work is done (the only one, for
+kappa <= 1, `sim.core.cost.MAX_COMPUTE_SLOWDOWN`).
 
 `fixed_point` reaches the same times by timing the whole run again until no
 time moves; here one pass replaces two or three timings and their overlap

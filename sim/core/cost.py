@@ -23,7 +23,7 @@ import numpy as np
 
 from sim.errors import SimInputError
 
-__all__ = ["MAX_COMM_SLOWDOWN", "MAX_COMPUTE_SLOWDOWN", "NO_COMM", "STEPS", "CommCost", "MeasuredCommCost", "PSCost", "Regime", "check_regimes",
+__all__ = ["MAX_COMM_SLOWDOWN", "MAX_COMPUTE_SLOWDOWN", "check_slowdown", "NO_COMM", "STEPS", "CommCost", "MeasuredCommCost", "PSCost", "Regime", "check_regimes",
            "lines", "lower_envelope", "measured_cost"]
 
 #: The communication steps a cost object times. ``"launch"`` and ``"transfer"`` split an
@@ -46,7 +46,7 @@ _SLOWDOWN_MAX = {"compute_slowdown": (MAX_COMPUTE_SLOWDOWN, " (one root of its s
                  "comm_slowdown": (MAX_COMM_SLOWDOWN, "")}
 
 
-def _check_slowdown(value: float, name: str = "compute_slowdown") -> None:
+def check_slowdown(value: float, name: str = "compute_slowdown") -> None:
     high, why = _SLOWDOWN_MAX[name]
     if not value <= high:
         raise SimInputError(f"{name} must be <= {high:g}{why}, got {value}")
@@ -144,8 +144,8 @@ class CommCost:
         _check_nonnegative("", alpha_s=self.alpha_s, beta_s_per_byte=self.beta_s_per_byte,
                            compute_slowdown=self.compute_slowdown, comm_slowdown=self.comm_slowdown,
                            launch_s=self.launch_s)
-        _check_slowdown(self.compute_slowdown)
-        _check_slowdown(self.comm_slowdown, "comm_slowdown")
+        check_slowdown(self.compute_slowdown)
+        check_slowdown(self.comm_slowdown, "comm_slowdown")
         smallest = min([self.alpha_s] + [r.alpha_s for r in self.regimes])
         if self.launch_s > smallest:
             raise SimInputError(f"launch_s ({self.launch_s}) is part of every message's start-up cost and cannot "
@@ -380,8 +380,8 @@ class PSCost:
         _check_nonnegative("", **{name: getattr(self, name) for name in (
             "push_alpha_s", "push_beta_s_per_byte", "pull_alpha_s", "pull_beta_s_per_byte", "compute_slowdown",
             "comm_slowdown")})
-        _check_slowdown(self.compute_slowdown)
-        _check_slowdown(self.comm_slowdown, "comm_slowdown")
+        check_slowdown(self.compute_slowdown)
+        check_slowdown(self.comm_slowdown, "comm_slowdown")
 
     def plus(self, alpha_s: float = 0.0, beta_s_per_byte: float = 0.0, label: str | None = None) -> PSCost:
         """This cost with ``alpha_s`` more per message and ``beta_s_per_byte`` more per byte on
