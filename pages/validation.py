@@ -58,8 +58,8 @@ with right:
     st.caption(
         f"Coarse-grained predictor (phases in sequence, one message; Li et al., TPDS 2022): median |error| "
         f"{cmp['coarse_median_abs_error_pct']:.1f} % against {cmp['fine_median_abs_error_pct']:.1f} % for this DAG "
-        f"model; with its overlap ρ = {cmp['coarse_rho_fitted_on_train']:.2f} fitted on half of the cases, "
-        f"{cmp['coarse_rho_test_median_abs_error_pct']:.1f} % on the other half "
+        f"model; with its overlap ρ = {cmp['coarse_rho_fitted_on_train']:.2f} fitted on the calibration cases, "
+        f"{cmp['coarse_rho_test_median_abs_error_pct']:.1f} % on the held-out ones "
         f"(DAG model: {cmp['fine_test_median_abs_error_pct']:.1f} %)."
     )
 

@@ -87,8 +87,9 @@ FITTED = (
     FittedParameter("ps", "ps_link_efficiency", 0.05, 1.0, "parameter-server calibration rows (8 and 32 GPUs)"),
     *(FittedParameter("slowdown", link, 0.0, 1.0, f"MG-WFBP calibration rows over {link} ({gpus} GPUs)")
       for link, gpus in (("pcie3", 4), ("10gbe", 8), ("100gbe", 8), ("ib-edr-100", 8))),
-    *(FittedParameter("comm", link, 0.0, 3.0, f"WFBP-A2A and MG-WFBP calibration rows over {link}")
-      for link in ("pcie3", "10gbe", "100gbe", "ib-edr-100")),
+    FittedParameter("comm", "pcie3", 0.0, 3.0, "MG-WFBP calibration rows over pcie3 (4 GPUs)"),
+    *(FittedParameter("comm", link, 0.0, 3.0, f"WFBP-A2A and MG-WFBP calibration rows over {link} (8 GPUs)")
+      for link in ("10gbe", "100gbe", "ib-edr-100")),
     FittedParameter("jitter", "sync_jitter_cv", 0.0, 0.1, "every calibration row (more GPUs than its calibration)"),
 )
 

@@ -285,11 +285,14 @@ def coarse_versus_fine(results: pd.DataFrame) -> dict:
     all-reduce of every gradient) against the measurements, beside this DAG model.
 
     The heuristic's overlap rho is fitted to the measurements, so it is fitted
-    on half of the cases (even rows) and checked on the other half (odd rows);
-    both errors are reported. The plain coarse model (rho = 0) fits nothing.
+    on the calibration cases (``split``) and checked on the held-out ones, as
+    every fitted value is; both errors are reported (the ``train`` and ``test``
+    keys: calibration and held-out). The plain coarse model (rho = 0) fits nothing.
     """
     done = results.loc[results["status"] == "ok"].reset_index(drop=True)
-    train, test = done.iloc[::2], done.iloc[1::2]
+    train, test = done.loc[done["split"] == "calibration"], done.loc[done["split"] == "held-out"]
+    if train.empty or test.empty:
+        raise SimInputError("the coarse predictor needs calibration and held-out cases to fit and check rho")
     grid = np.linspace(0.0, 1.0, 1001)
     losses = [float(np.median(np.abs(_coarse_throughput(train, r) / train["measured"] - 1))) for r in grid]
     rho = float(grid[int(np.argmin(losses))])

@@ -40,7 +40,8 @@ def run(args, out) -> None:
         raise SimInputError(f"--reference: {args.reference!r} lacks the traces {len(skipped)} cases read "
                             f"({skipped.iloc[0].removeprefix('skipped: ')})")
     summaries = {by: summarize(results, by) for by in (*GROUPS, "split")}
-    coarse = coarse_versus_fine(results) if (results["status"] == "ok").sum() >= 2 else {}
+    ok = results.loc[results["status"] == "ok", "split"]
+    coarse = coarse_versus_fine(results) if {"calibration", "held-out"} <= set(ok) else {}  # (it fits on one, checks on the other)
     if args.format == "json":
         payload = {"cases": results[COLUMNS + ["citation"]].to_dict("records"),
                    "summary": summaries["source"].to_dict("records"),
