@@ -39,7 +39,7 @@ BYTESCHEDULER_CREDIT = 4
 #: Share of the network's effective rate that BytePS 0.2 push and pull reach
 #: over TCP on the survey's 10GbE cluster. **Fitted** (`python -m sim fit-validation`,
 #: `sim.calib.fit_validation`) on the parameter-server rows of the calibration
-#: split (8 and 32 GPUs, 18 cases); the 16-GPU rows are held out. It stands for
+#: split (8 and 32 GPUs, 18 cases); the rest (4 GPUs, one node, and 16) are held out. It stands for
 #: what the alpha-beta link does not see: ps-lite's copies through host memory
 #: and TCP's per-connection limits. `tests/test_frameworks.py` refits it.
 BYTEPS_TCP_LINK_EFFICIENCY = 0.63

@@ -313,16 +313,17 @@ def coarse_versus_fine(results: pd.DataFrame) -> dict:
 
 def fit_ps_link_efficiency(cases: pd.DataFrame | None = None, grid=None) -> dict:
     """Fit the share of the network's rate that parameter-server push and pull
-    reach (``ps_link_efficiency``) to the survey's PS rows, held out.
+    reach (``ps_link_efficiency``) to the survey's PS rows.
 
-    Only the PS methods' multi-node rows depend on it. They are split by the
-    GPU count: 8 and 32 GPUs fit (the median absolute error is minimised over
-    ``grid``), 16 GPUs check; both errors are returned.
+    Only the PS methods' multi-node rows depend on it. They are split as every
+    case is (``split``): the calibration rows (8 and 32 GPUs) fit, the median
+    absolute error minimised over ``grid``; the held-out multi-node rows (16
+    GPUs) check; both errors are returned.
     """
     cases = load_cases() if cases is None else cases
     ps = cases.loc[cases["method"].map(lambda m: m in METHODS and METHODS[m].architecture == "ps")
                    & (cases["gpus"] > cases["gpus_per_node"])]
-    train, test = ps.loc[ps["gpus"].isin([8, 32])], ps.loc[ps["gpus"] == 16]
+    train, test = ps.loc[ps["split"] == "calibration"], ps.loc[ps["split"] == "held-out"]
     grid = np.round(np.arange(0.20, 1.0001, 0.02), 2) if grid is None else np.asarray(grid)
 
     def median_abs(frame: pd.DataFrame, eff: float) -> float:
