@@ -20,7 +20,11 @@ def horovod(grads: GradientLayers, cost: CommCost, options: SchedulerOptions | N
     Horovod's background thread wakes every cycle (``cycle_time_ms``, default
     1 ms) and packs the gradients that have become ready since the last tick,
     in ready order, into fusion buffers of at most ``fusion_threshold_mb`` MiB
-    (default 64); a gradient larger than the threshold goes alone, and a
+    (default 64). The defaults mix two releases: Horovod 0.19 and 0.20 wake
+    every 5 ms with 64 MB buffers, and 0.21 and later every 1 ms with 128 MB
+    (Horovod v0.21.0 release notes, "Changed default cycle time from 5ms to 1ms
+    and fusion threshold from 64MB to 128MB", PR #2468): give both knobs to
+    model one release. A gradient larger than the threshold goes alone, and a
     threshold of 0 sends every gradient alone. Ticks fall at j x cycle from
     the start of backward, so a gradient ready at r waits for
     ``ceil(r / cycle) x cycle`` (``Plan.lag_s``). With a cycle of 0 a message

@@ -86,9 +86,10 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
          "bucket size in MiB (PyTorch DDP's bucket_cap_mb)", low_open=True, tune_scheduler=DDP,
          grid=(1, 2, 5, 10, 25, 50, 100, 200)),
     Knob("fusion_threshold_mb", float, "MiB", 64.0, 0, MAX_MB,
-         "Horovod fusion threshold in MiB (HOROVOD_FUSION_THRESHOLD; 0 disables fusion)", allow_inf=True,
+         "Horovod fusion threshold in MiB (HOROVOD_FUSION_THRESHOLD: 64 up to Horovod 0.20, 128 from 0.21; "
+         "0 disables fusion)", allow_inf=True,
          tune_scheduler=HOROVOD, grid=(1, 4, 16, 32, 64, 128, 256)),
-    Knob("cycle_time_ms", float, "ms", 1.0, 0, MAX_CYCLE_MS, "Horovod cycle time in ms (HOROVOD_CYCLE_TIME; 0: no wait)",
+    Knob("cycle_time_ms", float, "ms", 1.0, 0, MAX_CYCLE_MS, "Horovod cycle time in ms (HOROVOD_CYCLE_TIME: 5 up to Horovod 0.20, 1 from 0.21; 0: no wait)",
          min_positive=MIN_CYCLE_MS, tune_scheduler=HOROVOD, grid=(0, 0.5, 1, 2, 5, 10)),
     Knob("first_bucket_mb", float, "MiB", 1.0, 0, MAX_MB,
          "PyTorch DDP's first bucket cap in MiB (_DEFAULT_FIRST_BUCKET_BYTES)", low_open=True, tune_scheduler=DDP,
