@@ -23,8 +23,8 @@ import numpy as np
 
 from sim.errors import SimInputError
 
-__all__ = ["MAX_COMM_SLOWDOWN", "MAX_COMPUTE_SLOWDOWN", "check_slowdown", "NO_COMM", "STEPS", "CommCost", "MeasuredCommCost", "PSCost", "Regime", "check_regimes",
-           "lines", "lower_envelope", "measured_cost"]
+__all__ = ["MAX_COMM_SLOWDOWN", "MAX_COMPUTE_SLOWDOWN", "NO_COMM", "STEPS", "CommCost", "MeasuredCommCost", "PSCost",
+           "Regime", "check_regimes", "check_slowdown", "lines", "lower_envelope", "measured_cost"]
 
 #: The communication steps a cost object times. ``"launch"`` and ``"transfer"`` split an
 #: all-reduce into the framework's host-side launch (`CommCost.launch_s`) and the rest, for a
