@@ -23,8 +23,10 @@
   2 Psi + 2 Psi + K Psi / Nd; ``gradients`` (stage 2) 2 Psi + (2 + K) Psi / Nd;
   ``parameters`` (stage 3, FSDP full shard) (2 + 2 + K) Psi / Nd (the widths
   are 4 + 4 in fp32). A shard is rounded up to whole bytes.
-* **ZeRO-3 / FSDP working memory** (`gathered_unit_bytes`, counted with the
-  buffers): under ``parameters`` on more than one GPU, a unit (one layer with
+* **ZeRO-3 / FSDP working memory** (`gathered_unit_bytes`, counted with a
+  run's buffers, `sim.resources.run_memory`, which knows its schedule;
+  `memory_per_gpu` alone gives the model states of the ZeRO paper's formulas
+  and takes it as ``gathered_bytes``): under ``parameters`` on more than one GPU, a unit (one layer with
   parameters, `sim.schedulers.zero`; a tensor view's rows of a layer added
   up) is gathered whole while it computes, with the next one prefetched as
   `sim.core.shard` times it, and in the backward its whole gradient is held
@@ -374,7 +376,7 @@ def _model_states(psi: int, width: int, k: int, level: int, gpus: int) -> tuple[
 
 
 def memory_per_gpu(model: Model, *, batch_size: int, precision: str = "fp32", optimizer: str = DEFAULT_OPTIMIZER,
-                   gpus: int = 1, shard: str = "none", bucket_bytes: int = 0,
+                   gpus: int = 1, shard: str = "none", bucket_bytes: int = 0, gathered_bytes: int = 0,
                    compression: Compression | str | None = None, messages=None) -> MemoryEstimate:
     """Bytes on one GPU of ``gpus`` data-parallel ranks, by part (see the module docstring).
 
@@ -390,9 +392,12 @@ def memory_per_gpu(model: Model, *, batch_size: int, precision: str = "fp32", op
     gpus : int
         Data-parallel ranks Nd over which a ``shard`` partitions.
     shard : {"none", "optimizer", "gradients", "parameters"}
-        ZeRO stage 0, 1, 2 or 3; stage 3 adds its working memory to the buffers (`gathered_unit_bytes`).
+        ZeRO stage 0, 1, 2 or 3: the model states of the ZeRO paper's formulas (its Figure 1).
     bucket_bytes : int
         Communication buffers on the GPU (`comm_buffer_bytes`).
+    gathered_bytes : int
+        Working memory of a schedule that gathers sharded parameters, added to the buffers: a run
+        (`sim.resources.run_memory`) gives ZeRO-3's, `gathered_unit_bytes`.
     compression, messages
         The run's gradient compression (`sim.compression`) and messages (lists of row indices; None: one
         per row), whose state is added to the buffers (`compression_state_bytes`).
@@ -401,12 +406,12 @@ def memory_per_gpu(model: Model, *, batch_size: int, precision: str = "fp32", op
     check_int("gpus", gpus, 1)
     check_choice("shard", shard, SHARDS)
     check_float("bucket_bytes", bucket_bytes, 0)
+    check_float("gathered_bytes", gathered_bytes, 0)
     k = optimizer_bytes_per_param(optimizer, precision)
     psi = int(np.sum(model.params, dtype=np.int64))
     width = WIDTH_BYTES[precision]
     weights, grads, state = _model_states(psi, width, k, SHARDS.index(shard), gpus)
-    gathered = gathered_unit_bytes(model, precision, gpus=gpus, shard=shard)
     weights += psi * CAST_COPY_BYTES[precision]  # autocast's fp16 copies, saved whole for backward (not sharded)
     compressed = compression_state_bytes(compression, model.params, messages, gpus=gpus, width_bytes=width)
     return MemoryEstimate(optimizer, weights, grads, state, activation_bytes(model, batch_size, precision),
-                          int(math.ceil(bucket_bytes)) + gathered + compressed)
+                          int(math.ceil(bucket_bytes)) + int(math.ceil(gathered_bytes)) + compressed)

@@ -27,6 +27,7 @@ from sim.memory import (
     MEMORY_KEYS,
     MemoryEstimate,
     comm_buffer_bytes,
+    gathered_unit_bytes,
     memory_per_gpu,
 )
 from sim.model import Model
@@ -86,8 +87,11 @@ def run_memory(model: Model, *, gpus: int, scheduler: str, groups: Sequence[Sequ
         fusion_threshold_mb=opts.fusion_threshold_mb,
     )
     messages = None if compression is None else _message_rows(model, groups)
+    shard = shard_of(scheduler)
     return memory_per_gpu(model, batch_size=batch_size, precision=precision, optimizer=optimizer, gpus=gpus,
-                          shard=shard_of(scheduler), bucket_bytes=buffers, compression=compression, messages=messages)
+                          shard=shard, bucket_bytes=buffers,
+                          gathered_bytes=gathered_unit_bytes(model, precision, gpus=gpus, shard=shard),
+                          compression=compression, messages=messages)
 
 
 def resource_metrics(model: Model, *, gpu: str, gpus: int, scheduler: str, groups: Sequence[Sequence[str]],

@@ -47,6 +47,13 @@ def model_states(est) -> int:
     return est.weights_bytes + est.gradients_bytes + est.optimizer_bytes
 
 
+def zero3_memory(model, *, shard="parameters", **kw):
+    """A ZeRO-3 run's memory as `sim.resources.run_memory` counts it: `memory_per_gpu` (the model states of the
+    ZeRO paper's formulas) with the schedule's gathered units added to the buffers."""
+    gathered = gathered_unit_bytes(model, kw.get("precision", "fp32"), gpus=kw.get("gpus", 1), shard=shard)
+    return memory_per_gpu(model, shard=shard, gathered_bytes=gathered, **kw)
+
+
 def deepspeed_zero3_gpu_bytes(total_params: int, largest_layer_params: int, num_gpus: int) -> int:
     """``estimate_zero3_model_states_mem_needs`` (deepspeed/runtime/zero/stage3.py), cpu_offload=False:
     ``largest_layer_memory + int(18 * total_params / total_gpus)``, ``largest_layer_memory = 4 * largest``."""
@@ -59,7 +66,7 @@ class TestZero3ByHand:
     def test_mixed_precision_adam_on_four_gpus(self):
         # shards: fp16 weights 2 x 6000 / 4 = 3000, fp16 gradients 3000, K = 12: 12 x 6000 / 4 = 18000;
         # gathered: in L2's backward its fp16 weights and gradient and L1's prefetched weights, 8000 x 2 = 16000
-        est = memory_per_gpu(three_layers(), batch_size=1, precision="fp16", optimizer="adam", gpus=4,
+        est = zero3_memory(three_layers(), batch_size=1, precision="fp16", optimizer="adam", gpus=4,
                              shard="parameters")
         assert (est.weights_bytes, est.gradients_bytes, est.optimizer_bytes) == (3000, 3000, 18000)
         assert est.buffers_bytes == 16000
@@ -68,14 +75,14 @@ class TestZero3ByHand:
     def test_fp32_momentum_on_four_gpus(self):
         # shards 4 x 6000 / 4 = 6000 each of weights, gradients and the momentum buffer;
         # gathered 8000 x 4 = 32000
-        est = memory_per_gpu(three_layers(), batch_size=1, precision="fp32", optimizer="momentum", gpus=4,
+        est = zero3_memory(three_layers(), batch_size=1, precision="fp32", optimizer="momentum", gpus=4,
                              shard="parameters")
         assert (model_states(est), est.buffers_bytes) == (18000, 32000)
 
     def test_amp_gathers_fp32_weights_and_gradients(self):
         # autocast: fp32 weights (6000 x 4 / 4 = 6000) + their fp16 copies whole (12000), fp32 gradients 6000,
         # Adam 8 x 6000 / 4 = 12000; gathered 8000 x 4 = 32000
-        est = memory_per_gpu(three_layers(), batch_size=1, precision="amp", optimizer="adam", gpus=4,
+        est = zero3_memory(three_layers(), batch_size=1, precision="amp", optimizer="adam", gpus=4,
                              shard="parameters")
         assert (est.weights_bytes, est.gradients_bytes, est.optimizer_bytes, est.buffers_bytes) == (
             18000, 6000, 12000, 32000)
@@ -84,7 +91,7 @@ class TestZero3ByHand:
         # one layer of 1000, fp32 SGD, 2 GPUs: shards 2000 + 2000 + 0 and the layer gathered whole, its weights
         # and gradient 1000 x (4 + 4) = 8000: 12000, over stage 0's 8000, as FSDP holds it (no cap)
         model = make_model([1000], [1], [2])
-        est = memory_per_gpu(model, batch_size=1, precision="fp32", optimizer="sgd", gpus=2, shard="parameters")
+        est = zero3_memory(model, batch_size=1, precision="fp32", optimizer="sgd", gpus=2, shard="parameters")
         full = memory_per_gpu(model, batch_size=1, precision="fp32", optimizer="sgd", gpus=2)
         assert gathered_unit_bytes(model, "fp32", gpus=2, shard="parameters") == 8000
         assert (model_states(est), est.buffers_bytes) == (4000, 8000)
@@ -97,7 +104,7 @@ class TestZero3ByHand:
         assert gathered_unit_bytes(three_layers(), "fp16", gpus=4, shard=shard) == 0
 
     def test_one_gpu_gathers_nothing(self):
-        est = memory_per_gpu(three_layers(), batch_size=1, precision="fp16", optimizer="adam", gpus=1,
+        est = zero3_memory(three_layers(), batch_size=1, precision="fp16", optimizer="adam", gpus=1,
                              shard="parameters")
         assert (model_states(est), est.buffers_bytes) == (16 * 6000, 0)
 
@@ -115,7 +122,7 @@ class TestDeepSpeedEstimator:
         # DeepSpeed: 4 x 3000 + 18 x 6000 / 4 = 12000 + 27000 = 39000. Ours: 12000 + the prefetched L1's fp16
         # weights 2 x 2000 = 4000, + 16 x 6000 / 4 = 24000: 40000; the 2 x 6000 / 4 = 3000 less in the shards is
         # DeepSpeed's fp32 gradient shard (4 bytes) for ZeRO's fp16 one (2)
-        est = memory_per_gpu(three_layers(), batch_size=1, precision="fp16", optimizer="adam", gpus=4,
+        est = zero3_memory(three_layers(), batch_size=1, precision="fp16", optimizer="adam", gpus=4,
                              shard="parameters")
         assert est.buffers_bytes == 4 * 3000 + 2 * 2000  # largest_layer_memory and the unit prefetched
         assert model_states(est) + est.buffers_bytes == (deepspeed_zero3_gpu_bytes(6000, 3000, 4) - 2 * 6000 // 4
@@ -124,7 +131,7 @@ class TestDeepSpeedEstimator:
     def test_vgg16_on_eight_gpus(self):
         model = sim.load_model("vgg16")
         psi, largest = model.total_params, largest_layer_params(model)
-        est = memory_per_gpu(model, batch_size=1, precision="fp16", optimizer="adam", gpus=8, shard="parameters")
+        est = zero3_memory(model, batch_size=1, precision="fp16", optimizer="adam", gpus=8, shard="parameters")
         # fc6's fp16 weights and gradient (4 x 102,764,544 = 411,058,176) and the last convolution's weights,
         # prefetched in fc6's backward (2 x (512 x 512 x 9 + 512) = 4,719,616)
         last_conv = 512 * 512 * 9 + 512
@@ -239,7 +246,7 @@ def test_zero3_is_its_shards_and_its_units_gathered(params, precision, optimizer
     with the next prefetched; in the backward also its gradient) at the run's width (none on one GPU)."""
     model = make_model(params, [1] * len(params), [1] * len(params))
     full = memory_per_gpu(model, batch_size=1, precision=precision, optimizer=optimizer, gpus=gpus)
-    zero3 = memory_per_gpu(model, batch_size=1, precision=precision, optimizer=optimizer, gpus=gpus,
+    zero3 = zero3_memory(model, batch_size=1, precision=precision, optimizer=optimizer, gpus=gpus,
                            shard="parameters")
     gathered = gathered_unit_bytes(model, precision, gpus=gpus, shard="parameters")
     assert model_states(zero3) <= model_states(full)
@@ -260,7 +267,7 @@ def test_mixed_precision_adam_is_deepspeeds_estimate(params, gpus):
     """Mixed-precision Adam: DeepSpeed's 4 x largest and at most 2 bytes of a prefetched unit per parameter of it,
     + ZeRO's 16 Psi / Nd (DeepSpeed's 18 less the fp32 gradient shard's extra 2), each shard rounded up."""
     model = make_model(params, [1] * len(params), [1] * len(params))
-    est = memory_per_gpu(model, batch_size=1, precision="fp16", optimizer="adam", gpus=gpus, shard="parameters")
+    est = zero3_memory(model, batch_size=1, precision="fp16", optimizer="adam", gpus=gpus, shard="parameters")
     psi = sum(params)
     assert 4 * max(params) <= est.buffers_bytes <= 4 * max(params) + 2 * max(params)
     assert model_states(est) == 2 * math.ceil(2 * psi / gpus) + math.ceil(12 * psi / gpus)
