@@ -351,3 +351,12 @@ def test_ar_sgd_runs_first_and_the_results_keep_the_order_asked(monkeypatch):
     done = alg.simulate_algorithms(model, sim.Cluster(gpus=2), ["BSP", "AR-SGD", "ASP", "BSP"], batch_size=8, steps=4)
     assert calls == ["AR-SGD", "BSP", "ASP"]
     assert list(done) == ["BSP", "AR-SGD", "ASP"]
+
+
+@pytest.mark.parametrize("name", ["BSP", "AR-SGD", "GoSGD"])
+def test_the_worker_count_is_also_given_as_gpus(name):
+    """`run` and `sweep` name a GPU count ``gpus`` (the flag `algorithms` takes too); the algorithms'
+    metrics give it under that name beside ``workers``."""
+    metrics = simulate_algorithm(name, one_layer(), sim.Cluster(gpus=4, network="10gbe"), batch_size=8,
+                                 steps=5).metrics
+    assert metrics["gpus"] == metrics["workers"] == 4

@@ -212,6 +212,7 @@ def _metrics(algorithm, base, cluster, setup: RunSetup, spec, precision, frame, 
         "algorithm": algorithm,
         "model": base.name,
         "workers": p,
+        "gpus": p,  # (the name `run` and `sweep` give a GPU count; `--gpus` sets it)
         "batch_size": setup.batch_size,
         "network": cluster.network,
         "precision": precision,
