@@ -50,8 +50,8 @@ from sim.core.plan import NO_GRADIENTS, SHARD_NONE
 from sim.errors import SimInputError
 from sim.schedulers.registry import make_plan
 
-__all__ = ["BYTES_TOUCHED_PER_ELEMENT", "INDEX_BYTES", "KINDS", "Compression", "CompressedCost", "compressed_cost",
-           "parse_compression", "refusal"]
+__all__ = ["BYTES_TOUCHED_PER_ELEMENT", "INDEX_BYTES", "KINDS", "Compression", "CompressedCost", "check_width",
+           "compressed_cost", "parse_compression", "refusal"]
 
 #: The kinds of ``--compression`` and how each is written.
 KINDS = ("fp16", "bf16", "topk:RATIO", "powersgd:RANK")
@@ -193,12 +193,17 @@ class CompressedCost(CommCost):
         return self.message_time_s(members, nbytes, float(nbytes) / full if full else 1.0)
 
 
+def check_width(compression: Compression | None, elem_bytes: int) -> None:
+    """Refuse a 16-bit cast of gradients that are 16-bit already (``elem_bytes`` each)."""
+    if compression is not None and compression.kind in ("fp16", "bf16") and elem_bytes <= 2:
+        raise SimInputError(f"compression {compression} does nothing to {8 * int(elem_bytes)}-bit gradients: "
+                            "use precision fp32, tf32 or amp (fp32 gradients), or another compression")
+
+
 def compressed_cost(cost: CommCost, compression: Compression, layer_elems, *, elem_bytes: int, gpus: int,
                     mem_bw_bytes_per_s: float, peak_flops: float) -> CompressedCost:
     """``cost`` with ``compression`` applied to every message (layers of ``layer_elems`` elements)."""
-    if compression.kind in ("fp16", "bf16") and elem_bytes <= 2:
-        raise SimInputError(f"compression {compression} does nothing to {8 * elem_bytes}-bit gradients: "
-                            "use precision fp32, tf32 or amp (fp32 gradients), or another compression")
+    check_width(compression, elem_bytes)
     elems = tuple(int(e) for e in np.asarray(layer_elems, dtype=np.int64))
     parts = {"base": cost, "compression": compression, "layer_elems": elems, "elem_bytes": int(elem_bytes),
              "gpus": int(gpus), "mem_bw_bytes_per_s": float(mem_bw_bytes_per_s), "peak_flops": float(peak_flops)}

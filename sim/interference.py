@@ -14,7 +14,7 @@ import functools
 import math
 
 from sim.catalog import DATA_DIR
-from sim.core.cost import MAX_COMM_SLOWDOWN, MAX_COMPUTE_SLOWDOWN
+from sim.core.cost import MAX_SLOWDOWN  # (compute's stretch has one root only up to 1)
 from sim.errors import SimInputError
 
 __all__ = ["COLUMNS", "INTERFERENCE_PATH", "coefficient", "comm_slowdown", "compute_slowdown"]
@@ -24,8 +24,6 @@ INTERFERENCE_PATH = DATA_DIR / "interference.csv"
 
 #: The coefficients each row holds.
 COLUMNS = ("compute_slowdown", "comm_slowdown")
-#: The largest value of each (`sim.core.cost`: compute's stretch has one root only up to 1).
-_HIGHEST = {"compute_slowdown": MAX_COMPUTE_SLOWDOWN, "comm_slowdown": MAX_COMM_SLOWDOWN}
 
 
 @functools.lru_cache(maxsize=1)
@@ -39,8 +37,8 @@ def _interference() -> dict[str, dict[str, float]]:
                     value = float(row[column])
                 except (KeyError, TypeError, ValueError):
                     raise SimInputError(f"interference.csv line {line}: {column} must be a number") from None
-                if not (math.isfinite(value) and 0 <= value <= _HIGHEST[column]):
-                    raise SimInputError(f"interference.csv line {line}: {column} must be in [0, {_HIGHEST[column]:g}], "
+                if not (math.isfinite(value) and 0 <= value <= MAX_SLOWDOWN[column]):
+                    raise SimInputError(f"interference.csv line {line}: {column} must be in [0, {MAX_SLOWDOWN[column]:g}], "
                                         f"got {value}")
                 values[column] = value
             out[row["network"]] = values

@@ -111,9 +111,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.checks import check_choice, check_float, check_int
-from sim.compression import INDEX_BYTES, Compression, parse_compression
+from sim.compression import INDEX_BYTES, Compression, check_width, parse_compression
 from sim.compute import WIDTH_BYTES as COMPUTE_WIDTH_BYTES
-from sim.errors import SimInputError
 from sim.model import Model
 from sim.precision import BYTES_PER_PARAM
 from sim.schedulers.names import BUCKET, DDP, HOROVOD
@@ -310,9 +309,7 @@ def compression_state_bytes(compression: Compression | str | None, layer_elems, 
     """
     comp = parse_compression(compression)
     check_int("gpus", gpus, 1)
-    if comp is not None and comp.kind in ("fp16", "bf16") and width_bytes <= 2:
-        raise SimInputError(f"compression {comp} does nothing to {8 * int(width_bytes)}-bit gradients: "
-                            "use precision fp32, tf32 or amp (fp32 gradients), or another compression")
+    check_width(comp, width_bytes)
     if comp is None or gpus <= 1:
         return 0
     elems = np.asarray(layer_elems, dtype=np.int64)
@@ -412,6 +409,7 @@ def memory_per_gpu(model: Model, *, batch_size: int, precision: str = "fp32", op
     width = WIDTH_BYTES[precision]
     weights, grads, state = _model_states(psi, width, k, SHARDS.index(shard), gpus)
     weights += psi * CAST_COPY_BYTES[precision]  # autocast's fp16 copies, saved whole for backward (not sharded)
-    compressed = compression_state_bytes(compression, model.params, messages, gpus=gpus, width_bytes=width)
+    compressed = 0 if compression is None else compression_state_bytes(compression, model.params, messages,
+                                                                         gpus=gpus, width_bytes=width)
     return MemoryEstimate(optimizer, weights, grads, state, activation_bytes(model, batch_size, precision),
                           int(math.ceil(bucket_bytes)) + int(math.ceil(gathered_bytes)) + compressed)

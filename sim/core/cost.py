@@ -23,7 +23,7 @@ import numpy as np
 
 from sim.errors import SimInputError
 
-__all__ = ["MAX_COMM_SLOWDOWN", "MAX_COMPUTE_SLOWDOWN", "NO_COMM", "STEPS", "CommCost", "MeasuredCommCost", "PSCost",
+__all__ = ["MAX_COMM_SLOWDOWN", "MAX_COMPUTE_SLOWDOWN", "MAX_SLOWDOWN", "NO_COMM", "STEPS", "CommCost", "MeasuredCommCost", "PSCost",
            "Regime", "check_regimes", "check_slowdown", "lines", "lower_envelope", "measured_cost"]
 
 #: The communication steps a cost object times. ``"launch"`` and ``"transfer"`` split an
@@ -42,12 +42,13 @@ MAX_COMPUTE_SLOWDOWN = 1.0
 #: Communication slowed more than this many times over by overlapped compute is absurd (its
 #: equation, d = t + kappa_c / (1 + kappa_c) c(d), has one root for any kappa_c).
 MAX_COMM_SLOWDOWN = 10.0
-_SLOWDOWN_MAX = {"compute_slowdown": (MAX_COMPUTE_SLOWDOWN, " (one root of its stretch; sim.core.cost)"),
-                 "comm_slowdown": (MAX_COMM_SLOWDOWN, "")}
+#: Each interference coefficient's largest value.
+MAX_SLOWDOWN = {"compute_slowdown": MAX_COMPUTE_SLOWDOWN, "comm_slowdown": MAX_COMM_SLOWDOWN}
+_WHY_MAX = {"compute_slowdown": " (one root of its stretch; sim.core.cost)", "comm_slowdown": ""}
 
 
 def check_slowdown(value: float, name: str = "compute_slowdown") -> None:
-    high, why = _SLOWDOWN_MAX[name]
+    high, why = MAX_SLOWDOWN[name], _WHY_MAX[name]
     if not value <= high:
         raise SimInputError(f"{name} must be <= {high:g}{why}, got {value}")
 
