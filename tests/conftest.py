@@ -13,6 +13,13 @@ import os
 import shutil
 import tempfile
 
+from hypothesis import settings
+
+# No per-example deadline anywhere: a deadline is a timed assertion, and the suite runs its tests two
+# at a time (pytest-xdist) on two cores beside browsers, where an example's wall time says nothing.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
+
 _ISOLATED = ("HOME", "XDG_CONFIG_HOME", "SSGD_NETWORKS")
 _saved: dict[str, str | None] = {}
 _tmp: list[str] = []
