@@ -138,15 +138,19 @@ def _check(batch_size, precision, spec, iterations, seed) -> int:
 
 def run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, gpus_by_worker=None,
              precision="fp32", prefetch=False, bucket_mb=DEFAULT_BUCKET_MB, calibrate_iteration_s=None,
-             factors=None, method=None, architecture="allreduce", options=None) -> SyncRun:
+             factors=None, method=None, architecture="allreduce", options=None, rows=None) -> SyncRun:
     """One synchronous per-worker run. ``factors`` (iterations x workers) replaces
-    the drawn compute factors (`sim.workers.algorithms` passes its own)."""
+    the drawn compute factors (`sim.workers.algorithms` passes its own). ``rows``, if given,
+    times only the first ``rows`` workers (the cost is still the whole cluster's): what
+    `ideal_iteration_s` does for identical workers on all-reduce, whose messages wait for
+    workers that all end alike."""
     iterations = _check(batch_size, precision, spec, iterations, seed)
     base, timed, profile_of, names = worker_models(model, cluster, batch_size, precision, prefetch,
                                                    calibrate_iteration_s, gpus_by_worker)
     scheduler, architecture, opts = resolve_method(method, scheduler, architecture, options)
     plan, plan_cost, cost = plan_run(base, cluster, scheduler, architecture, opts, precision, bucket_mb)
-    p = cluster.gpus
+    p = cluster.gpus if rows is None else int(rows)
+    profile_of, names = profile_of[:p], names[:p]
     weight = PS_CELL_WEIGHT if isinstance(cost, PSCost) else 1
     check_cell_budget(base, plan, iterations, p, weight)  # before the draws: they too grow with workers x iterations
     rng = np.random.default_rng(int(seed))
@@ -171,7 +175,11 @@ def ideal_iteration_s(model, cluster: Cluster, scheduler, run: SyncRun, common: 
     reported a slowdown of 1.12 with nothing varying, and identical workers missed the aggregate iteration)."""
     needed = iterations_to_run(run.plan, iterations)
     if not (reuse and needed == run.update_end_s.shape[0]):
-        run = run_sync(model, cluster, scheduler, spec=StragglerSpec(), **{**common, "iterations": needed})
+        # identical workers on all-reduce end every step alike: one row times them all (8,192 rows took 0.9 GB);
+        # parameter servers are timed with every worker's pushes, which queue at the servers
+        one = len(set(run.names)) == 1 and not isinstance(run.cost, PSCost)
+        run = run_sync(model, cluster, scheduler, spec=StragglerSpec(), **{**common, "iterations": needed},
+                       rows=1 if one else None)
     return steady_iteration_s(run.update_end_s.max(axis=1), run.plan.per_layer_update)
 
 
