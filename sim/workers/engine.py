@@ -149,7 +149,7 @@ def run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, g
                                                    calibrate_iteration_s, gpus_by_worker)
     scheduler, architecture, opts = resolve_method(method, scheduler, architecture, options)
     plan, plan_cost, cost = plan_run(base, cluster, scheduler, architecture, opts, precision, bucket_mb)
-    p = cluster.gpus if rows is None else int(rows)
+    p = cluster.gpus if rows is None else check_int("rows", rows, 1, cluster.gpus)
     profile_of, names = profile_of[:p], names[:p]
     weight = PS_CELL_WEIGHT if isinstance(cost, PSCost) else 1
     check_cell_budget(base, plan, iterations, p, weight)  # before the draws: they too grow with workers x iterations
