@@ -68,8 +68,34 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def streamlit_server(timeout_s: float = 60.0):
-    """Run ``streamlit run app.py`` on a free port; yield its base URL."""
-    port = free_port()
+    """Run ``streamlit run app.py`` on a free port; yield its base URL. The suite runs on two workers, so a
+    port found free may be taken by the other worker's server before this one binds it: a server that exits
+    at once is started again on another port (three tries)."""
+    for attempt in range(3):
+        port = free_port()
+        proc, log = _start_streamlit(port)
+        try:
+            url = _wait_healthy(proc, log, port, timeout_s)
+        except _ExitedEarly:
+            _stop(proc, log)
+            if attempt == 2:
+                raise RuntimeError(f"streamlit exited at once three times; see {log.name}") from None
+            continue
+        except BaseException:
+            _stop(proc, log)
+            raise
+        try:
+            yield url
+        finally:
+            _stop(proc, log)
+        return
+
+
+class _ExitedEarly(Exception):
+    pass
+
+
+def _start_streamlit(port: int):
     cmd = [
         sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"),
         "--server.headless", "true", "--server.port", str(port), "--server.address", "127.0.0.1",
@@ -77,31 +103,34 @@ def streamlit_server(timeout_s: float = 60.0):
     ]
     ARTIFACTS.mkdir(exist_ok=True)
     log = open(ARTIFACTS / f"streamlit-{port}.log", "w")  # noqa: SIM115
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+    return subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ}), log
+
+
+def _wait_healthy(proc, log, port: int, timeout_s: float) -> str:
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited with {proc.returncode}; see {log.name}")
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit did not answer within {timeout_s} s")
-            time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise _ExitedEarly(f"streamlit exited with {proc.returncode}; see {log.name}")
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return url
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"streamlit did not answer within {timeout_s} s")
+        time.sleep(0.3)
+
+
+def _stop(proc, log) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
 
 
 def launch(playwright):
