@@ -13,6 +13,7 @@ build these objects live in `sim.comm`.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 import numbers
@@ -187,6 +188,22 @@ class CommCost:
         i = self.regime_index(m)
         _, alphas, betas = self._table
         return alphas[i] + betas[i] * m
+
+    def scalar_time(self):
+        """`time_s` of one message as a function of Python floats: for this class's own `time_s`
+        the same regime lookup, product and sum on floats (the same bits) without numpy's per-call
+        cost; a subclass's `time_s` is called as it is."""
+        if type(self).time_s is not CommCost.time_s:
+            return lambda nbytes: float(self.time_s(nbytes))
+        if not self.regimes:
+            alpha, beta = float(self.alpha_s), float(self.beta_s_per_byte)
+            return lambda nbytes: alpha + beta * nbytes
+        starts, alphas, betas = (self._table[i].tolist() for i in range(3))
+
+        def regime_time(nbytes):
+            k = bisect.bisect_right(starts, nbytes) - 1  # (numpy's searchsorted, side "right")
+            return alphas[k] + betas[k] * nbytes
+        return regime_time
 
     def alpha_at(self, nbytes) -> float:
         """The start-up cost of the regime a message of ``nbytes`` lands in (``alpha_s`` when affine)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import math
 
 import numpy as np
@@ -35,7 +34,7 @@ def mgwfbp(grads: GradientLayers, cost: CommCost) -> Plan:
     if type(cost).time_s is CommCost.time_s and not cost.regimes and not cost.is_measured:
         spans = _affine_spans(r, nbytes, cost.alpha_s, float(cost.alpha_s), float(cost.beta_s_per_byte))
         return plan_from_spans(MGWFBP, grads, spans)
-    time_s = _scalar_time(cost)
+    time_s = cost.scalar_time()
     spans: list[tuple[int, int]] = []
     prev_end = -np.inf
     hi = n - 1
@@ -76,25 +75,6 @@ def _affine_spans(r: list[float], nbytes: list[float], alpha_s, alpha: float, be
         r_l = r_next
     spans.append((hi, 0))
     return spans
-
-
-def _scalar_time(cost: CommCost):
-    """``cost.time_s`` of one message as a Python float: for a plain alpha-beta line, or size
-    regimes, the same lookup, product and sum on floats (the same bits), without numpy's
-    per-call cost."""
-    if type(cost).time_s is CommCost.time_s and not cost.regimes:
-        alpha, beta = float(cost.alpha_s), float(cost.beta_s_per_byte)
-        return lambda nbytes: alpha + beta * nbytes
-    if type(cost).time_s is CommCost.time_s:  # size regimes: numpy's searchsorted as a bisect on floats
-        starts = [float(r.from_bytes) for r in cost.regimes]
-        alphas = [float(r.alpha_s) for r in cost.regimes]
-        betas = [float(r.beta_s_per_byte) for r in cost.regimes]
-
-        def regime_time(nbytes):
-            k = bisect.bisect_right(starts, nbytes) - 1
-            return alphas[k] + betas[k] * nbytes
-        return regime_time
-    return lambda nbytes: float(cost.time_s(nbytes))
 
 
 SPEC = register(SchedulerSpec(
