@@ -35,7 +35,7 @@ The DAG and the engine stay the reference and the independent check
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -49,6 +49,7 @@ from sim.core.overlap import hidden_s, time_order, wait_s
 from sim.core.plan import Plan
 from sim.core.scalar import LastRow, evaluate_row, row_phase_metrics
 from sim.core.timeline import frame
+from sim.errors import SimInputError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -113,10 +114,30 @@ class FastRun:
     comm_end_s: np.ndarray
     #: a one-row run's last iteration as `sim.core.scalar.evaluate_row` recorded it (or None)
     last: LastRow | None = None
+    #: each row's backward end per iteration (rows, iterations) when ``fwd_end_s`` and ``bwd_end_s`` keep
+    #: only the first iterations (`evaluate`'s ``keep_iterations``); None: they keep every iteration
+    backward_done_s: np.ndarray | None = None
 
     @property
     def iterations(self) -> int:
         return self.update_end_s.shape[1]
+
+    @property
+    def kept_iterations(self) -> int:
+        """The first iterations whose every task time is kept (the timeline can show them)."""
+        return self.fwd_end_s.shape[1]
+
+    def first(self, kept: int) -> FastRun:
+        """This run keeping the per-layer times of its first ``kept`` iterations only (`evaluate`)."""
+        if kept >= self.kept_iterations:
+            return self
+        return replace(self, fwd_end_s=self.fwd_end_s[:, :kept].copy(), bwd_end_s=self.bwd_end_s[:, :kept].copy(),
+                       backward_done_s=self.backward_end_s.copy())
+
+    @property
+    def backward_end_s(self) -> np.ndarray:
+        """Each row's backward end per iteration (rows, iterations), kept or not."""
+        return self.bwd_end_s[:, :, -1] if self.backward_done_s is None else self.backward_done_s
 
     @property
     def iteration_time_s(self) -> np.ndarray:
@@ -135,6 +156,9 @@ class FastRun:
         finds it (unions of touching intervals, overlaps summed in time order),
         so hidden and exposed time agree with it to the last bit.
         """
+        if self.kept_iterations < self.iterations:
+            raise SimInputError(f"this run kept the task times of its first {self.kept_iterations} iterations only: "
+                                "time it without keep_iterations for its phase figures")
         got = None if self.last is None else row_phase_metrics(self.last)  # one row: on its floats
         if got is not None:
             return got
@@ -173,6 +197,9 @@ class FastRun:
         gives the ``layer`` column's text.
         """
         n_it = self.iterations if iterations is None else min(iterations, self.iterations)
+        if n_it > self.kept_iterations:
+            raise SimInputError(f"this run kept the task times of its first {self.kept_iterations} iterations only "
+                                f"(keep_iterations, timeline_iterations); its timeline of {n_it} cannot be built")
         rows = range(self.update_end_s.shape[0]) if row is None else [row]
         static = static_columns(tuple(self.model.layer_names), self.groups, self.layer_bytes, rename)
         if row is not None:
@@ -217,6 +244,7 @@ def evaluate(
     times: WorkerTimes | None = None,
     compute_s: tuple[np.ndarray, np.ndarray] | None = None,
     prepared: Layout | None = None,
+    keep_iterations: int | None = None,
 ) -> FastRun:
     """Time ``iterations`` iterations of ``model`` under ``plan``.
 
@@ -241,6 +269,9 @@ def evaluate(
         Each row's own compute times (interference's), each row on its own channel.
     prepared : Layout, optional
         `layout` of the same model, plan, costs and precision, made once.
+    keep_iterations : int, optional
+        Keep the per-layer times of the first ``keep_iterations`` iterations only (their timeline), so
+        that memory grows with them, not with ``iterations`` (`FastRun.backward_done_s`). Default: all.
 
     Returns
     -------
@@ -249,23 +280,19 @@ def evaluate(
     costs = [costs] if isinstance(costs, CommCost) else list(costs)
     group_bytes, lowest, t_c = prepared if prepared is not None else layout(model, plan, costs, precision)
     k1 = comm_k1(costs)
-    if times is None and t_c.shape[0] == 1:  # one row: the same recurrences on Python floats
-        return _one_row(model, plan, Layout(group_bytes, lowest, t_c), compute_s, precision, iterations, prefetch, k1[0])
-    if compute_s is not None:
-        fwd, bwd = compute_s
-        work = _Work(fwd.shape[0], float(model.io_s), float(model.h2d_s), float(model.update_s), fwd,
-                     bwd[:, ::-1], None, None, None)
-    else:
-        work = _Work.of(model, times, len(costs), iterations)
-    arrays = _Arrays(work.rows, iterations, model.num_layers, len(plan.groups), 1 if times is not None else work.rows)
+    kept = iterations if keep_iterations is None else max(1, min(int(keep_iterations), iterations))
+    if times is None and t_c.shape[0] == 1:  # one row: the same recurrences on Python floats (small: cut after)
+        return _one_row(model, plan, Layout(group_bytes, lowest, t_c), compute_s, precision, iterations, prefetch,
+                        k1[0]).first(kept)
+    work = _Work.of(model, times, len(costs), iterations) if compute_s is None else _Work.own(model, *compute_s)
+    arrays = _Arrays(work.rows, iterations, model.num_layers, len(plan.groups), 1 if times is not None else work.rows,
+                     kept)
     lag = np.asarray(plan.lag_s, dtype=float) if plan.lag_s else np.zeros(len(plan.groups))  # Horovod's ticks
     free = np.full(arrays.c_start.shape[0], -np.inf)  # when the channel is next free
     for k in range(iterations):
         arrays.compute(k, work, prefetch)
         free = arrays.communicate(k, work, plan, t_c, lag, model.num_layers - 1 - lowest, free, times is not None, k1)
-    a = arrays
-    return FastRun(model, plan.groups, model.gradient_bytes(precision), group_bytes, a.io_start, a.io_end, a.h2d_start,
-                   a.h2d_end, a.fwd_start, a.fwd_end, a.bwd_end, a.upd_start, a.upd_end, a.c_start, a.c_end)
+    return arrays.result(model, plan.groups, model.gradient_bytes(precision), group_bytes)
 
 
 class Layout(NamedTuple):
@@ -325,13 +352,22 @@ def _one_row(model, plan: Plan, prepared: Layout, compute_s, precision: str, ite
 class _Arrays:
     """The task times being filled, iteration by iteration (see the module docstring)."""
 
-    def __init__(self, rows: int, iterations: int, n: int, n_msg: int, channel_rows: int):
+    def __init__(self, rows: int, iterations: int, n: int, n_msg: int, channel_rows: int, kept: int):
         shape = (rows, iterations)
         self.io_start, self.io_end, self.h2d_start, self.h2d_end = (np.empty(shape) for _ in range(4))
         self.fwd_start, self.upd_start, self.upd_end = np.empty(shape), np.empty(shape), np.empty(shape)
-        self.fwd_end, self.bwd_end = np.empty(shape + (n,)), np.empty(shape + (n,))
+        # the per-layer ends of the first ``kept`` iterations, and one slot the later ones reuse
+        self.kept, slots = kept, kept + (kept < iterations)
+        self.fwd_end, self.bwd_end = np.empty((rows, slots, n)), np.empty((rows, slots, n))
+        self.bwd_done = np.empty(shape)
         self.c_start = np.empty((channel_rows, iterations, n_msg))
         self.c_end = np.empty((channel_rows, iterations, n_msg))
+
+    def result(self, model, groups, layer_bytes: np.ndarray, group_bytes: np.ndarray) -> FastRun:
+        kept, cut = self.kept, self.kept < self.io_start.shape[1]
+        return FastRun(model, groups, layer_bytes, group_bytes, self.io_start, self.io_end, self.h2d_start,
+                       self.h2d_end, self.fwd_start, self.fwd_end[:, :kept], self.bwd_end[:, :kept], self.upd_start,
+                       self.upd_end, self.c_start, self.c_end, backward_done_s=self.bwd_done if cut else None)
 
     def compute(self, k: int, work: _Work, prefetch: bool) -> None:
         """io, h2d, forward and backward of iteration k."""
@@ -346,16 +382,18 @@ class _Arrays:
         self.h2d_end[:, k] = self.h2d_start[:, k] + work.h2d_s
         self.fwd_start[:, k] = (self.h2d_end[:, k] if k == 0
                                 else np.maximum(self.h2d_end[:, k], self.upd_end[:, k - 1]))
-        self.fwd_end[:, k] = chain_ends(self.fwd_start[:, k], work.fwd_s(k))
-        self.bwd_end[:, k] = chain_ends(self.fwd_end[:, k, -1], work.bwd_rev_s(k))
+        s = min(k, self.kept)
+        self.fwd_end[:, s] = chain_ends(self.fwd_start[:, k], work.fwd_s(k))
+        self.bwd_end[:, s] = chain_ends(self.fwd_end[:, s, -1], work.bwd_rev_s(k))
+        self.bwd_done[:, k] = self.bwd_end[:, s, -1]
 
     def communicate(self, k, work, plan, t_c, lag, lowest_at, free, shared: bool, k1: np.ndarray):
         """The messages and the update of iteration k; returns when the channel is next free
         (``k1``: each cost's ``1 + comm_slowdown``; a message slows while the backward pass runs)."""
-        backward_done = self.bwd_end[:, k, -1]
+        backward_done = self.bwd_done[:, k]
         if t_c.shape[1]:
             # released lag_s after the message's lowest layer (the last of its gradients) is ready
-            ready = self.bwd_end[:, k, lowest_at] + lag
+            ready = self.bwd_end[:, min(k, self.kept), lowest_at] + lag
             if plan.after_backward:
                 ready = np.maximum(ready, backward_done[:, None])
             busy_until = backward_done
@@ -407,6 +445,12 @@ class _Work:
         return cls(len(profile), pick[:, 0], pick[:, 1], update, np.stack([m.fwd_s for m in models]),
                    np.stack([m.bwd_s[::-1] for m in models]), profile, np.asarray(times.compute_scale, float),
                    None if times.comm_scale is None else np.asarray(times.comm_scale, float))
+
+    @classmethod
+    def own(cls, model, fwd: np.ndarray, bwd: np.ndarray) -> _Work:
+        """Each row's own forward and backward times (K, layers), the model's io, h2d and update."""
+        return cls(fwd.shape[0], float(model.io_s), float(model.h2d_s), float(model.update_s), fwd, bwd[:, ::-1],
+                   None, None, None)
 
     def fwd_s(self, k: int) -> np.ndarray:
         if self.profile_of is None:

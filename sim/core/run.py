@@ -453,12 +453,12 @@ def _immutable_times(model) -> bool:
 
 
 def time_workers(model, plan: Plan, cost, times: WorkerTimes, *, precision: str = "fp32", iterations: int,
-                 prefetch: bool = False, engine: str = "auto"):
+                 prefetch: bool = False, engine: str = "auto", keep_iterations: int | None = None):
     """A per-worker run. Returns arrays of shape (iterations, workers): the end
     of each worker's step (its last update), the end of its backward pass and
     the time it computes between the two (its update; with per-layer updates, the
     updates and the next forward pass's tasks among them); and a picklable
-    ``timeline()`` builder.
+    ``timeline()`` builder (on the fast path, of the first ``keep_iterations``: `fast.evaluate`).
 
     Each worker computes with its own times (``times``); every message waits
     for all workers' gradients. With identical workers every worker's tasks
@@ -476,9 +476,9 @@ def time_workers(model, plan: Plan, cost, times: WorkerTimes, *, precision: str 
         model, cost = stretched, _without_slowdown(cost)
     if not general:
         run = fast.evaluate(model, plan, [cost], precision=precision, iterations=iterations, prefetch=prefetch,
-                            times=times)
+                            times=times, keep_iterations=keep_iterations)
         update_s = (run.update_end_s - run.update_start_s).T
-        return (run.update_end_s.T.copy(), run.bwd_end_s[:, :, -1].T.copy(), update_s,
+        return (run.update_end_s.T.copy(), run.backward_end_s.T.copy(), update_s,
                 functools.partial(run.timeline, None))
     check_task_budget(model, plan, cost, precision, iterations, times.workers)
     graph = lower(model, plan, cost, precision=precision, iterations=iterations, prefetch=prefetch, times=times)

@@ -138,18 +138,22 @@ def _check(batch_size, precision, spec, iterations, seed) -> int:
 
 def run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, gpus_by_worker=None,
              precision="fp32", prefetch=False, bucket_mb=DEFAULT_BUCKET_MB, calibrate_iteration_s=None,
-             factors=None, method=None, architecture="allreduce", options=None, rows=None) -> SyncRun:
+             factors=None, method=None, architecture="allreduce", options=None, rows=None,
+             keep_iterations=None) -> SyncRun:
     """One synchronous per-worker run. ``factors`` (iterations x workers) replaces
     the drawn compute factors (`sim.workers.algorithms` passes its own). ``rows``, if given,
     times only the first ``rows`` workers (the cost is still the whole cluster's): what
     `ideal_iteration_s` does for identical workers on all-reduce, whose messages wait for
-    workers that all end alike; ``factors`` must then have ``rows`` columns."""
+    workers that all end alike; ``factors`` must then have ``rows`` columns. ``keep_iterations``,
+    if given, keeps every task time (the timeline) of the first ones only (`sim.core.fast.evaluate`)."""
     iterations = _check(batch_size, precision, spec, iterations, seed)
     base, timed, profile_of, names = worker_models(model, cluster, batch_size, precision, prefetch,
                                                    calibrate_iteration_s, gpus_by_worker)
     scheduler, architecture, opts = resolve_method(method, scheduler, architecture, options)
     plan, plan_cost, cost = plan_run(base, cluster, scheduler, architecture, opts, precision, bucket_mb)
     p = cluster.gpus if rows is None else check_int("rows", rows, 1, cluster.gpus)
+    if keep_iterations is not None:
+        check_int("keep_iterations", keep_iterations, 1)
     profile_of, names = profile_of[:p], names[:p]
     weight = PS_CELL_WEIGHT if isinstance(cost, PSCost) else 1
     check_cell_budget(base, plan, iterations, p, weight)  # before the draws: they too grow with workers x iterations
@@ -162,7 +166,8 @@ def run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, g
     jitter = jitter_factors(spec, rng, (iterations, len(plan.groups)))
     times = WorkerTimes(tuple(timed), profile_of, slow[None, :] * factors, slow, jitter)
     ends, backward, update_s, timeline = time_workers(base, plan, cost, times, precision=precision,
-                                                      iterations=iterations, prefetch=prefetch)
+                                                      iterations=iterations, prefetch=prefetch,
+                                                      keep_iterations=keep_iterations)
     return SyncRun(base, plan, plan_cost, cost, ends, backward, update_s, slow, names, timeline, factors, precision,
                    jitter)
 
@@ -258,7 +263,7 @@ def simulate_workers(
     gpus_by_worker : sequence of str, optional
         The GPU type of each worker (a zoo model is needed to mix types).
     timeline_iterations : int, optional
-        Keep only the first iterations in ``timeline`` (default: all).
+        Keep only the first iterations in ``timeline`` (default: all), and the task times of those alone.
 
     Returns a `sim.api.SimResult`: ``iteration_time_s`` is the mean period from the second iteration on
     (identical workers: the steady state, as `sim.simulate`); ``metrics`` add p50, p99, the ideal iteration
@@ -272,7 +277,8 @@ def simulate_workers(
     common = dict(batch_size=batch_size, iterations=iterations, seed=seed, precision=precision, prefetch=prefetch,
                   bucket_mb=bucket_mb, calibrate_iteration_s=calibrate_iteration_s, method=method,
                   architecture=architecture, options=options)
-    run = run_sync(model, cluster, scheduler, spec=spec, gpus_by_worker=gpus_by_worker, **common)
+    run = run_sync(model, cluster, scheduler, spec=spec, gpus_by_worker=gpus_by_worker, **common,
+                   keep_iterations=timeline_iterations)
     uniform = spec.is_uniform and gpus_by_worker is None
     ideal = ideal_iteration_s(model, cluster, scheduler, run, common, run.update_end_s.shape[0], reuse=uniform)
     mean = ideal if uniform else float(run.periods_s.mean())
