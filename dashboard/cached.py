@@ -237,17 +237,20 @@ STRAGGLER_MIN_ITERATIONS = 40
 #: Tasks the per-worker engine may time for one request when the fast path does
 #: not apply (partitions, per-layer updates, parameter servers): about a second.
 STRAGGLER_TASK_BUDGET = 300_000
-#: GPU-layer-iterations one request runs at most before its iterations are cut (to no fewer than
-#: `STRAGGLER_MIN_ITERATIONS`): about 3 s and 300 MiB on one core (resnet50, 4,096 GPUs, 40 iterations:
-#: 2.6 s, 400 MiB peak for the whole process, measured 2026-11-23).
+#: GPU-tensor-iterations one request runs at most before its iterations are cut (to no fewer than
+#: `STRAGGLER_MIN_ITERATIONS`), measured 2026-11-26 on one core: 200 iterations of resnet50's 163 tensors on
+#: 245 GPUs took 0.2 s; 4,096 GPUs, cut to 40 iterations, 0.9 s and 249 MiB peak for the whole process.
 STRAGGLER_WORK_BUDGET = 8_000_000
 #: The most work one straggler request may ask of the per-worker engine at its fewest iterations,
-#: in GPUs x layers x iterations: bigger views are refused; raise it here. Its memory grows with it:
-#: resnet50 on 3,500 GPUs (7.8 M) peaked at 909 MiB for the whole server process, 11,000 GPUs (24.6 M)
-#: at 2.5 GiB (measured 2026-11-24): the server must stay under 1 GiB. Since the no-noise reference of
-#: identical workers is timed with one worker row, the 3,500-GPU run alone (40 iterations, wfbp) peaks at
-#: 489 MiB in a fresh process against 849 MiB before (measured 2026-11-26): the limit is kept, with room.
-MAX_STRAGGLER_WORK = 8_000_000
+#: in GPUs x gradient tensors x iterations: bigger views are refused; raise it here. The run keeps the
+#: per-layer times of the iterations it draws only (`sim.workers.simulate_workers`' timeline_iterations),
+#: so its memory no longer grows with its iterations. At this limit, 40 iterations, wfbp, one GPU a node,
+#: in a fresh process with the dashboard's modules (164 MiB before the run), measured 2026-11-26:
+#: resnet50 on 4,900 GPUs 1.1 s and 265 MiB peak, bert_large on 2,000 GPUs 1.0 s and 255 MiB,
+#: densenet201 on 1,300 GPUs 0.8 s and 254 MiB (resnet50 on 4,096 GPUs had taken 604 MiB when the run kept
+#: every iteration's times). Past it, or past the engine's own cell budget (`sim.core.run.check_cell_budget`,
+#: about 4,900 GPUs of resnet50 at 40 iterations), the view is refused before any work.
+MAX_STRAGGLER_WORK = 32_000_000
 #: The per-worker timeline (every worker's tasks) is built only up to this many rows; the figures
 #: above it come from every worker all the same (4,096 workers x 4 iterations of resnet50 are 1.9 M rows).
 MAX_WORKER_TIMELINE_ROWS = 300_000
@@ -256,7 +259,7 @@ MAX_WORKER_TIMELINE_ROWS = 300_000
 def straggler_iterations(model, cfg: Config, scheduler: str, budget: int = STRAGGLER_WORK_BUDGET,
                          task_budget: int = STRAGGLER_TASK_BUDGET) -> int:
     """`STRAGGLER_ITERATIONS`, or fewer (at least `STRAGGLER_MIN_ITERATIONS`) when that many
-    iterations of every worker would exceed ``budget`` GPU-layer-iterations; at least 3 when
+    iterations of every worker would exceed ``budget`` GPU-tensor-iterations; at least 3 when
     the plan needs the general engine and would exceed ``task_budget`` tasks, and a `sim.SimInputError`
     when even 3 iterations would (the general engine takes about 25 µs a task: bytescheduler on 1,024
     GPUs, 3 iterations of 172 k tasks, took 14 s)."""
@@ -290,15 +293,21 @@ def needs_general_engine(cfg: Config, scheduler: str) -> bool:
     return not fast.supports(res.plan, cfg.cluster().comm_cost(model, cfg.precision), model.num_layers)
 
 
+def straggler_tensors(cfg: Config) -> int:
+    """The gradient tensors the per-worker engine times for the sidebar's model (its layers' parameter tensors)."""
+    return _straggler_model(cfg).num_layers
+
+
 def check_straggler_work(gpus: int, layers: int, runs: int = 1) -> None:
     """Refuse, before any work, a straggler view bigger than `MAX_STRAGGLER_WORK` even at its
-    fewest iterations (``runs``: the schedulers it runs, each as many iterations)."""
+    fewest iterations (``layers``: the gradient tensors it times, `straggler_tensors`; ``runs``: the
+    schedulers it runs, each as many iterations)."""
     work = gpus * layers * STRAGGLER_MIN_ITERATIONS * runs
     if work > MAX_STRAGGLER_WORK:
         each = f" x {runs} schedulers" if runs > 1 else ""
         raise sim.SimInputError(
-            f"the straggler view is limited to {MAX_STRAGGLER_WORK:,} GPU-layer-iterations per request; "
-            f"{gpus:,} GPUs x {layers:,} layers x {STRAGGLER_MIN_ITERATIONS} iterations (the fewest it runs){each} = "
+            f"the straggler view is limited to {MAX_STRAGGLER_WORK:,} GPU-tensor-iterations per request; "
+            f"{gpus:,} GPUs x {layers:,} gradient tensors x {STRAGGLER_MIN_ITERATIONS} iterations (the fewest it runs){each} = "
             f"{work:,}: use fewer GPUs{', or fewer schedulers' if runs > 1 else ''}, "
             "or run python -m sim run --stragglers ... from the command line")
 
@@ -395,8 +404,8 @@ def stragglers(cfg: Config, scheduler: str, spec, seed: int, shown_iterations: i
     says how many ran)."""
     from sim.workers import simulate_workers
 
-    check_straggler_work(cfg.gpus, model_of(cfg).num_layers)
     model = _straggler_model(cfg)
+    check_straggler_work(cfg.gpus, model.num_layers)
     res = simulate_workers(model, cfg.cluster(), scheduler, batch_size=cfg.batch_size, straggler=spec,
                            iterations=straggler_iterations(model, cfg, scheduler, budget), seed=seed,
                            precision=cfg.precision, timeline_iterations=shown_iterations + 1)

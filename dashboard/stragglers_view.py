@@ -76,7 +76,7 @@ def limits_note(cfg: Config, metrics: dict, early) -> str:
     notes = []
     if metrics["iterations"] < cached.STRAGGLER_ITERATIONS:
         notes.append(f"**Capped** at {metrics['iterations']} of {cached.STRAGGLER_ITERATIONS} iterations to keep "
-                     f"one request under {cached.STRAGGLER_WORK_BUDGET:,} GPU-layer-iterations (a few seconds); "
+                     f"one request under {cached.STRAGGLER_WORK_BUDGET:,} GPU-tensor-iterations (a few seconds); "
                      "the CLI (`python -m sim run --stragglers ...`) has no such cap.")
     if early is None:
         notes.append(f"The per-worker timeline is not drawn for {cfg.gpus:,} GPUs (over "
@@ -93,7 +93,7 @@ def compare_table(cfg: Config, schedulers: list[str], ideal_s: dict[str, float])
     rows, names = [], [n for n in schedulers if n in ideal_s and get_spec(n).per_worker]
     budget = cached.STRAGGLER_WORK_BUDGET // max(len(names), 1)  # the whole table within one request's budget
     try:
-        cached.check_straggler_work(cfg.gpus, cached.model_of(cfg).num_layers, max(len(names), 1))
+        cached.check_straggler_work(cfg.gpus, cached.straggler_tensors(cfg), max(len(names), 1))
     except sim.SimInputError as exc:  # the table is left out; the rest of the page stays
         st.error(f"Stragglers: {exc}")
         return
@@ -118,6 +118,6 @@ def compare_table(cfg: Config, schedulers: list[str], ideal_s: dict[str, float])
                      | {"slowdown": st.column_config.NumberColumn(format="%.3f×")})
         if (iterations := metrics["iterations"]) < cached.STRAGGLER_ITERATIONS:
             st.caption(f"**Capped** at {iterations} iterations per scheduler, so that the table stays within "
-                       f"{cached.STRAGGLER_WORK_BUDGET:,} GPU-layer-iterations per request.")
+                       f"{cached.STRAGGLER_WORK_BUDGET:,} GPU-tensor-iterations per request.")
     for note in left_out:
         st.warning(f"Stragglers: left out {note}", icon=":material/warning:")
