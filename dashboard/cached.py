@@ -234,6 +234,12 @@ def simulate_method(cfg: Config, method: str, iterations: int = 1) -> sim.SimRes
 STRAGGLER_ITERATIONS = 200
 #: The fewest iterations a straggler view runs when its work is capped (p50 and p99 then come from 39 periods).
 STRAGGLER_MIN_ITERATIONS = 40
+#: What one worker's iteration holds besides its gradient tensors' times, in the same units (the
+#: per-worker engine keeps some 15 numbers per worker and iteration: its io, h2d, forward start, backward
+#: and update ends, the drawn factors and their copies): the straggler views count work in
+#: GPUs x (tensors + this) x iterations. Counting tensors alone, a one-layer model on 65,536 GPUs
+#: passed the limits and peaked at 1,029 MiB (the session's review, 2026-11-26).
+STRAGGLER_CELLS_PER_ITERATION = 16
 #: Tasks the per-worker engine may time for one request when the fast path does
 #: not apply (partitions, per-layer updates, parameter servers): about a second.
 STRAGGLER_TASK_BUDGET = 300_000
@@ -264,7 +270,7 @@ def straggler_iterations(model, cfg: Config, scheduler: str, budget: int = STRAG
     when even 3 iterations would (the general engine takes about 25 µs a task: bytescheduler on 1,024
     GPUs, 3 iterations of 172 k tasks, took 14 s)."""
     res = sim.simulate(model, cfg.cluster(), scheduler, batch_size=cfg.batch_size, precision=cfg.precision)
-    per_iteration = cfg.gpus * max(model.num_layers, 1)
+    per_iteration = straggler_work(cfg.gpus, model.num_layers, 1)
     capped = int(min(STRAGGLER_ITERATIONS, max(STRAGGLER_MIN_ITERATIONS, budget // per_iteration)))
     if fast.supports(res.plan, cfg.cluster().comm_cost(model, cfg.precision), model.num_layers):
         return capped
@@ -298,16 +304,23 @@ def straggler_tensors(cfg: Config) -> int:
     return _straggler_model(cfg).num_layers
 
 
+def straggler_work(gpus: int, layers: int, iterations: int, runs: int = 1) -> int:
+    """The work of a straggler view in the units of its limits: GPUs x (gradient tensors +
+    `STRAGGLER_CELLS_PER_ITERATION`) x iterations, over ``runs`` schedulers."""
+    return gpus * (layers + STRAGGLER_CELLS_PER_ITERATION) * iterations * runs
+
+
 def check_straggler_work(gpus: int, layers: int, runs: int = 1) -> None:
     """Refuse, before any work, a straggler view bigger than `MAX_STRAGGLER_WORK` even at its
     fewest iterations (``layers``: the gradient tensors it times, `straggler_tensors`; ``runs``: the
     schedulers it runs, each as many iterations)."""
-    work = gpus * layers * STRAGGLER_MIN_ITERATIONS * runs
+    work = straggler_work(gpus, layers, STRAGGLER_MIN_ITERATIONS, runs)
     if work > MAX_STRAGGLER_WORK:
         each = f" x {runs} schedulers" if runs > 1 else ""
         raise sim.SimInputError(
             f"the straggler view is limited to {MAX_STRAGGLER_WORK:,} GPU-tensor-iterations per request; "
-            f"{gpus:,} GPUs x {layers:,} gradient tensors x {STRAGGLER_MIN_ITERATIONS} iterations (the fewest it runs){each} = "
+            f"{gpus:,} GPUs x ({layers:,} gradient tensors + {STRAGGLER_CELLS_PER_ITERATION} per iteration) x "
+            f"{STRAGGLER_MIN_ITERATIONS} iterations (the fewest it runs){each} = "
             f"{work:,}: use fewer GPUs{', or fewer schedulers' if runs > 1 else ''}, "
             "or run python -m sim run --stragglers ... from the command line")
 

@@ -71,13 +71,20 @@ def breakdown_sentence(metrics: dict) -> str:
             f"{ui.fmt_ms(metrics['comm_hidden_s'])} more communication is hidden behind compute.")
 
 
+def _cap_rule() -> str:
+    return (f"a request's iterations are cut to fit {cached.STRAGGLER_WORK_BUDGET:,} GPU-tensor-iterations "
+            f"(GPUs x (gradient tensors + {cached.STRAGGLER_CELLS_PER_ITERATION}) x iterations), never below "
+            f"{cached.STRAGGLER_MIN_ITERATIONS} iterations")
+
+
 def limits_note(cfg: Config, metrics: dict, early) -> str:
     """What the dashboard's work caps left out of a straggler view, in a sentence (or "")."""
     notes = []
     if metrics["iterations"] < cached.STRAGGLER_ITERATIONS:
-        notes.append(f"**Capped** at {metrics['iterations']} of {cached.STRAGGLER_ITERATIONS} iterations to keep "
-                     f"one request under {cached.STRAGGLER_WORK_BUDGET:,} GPU-tensor-iterations (a few seconds); "
-                     "the CLI (`python -m sim run --stragglers ...`) has no such cap.")
+        work = cached.straggler_work(cfg.gpus, cached.straggler_tensors(cfg), metrics["iterations"])
+        notes.append(f"**Capped** at {metrics['iterations']} of {cached.STRAGGLER_ITERATIONS} iterations: "
+                     f"{_cap_rule()}; this view ran {work:,}. "
+                     "The CLI (`python -m sim run --stragglers ...`) has no such cap.")
     if early is None:
         notes.append(f"The per-worker timeline is not drawn for {cfg.gpus:,} GPUs (over "
                      f"{cached.MAX_WORKER_TIMELINE_ROWS:,} rows); the figures above use every worker.")
@@ -117,7 +124,8 @@ def compare_table(cfg: Config, schedulers: list[str], ideal_s: dict[str, float])
                                     for c in ("identical workers (ms)", "p50 (ms)", "p99 (ms)")}
                      | {"slowdown": st.column_config.NumberColumn(format="%.3f×")})
         if (iterations := metrics["iterations"]) < cached.STRAGGLER_ITERATIONS:
-            st.caption(f"**Capped** at {iterations} iterations per scheduler, so that the table stays within "
-                       f"{cached.STRAGGLER_WORK_BUDGET:,} GPU-tensor-iterations per request.")
+            work = cached.straggler_work(cfg.gpus, cached.straggler_tensors(cfg), iterations, len(rows))
+            st.caption(f"**Capped** at {iterations} iterations per scheduler: {_cap_rule()} (over the table's "
+                       f"schedulers together); this table ran {work:,}.")
     for note in left_out:
         st.warning(f"Stragglers: left out {note}", icon=":material/warning:")

@@ -932,11 +932,12 @@ class TestStop:
         cached.check_algorithm_work(56, 16, 100, 31 * 20)  # the default page
 
     def test_the_heavy_straggler_view_is_capped_and_says_so(self):
-        at = new_app(gpus=3500, per_node=1, strag=True)  # 3,500 x 56 layers x 40 iterations: just under the cap
+        at = new_app(gpus=3500, per_node=1, strag=True)  # 3,500 x (163 tensors + 16) x 40 iterations: under 32 M
         open_page(at, "timeline")
         no_exception(at)
         assert not at.error
-        assert any("**Capped** at 40 of 200 iterations" in c.value for c in at.caption)
+        assert any("**Capped** at 40 of 200 iterations" in c.value and "this view ran 25,060,000." in c.value
+                   for c in at.caption)
         assert any("per-worker timeline is not drawn for 3,500 GPUs" in c.value for c in at.caption)
 
 

@@ -80,10 +80,10 @@ def test_compare_leaves_out_a_scheduler_too_big_for_the_straggler_table_and_show
 
 
 def test_compare_refuses_a_straggler_table_over_the_work_cap_but_keeps_the_page():
-    at = app(strag=True, gpus=2048, per_node=1)  # 4 schedulers x 2,048 GPUs x 163 tensors x 40 iterations > 32 M
+    at = app(strag=True, gpus=2048, per_node=1)  # 4 schedulers x 2,048 GPUs x (163 + 16) x 40 iterations > 32 M
     at.switch_page(str(REPO / "pages" / "compare.py")).run()
     assert not at.exception, [e.value for e in at.exception]
-    assert any("x 4 schedulers = 53,411,840: use fewer GPUs, or fewer schedulers" in e.value for e in at.error)
+    assert any("x 4 schedulers = 58,654,720: use fewer GPUs, or fewer schedulers" in e.value for e in at.error)
     assert at.selectbox(key="tune_knob")
 
 

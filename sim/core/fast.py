@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from sim.checks import check_int
 from sim.core.backward_stretch import backward_times_row
 from sim.core.channel import chain_ends, channel
 from sim.core.cost import NO_COMM, CommCost, PSCost
@@ -280,7 +281,7 @@ def evaluate(
     costs = [costs] if isinstance(costs, CommCost) else list(costs)
     group_bytes, lowest, t_c = prepared if prepared is not None else layout(model, plan, costs, precision)
     k1 = comm_k1(costs)
-    kept = iterations if keep_iterations is None else max(1, min(int(keep_iterations), iterations))
+    kept = iterations if keep_iterations is None else min(check_int("keep_iterations", keep_iterations, 1), iterations)
     if times is None and t_c.shape[0] == 1:  # one row: the same recurrences on Python floats (small: cut after)
         return _one_row(model, plan, Layout(group_bytes, lowest, t_c), compute_s, precision, iterations, prefetch,
                         k1[0]).first(kept)
