@@ -100,3 +100,43 @@ def test_a_bad_keep_iterations_is_refused_naming_it(bad):
     with pytest.raises(sim.SimInputError, match="keep_iterations"):
         run_sync(make_model(3, seed=0), cluster, "wfbp", batch_size=8, spec=SPEC, iterations=4, seed=0,
                  keep_iterations=bad)
+
+
+def test_the_cell_budget_counts_what_a_run_holds_and_what_it_works_out():
+    """Keeping the per-layer times of its first iterations only, a run holds far fewer numbers than it works
+    out: the memory bound (`CELLS_PER_TASK`) counts those it holds, the work bound (`WORK_CELLS_PER_TASK`) all."""
+    from sim.core.budget import CELLS_PER_TASK, WORK_CELLS_PER_TASK, cell_budget_error
+
+    tasks = 8_000_000
+    args = ("163 gradient tensors", 163, 161)
+    # 8,192 workers x 100 iterations of resnet50: 531 M task times, over 16 x 8 M if held, under 128 x 8 M
+    work = 2 * 8192 * 100 * (163 + 161)
+    assert CELLS_PER_TASK * tasks < work < WORK_CELLS_PER_TASK * tasks
+    assert cell_budget_error(*args, 100, 8192, 1, None, tasks).startswith(f"this run would hold about {work:,}")
+    assert cell_budget_error(*args, 100, 8192, 1, 1, tasks) == ""
+    held = 2 * 8192 * (2 * (163 + 161) + 8 * 100)
+    assert held < CELLS_PER_TASK * tasks
+    # twice the iterations: under the memory bound still, over the work bound
+    got = cell_budget_error(*args, 200, 8192, 1, 1, tasks)
+    assert got.startswith(f"this run would work out about {2 * work:,} task times") and "128 x $SSGD_MAX_TASKS" in got
+    # keeping every iteration (or more than run) is holding them all
+    assert cell_budget_error(*args, 100, 8192, 1, 100, tasks) == cell_budget_error(*args, 100, 8192, 1, None, tasks)
+
+
+def test_the_cli_runs_stragglers_on_8192_gpus():
+    """`run --stragglers` keeps one iteration's per-layer times (it reports metrics only): 8,192 workers x 100
+    iterations were refused by the memory bound; they run (3.3 s and 246 MiB on this machine, 2026-11-26)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = subprocess.run([sys.executable, "-m", "sim", "run", "--model", "resnet50", "--gpus", "8192",
+                          "--gpus-per-node", "8", "--stragglers", "8", "--straggler-dist", "normal",
+                          "--straggler-cv", "0.1", "--format", "json"], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parent.parent, timeout=600)
+    assert out.returncode == 0, out.stderr
+    metrics = json.loads(out.stdout)
+    assert metrics["gpus"] == 8192 and metrics["straggler_iterations"] == 100
+    assert metrics["iteration_p99_s"] >= metrics["iteration_p50_s"] > 0
+    assert len(metrics["straggler_workers"]) == 8

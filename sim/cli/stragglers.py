@@ -80,6 +80,7 @@ def worker_run(args, the_model, row: dict, spec):
         precision=args.precision, prefetch=args.prefetch, bucket_mb=bucket_mb(args),
         calibrate_iteration_s=args.calibrate_iteration_s, method=row.get("method"),
         architecture=row.get("architecture") or "allreduce", options=options(args),
+        timeline_iterations=1,  # its metrics only: the per-layer times of one iteration kept, not of all
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 __all__ = ["CELLS_PER_TASK", "MAX_TASKS_DEFAULT", "MAX_TASKS_ENV", "MAX_TASKS_LIMIT", "PS_CELL_WEIGHT",
-           "max_tasks_from_env"]
+           "WORK_CELLS_PER_TASK", "cell_budget_error", "max_tasks_from_env"]
 
 #: Tasks one run's graph may hold (at the limit, about 10 s and 1 GB on one core in the event loop, half that
 #: for one worker's plain pipeline, `sim.core.pipeline`; a timeline or interference adds to it); raise it with the
@@ -18,8 +18,13 @@ MAX_TASKS_DEFAULT = 8_000_000
 MAX_TASKS_ENV = "SSGD_MAX_TASKS"
 #: Beyond 2^40 tasks a run would take days and terabytes: the environment variable is refused above it.
 MAX_TASKS_LIMIT = 2**40
-#: Numbers a per-worker run's arrays may hold per task of the budget (16 x 8M: about 1 GB, 10 s).
+#: Numbers a per-worker run's arrays may hold per task of the budget (16 x 8M: about 1 GB).
 CELLS_PER_TASK = 16
+#: Task times a per-worker run may work out per task of the budget, whether it holds them or not (a run that
+#: keeps the per-layer times of its first iterations only: `sim.core.fast.evaluate`'s keep_iterations). At
+#: 128 x 8M, about 5 s on one core of this machine: 8,192 workers x 100 iterations of resnet50 (531 M) took
+#: 2.6 s and 245 MiB keeping one iteration (measured 2026-11-26).
+WORK_CELLS_PER_TASK = 128
 #: A per-worker run over a parameter server times each worker's pushes and pulls through the servers' links
 #: task by task: measured per cell about 14 times the all-reduce run's CPU time and 4-6 times its memory (gpt2,
 #: 64 GPUs, one straggler: WFBP-PS 11.6 s and 638 MB, ByteScheduler-PS 15.2 s and 878 MB, wfbp 0.8 s and 149 MB),
@@ -42,3 +47,26 @@ def max_tasks_from_env(default: int = MAX_TASKS_DEFAULT) -> tuple[int, str]:
         return default, (f"${MAX_TASKS_ENV} must be a whole number of tasks from 1 to {MAX_TASKS_LIMIT:,}, "
                          f"got {text[:40]!r}")
     return value, ""
+
+
+def cell_budget_error(rows: str, n: int, messages: int, iterations: int, workers: int, weight: int, kept: int | None,
+                      max_tasks: int) -> str:
+    """Why a per-worker run is too big, or "". It works out a start and an end per worker, iteration and
+    row (``rows``: e.g. "163 gradient tensors", n of them) and message, each counted ``weight`` times
+    (`PS_CELL_WEIGHT` over a parameter server): at most `WORK_CELLS_PER_TASK` x ``max_tasks``. It holds them
+    all, or (``kept``) those of its first ``kept`` iterations and one more, with about eight numbers per
+    worker and iteration: at most `CELLS_PER_TASK` x ``max_tasks``."""
+    work = 2 * workers * iterations * (n + messages) * weight
+    cut = kept is not None and kept < iterations
+    held = 2 * workers * ((kept + 1) * (n + messages) + 8 * iterations) if cut else work
+    per = f" x {weight}, a parameter server timed push by push" if weight > 1 else ""
+    what = f"{workers:,} workers x {iterations} iterations x ({rows} + {messages:,} messages){per}"
+    if held > CELLS_PER_TASK * max_tasks:
+        return (f"this run would hold about {held:,} task times (a start and an end for {what}); the limit is "
+                f"{CELLS_PER_TASK * max_tasks:,} ({CELLS_PER_TASK} x ${MAX_TASKS_ENV} or sim.core.run.MAX_TASKS): "
+                "use fewer workers, iterations or layers")
+    if work > WORK_CELLS_PER_TASK * max_tasks:
+        return (f"this run would work out about {work:,} task times (a start and an end for {what}); the limit is "
+                f"{WORK_CELLS_PER_TASK * max_tasks:,} ({WORK_CELLS_PER_TASK} x ${MAX_TASKS_ENV} or "
+                "sim.core.run.MAX_TASKS): use fewer workers, iterations or layers")
+    return ""

@@ -33,16 +33,22 @@ __all__ = ["chain_ends", "channel", "channel_by_priority", "channel_row", "slowe
 _ROWS_FOR_NUMPY_SCAN = 8
 
 
-def chain_ends(start: np.ndarray, durations: np.ndarray) -> np.ndarray:
-    """Ends of tasks run back to back from ``start`` (K,): ``end[i] = end[i-1] + d[i]``; ``durations`` (n,) or (K, n).
+def chain_ends(start: np.ndarray, durations: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
+    """Ends of tasks run back to back from ``start`` (K,): ``end[i] = end[i-1] + d[i]``; ``durations`` (n,) or (K, n),
+    each row's times multiplied by ``scale[row]`` first when given (the product the engine takes).
 
     A running sum that starts from ``start``, added in the same order as the
-    engine adds, so the ends are the engine's to the last bit.
+    engine adds, so the ends are the engine's to the last bit. It is summed in place
+    in one buffer (a per-worker run of 8,192 workers sums 1.3 million times a task).
     """
     buf = np.empty((start.shape[0], durations.shape[-1] + 1))
     buf[:, 0] = start
-    buf[:, 1:] = durations
-    return np.cumsum(buf, axis=1)[:, 1:]
+    if scale is None:
+        buf[:, 1:] = durations
+    else:
+        np.multiply(scale[:, None], durations, out=buf[:, 1:])
+    np.cumsum(buf, axis=1, out=buf)
+    return buf[:, 1:]
 
 
 def slowed_end(start_s: float, t_c_s: float, busy_until_s: float, k1: float) -> float:

@@ -384,8 +384,8 @@ class _Arrays:
         self.fwd_start[:, k] = (self.h2d_end[:, k] if k == 0
                                 else np.maximum(self.h2d_end[:, k], self.upd_end[:, k - 1]))
         s = min(k, self.kept)
-        self.fwd_end[:, s] = chain_ends(self.fwd_start[:, k], work.fwd_s(k))
-        self.bwd_end[:, s] = chain_ends(self.fwd_end[:, s, -1], work.bwd_rev_s(k))
+        self.fwd_end[:, s] = chain_ends(self.fwd_start[:, k], *work.scaled(work.fwd, k))
+        self.bwd_end[:, s] = chain_ends(self.fwd_end[:, s, -1], *work.scaled(work.bwd_rev, k))
         self.bwd_done[:, k] = self.bwd_end[:, s, -1]
 
     def communicate(self, k, work, plan, t_c, lag, lowest_at, free, shared: bool, k1: np.ndarray):
@@ -394,13 +394,13 @@ class _Arrays:
         backward_done = self.bwd_done[:, k]
         if t_c.shape[1]:
             # released lag_s after the message's lowest layer (the last of its gradients) is ready
-            ready = self.bwd_end[:, min(k, self.kept), lowest_at] + lag
+            ready, busy_until = self.bwd_end[:, min(k, self.kept), lowest_at], backward_done
+            if shared:  # every worker's gradients, on one shared channel (slowed while any worker computes):
+                # the latest worker's, then its lag (adding is monotone: the same bits as the latest of the sums)
+                ready, busy_until = ready.max(axis=0, keepdims=True), backward_done.max(keepdims=True)
+            ready = ready + lag
             if plan.after_backward:
-                ready = np.maximum(ready, backward_done[:, None])
-            busy_until = backward_done
-            if shared:  # every worker's gradients, on one shared channel (slowed while any worker computes)
-                ready = ready.max(axis=0, keepdims=True)
-                busy_until = backward_done.max(keepdims=True)
+                ready = np.maximum(ready, busy_until[:, None])
             self.c_start[:, k], self.c_end[:, k] = channel(free, ready, t_c * work.comm_scale(k), busy_until, k1)
             free = self.c_end[:, k].max(axis=1)
             self.upd_start[:, k] = np.maximum(backward_done, free)
@@ -453,15 +453,13 @@ class _Work:
         return cls(fwd.shape[0], float(model.io_s), float(model.h2d_s), float(model.update_s), fwd, bwd[:, ::-1],
                    None, None, None)
 
-    def fwd_s(self, k: int) -> np.ndarray:
+    def scaled(self, times: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(durations, scale)`` of iteration k for `chain_ends`: ``times`` (``fwd`` or ``bwd_rev``) as each
+        row has them, and each row's compute factor (None: the times as they are). One profile is
+        broadcast to every row rather than copied per row."""
         if self.profile_of is None:
-            return self.fwd
-        return self.fwd[self.profile_of] * self.compute_scale[k][:, None]
-
-    def bwd_rev_s(self, k: int) -> np.ndarray:
-        if self.profile_of is None:
-            return self.bwd_rev
-        return self.bwd_rev[self.profile_of] * self.compute_scale[k][:, None]
+            return times, None
+        return times[0] if len(times) == 1 else times[self.profile_of], self.compute_scale[k]
 
     def comm_scale(self, k: int):
         return 1.0 if self.comm_scale_of is None else self.comm_scale_of[k][None, :]

@@ -22,7 +22,7 @@ import numpy as np
 from sim.core import engine as core_engine
 from sim.core import fast, interference
 from sim.core.backward_stretch import backward_times
-from sim.core.budget import CELLS_PER_TASK, MAX_TASKS_ENV, max_tasks_from_env
+from sim.core.budget import CELLS_PER_TASK, MAX_TASKS_ENV, cell_budget_error, max_tasks_from_env
 from sim.core.interference import (
     CommFactors,
     CommOverlap,
@@ -371,19 +371,16 @@ def check_task_budget(model, plan: Plan, cost, precision: str, iterations: int, 
             "fewer layers, workers or iterations, or raise the limit")
 
 
-def check_cell_budget(model, plan: Plan, iterations: int, workers: int, weight: int = 1) -> None:
-    """Refuse, before any work, a per-worker run whose arrays of task times (`sim.core.fast`: a start and an
-    end per worker, iteration, layer and message) would exceed `CELLS_PER_TASK` x `MAX_TASKS` numbers, each
-    counted ``weight`` times (`sim.core.budget.PS_CELL_WEIGHT` over a parameter server)."""
+def check_cell_budget(model, plan: Plan, iterations: int, workers: int, weight: int = 1,
+                      kept: int | None = None) -> None:
+    """Refuse, before any work, a per-worker run too big for `sim.core.budget.cell_budget_error` (its task times
+    held and timed, against `CELLS_PER_TASK` and `WORK_CELLS_PER_TASK` x `MAX_TASKS`)."""
     if MAX_TASKS_ENV_ERROR:
         raise SimInputError(MAX_TASKS_ENV_ERROR)
-    cells = 2 * workers * iterations * (model.num_layers + len(plan.groups)) * weight
-    if cells > CELLS_PER_TASK * MAX_TASKS:
-        raise SimInputError(
-            f"this run would hold about {cells:,} task times (a start and an end for {workers:,} workers x "
-            f"{iterations} iterations x ({rows_named(model)} + {len(plan.groups):,} messages)"
-            f"{f' x {weight}, a parameter server timed push by push' if weight > 1 else ''}); the limit is {CELLS_PER_TASK * MAX_TASKS:,} ({CELLS_PER_TASK} x "
-            f"${MAX_TASKS_ENV} or sim.core.run.MAX_TASKS): use fewer workers, iterations or layers")
+    message = cell_budget_error(rows_named(model), model.num_layers, len(plan.groups), iterations, workers, weight,
+                                kept, MAX_TASKS)
+    if message:
+        raise SimInputError(message)
 
 
 class _Timelines:

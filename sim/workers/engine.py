@@ -25,6 +25,7 @@ from sim.api import SimResult, plan_run, resolve_method, resolve_model, run_metr
 from sim.catalog import get_gpu
 from sim.checks import check_int, check_seed
 from sim.cluster import Cluster
+from sim.core import fast
 from sim.core import run as core_run
 from sim.core.budget import PS_CELL_WEIGHT
 from sim.core.cost import PSCost
@@ -156,7 +157,9 @@ def run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, g
         check_int("keep_iterations", keep_iterations, 1)
     profile_of, names = profile_of[:p], names[:p]
     weight = PS_CELL_WEIGHT if isinstance(cost, PSCost) else 1
-    check_cell_budget(base, plan, iterations, p, weight)  # before the draws: they too grow with workers x iterations
+    # before the draws (they too grow with workers x iterations); only the fast path holds fewer than it times
+    kept = keep_iterations if fast.supports(plan, cost, base.num_layers) else None
+    check_cell_budget(base, plan, iterations, p, weight, kept)
     rng = np.random.default_rng(int(seed))
     slow = straggler_factors(spec, rng, p)
     drawn = draw_compute_factors(spec, rng, iterations, p)

@@ -101,7 +101,7 @@ def monte_carlo(
         c = cluster.with_gpus(int(p))
         spec = dataclasses.replace(straggler, stragglers=min(straggler.stragglers, int(p)))
         common = dict(batch_size=batch_size, seed=int(seed) + int(p), precision=precision, prefetch=prefetch)
-        run = run_sync(model, c, scheduler, spec=spec, iterations=iterations, **common)
+        run = run_sync(model, c, scheduler, spec=spec, iterations=iterations, keep_iterations=1, **common)
         periods = run.periods_s
         ideal = ideal_iteration_s(model, c, scheduler, run, common, 2)  # (5 for a plan that updates per layer)
         mean = float(periods.mean())
