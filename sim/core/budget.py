@@ -23,7 +23,7 @@ CELLS_PER_TASK = 16
 #: Task times a per-worker run may work out per task of the budget, whether it holds them or not (a run that
 #: keeps the per-layer times of its first iterations only: `sim.core.fast.evaluate`'s keep_iterations). At
 #: 128 x 8M, about 5 s on one core of this machine: 8,192 workers x 100 iterations of resnet50 (531 M) took
-#: 2.6 s and 245 MiB keeping one iteration (measured 2026-11-26).
+#: 2.5 s and 245 MiB keeping one iteration (`python bench/scale.py --only workers`, 2026-11-26).
 WORK_CELLS_PER_TASK = 128
 #: A per-worker run over a parameter server times each worker's pushes and pulls through the servers' links
 #: task by task: measured per cell about 14 times the all-reduce run's CPU time and 4-6 times its memory (gpt2,
