@@ -115,8 +115,8 @@ class FastRun:
     comm_end_s: np.ndarray
     #: a one-row run's last iteration as `sim.core.scalar.evaluate_row` recorded it (or None)
     last: LastRow | None = None
-    #: each row's backward end per iteration (rows, iterations) when ``fwd_end_s`` and ``bwd_end_s`` keep
-    #: only the first iterations (`evaluate`'s ``keep_iterations``); None: they keep every iteration
+    #: each row's backward end per iteration (rows, iterations) when ``fwd_end_s``, ``bwd_end_s`` and the
+    #: ``comm_*`` arrays keep only the first iterations (`evaluate`'s ``keep_iterations``); None: they keep all
     backward_done_s: np.ndarray | None = None
 
     @property
@@ -133,6 +133,7 @@ class FastRun:
         if kept >= self.kept_iterations:
             return self
         return replace(self, fwd_end_s=self.fwd_end_s[:, :kept].copy(), bwd_end_s=self.bwd_end_s[:, :kept].copy(),
+                       comm_start_s=self.comm_start_s[:, :kept].copy(), comm_end_s=self.comm_end_s[:, :kept].copy(),
                        backward_done_s=self.backward_end_s.copy())
 
     @property
@@ -361,14 +362,14 @@ class _Arrays:
         self.kept, slots = kept, kept + (kept < iterations)
         self.fwd_end, self.bwd_end = np.empty((rows, slots, n)), np.empty((rows, slots, n))
         self.bwd_done = np.empty(shape)
-        self.c_start = np.empty((channel_rows, iterations, n_msg))
-        self.c_end = np.empty((channel_rows, iterations, n_msg))
+        self.c_start, self.c_end = np.empty((channel_rows, slots, n_msg)), np.empty((channel_rows, slots, n_msg))
 
     def result(self, model, groups, layer_bytes: np.ndarray, group_bytes: np.ndarray) -> FastRun:
         kept, cut = self.kept, self.kept < self.io_start.shape[1]
         return FastRun(model, groups, layer_bytes, group_bytes, self.io_start, self.io_end, self.h2d_start,
                        self.h2d_end, self.fwd_start, self.fwd_end[:, :kept], self.bwd_end[:, :kept], self.upd_start,
-                       self.upd_end, self.c_start, self.c_end, backward_done_s=self.bwd_done if cut else None)
+                       self.upd_end, self.c_start[:, :kept], self.c_end[:, :kept],
+                       backward_done_s=self.bwd_done if cut else None)
 
     def compute(self, k: int, work: _Work, prefetch: bool) -> None:
         """io, h2d, forward and backward of iteration k."""
@@ -401,8 +402,9 @@ class _Arrays:
             ready = ready + lag
             if plan.after_backward:
                 ready = np.maximum(ready, busy_until[:, None])
-            self.c_start[:, k], self.c_end[:, k] = channel(free, ready, t_c * work.comm_scale(k), busy_until, k1)
-            free = self.c_end[:, k].max(axis=1)
+            s = min(k, self.kept)
+            self.c_start[:, s], self.c_end[:, s] = channel(free, ready, t_c * work.comm_scale(k), busy_until, k1)
+            free = self.c_end[:, s].max(axis=1)
             self.upd_start[:, k] = np.maximum(backward_done, free)
         else:
             self.upd_start[:, k] = backward_done

@@ -166,7 +166,8 @@ def run_sync(model, cluster, scheduler, *, batch_size, spec, iterations, seed, g
     factors = drawn if factors is None else np.asarray(factors, dtype=float)
     if factors.shape != (iterations, p):
         raise SimInputError(f"factors must be {iterations} iterations x {p} workers, got shape {factors.shape}")
-    jitter = jitter_factors(spec, rng, (iterations, len(plan.groups)))
+    # no link jitter: no draws (the link factors of 1 multiplied nothing: the same bits, less memory)
+    jitter = jitter_factors(spec, rng, (iterations, len(plan.groups))) if spec.jitter_cv > 0 else None
     times = WorkerTimes(tuple(timed), profile_of, slow[None, :] * factors, slow, jitter)
     ends, backward, update_s, timeline = time_workers(base, plan, cost, times, precision=precision,
                                                       iterations=iterations, prefetch=prefetch,
@@ -189,7 +190,7 @@ def ideal_iteration_s(model, cluster: Cluster, scheduler, run: SyncRun, common: 
         # all-reduce they end every step alike: one row times them all (8,192 rows took 0.9 GB); parameter
         # servers are timed with every worker's pushes, which queue at the servers
         run = run_sync(model, cluster, scheduler, spec=StragglerSpec(), **{**common, "iterations": needed},
-                       rows=None if isinstance(run.cost, PSCost) else 1)
+                       rows=None if isinstance(run.cost, PSCost) else 1, keep_iterations=1)  # its ends only
     return steady_iteration_s(run.update_end_s.max(axis=1), run.plan.per_layer_update)
 
 
@@ -302,7 +303,7 @@ def _reference_s(model, cluster: Cluster, scheduler, run: SyncRun, gpus_by_worke
     GPUs faster than ``cluster.gpu`` did the same; the P-GPU run, which waits for worker 0 among others, is
     no faster than this one."""
     one = run_sync(model, cluster.with_gpus(1), scheduler, spec=StragglerSpec(), factors=run.factors[:, :1],
-                   gpus_by_worker=None if gpus_by_worker is None else [gpus_by_worker[0]], **common)
+                   gpus_by_worker=None if gpus_by_worker is None else [gpus_by_worker[0]], keep_iterations=1, **common)
     return float(one.periods_s.mean())
 
 
