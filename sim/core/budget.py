@@ -26,9 +26,9 @@ CELLS_PER_TASK = 16
 #: 2.5 s and 245 MiB keeping one iteration (`python bench/scale.py --only workers`, 2026-11-26).
 WORK_CELLS_PER_TASK = 128
 #: Messages a per-worker run's shared channel may step through (iterations x messages, one by one in Python,
-#: about 0.2 us each) per task of the budget: 2 x 8M. 2 workers x 100 iterations x 100,000 messages (10 M
-#: steps, one iteration kept; the run, its no-noise reference and its one-GPU reference each step them) took
-#: 6.7 s and 628 MiB on this machine (2026-11-26, before the channel kept its kept iterations only).
+#: about 0.2 us each) per task of the budget: 2 x 8M. 2 workers x 100,000 messages, one iteration kept (the
+#: run, its no-noise reference and its one-GPU reference each step them): 100 iterations (10 M steps) took
+#: 5.9 s and 209 MiB on this machine, 160 iterations (16 M, the bound) 9.6 s and 209 MiB (2026-11-26).
 CHANNEL_STEPS_PER_TASK = 2
 #: A per-worker run over a parameter server times each worker's pushes and pulls through the servers' links
 #: task by task: measured per cell about 14 times the all-reduce run's CPU time and 4-6 times its memory (gpt2,
