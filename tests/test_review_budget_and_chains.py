@@ -34,41 +34,19 @@ ROOT = os.path.dirname(HERE)
 
 # --- the previous code, reconstructed (git show HEAD~6:sim/core/channel.py, sim/core/fast.py) ------------------
 
-def old_chain_ends(start, durations):
+def old_chain_ends(start, durations, scale=None):
+    assert scale is None  # (the previous code scaled the times before the sum: `_old_scaled`)
     buf = np.empty((start.shape[0], durations.shape[-1] + 1))
     buf[:, 0] = start
     buf[:, 1:] = durations
     return np.cumsum(buf, axis=1)[:, 1:]
 
 
-def _old_fwd_s(work, k):
+def _old_scaled(work, times, k):
+    """The per-row copy of the profile's times, scaled before the sum (and no scale left for `chain_ends`)."""
     if work.profile_of is None:
-        return work.fwd
-    return work.fwd[work.profile_of] * work.compute_scale[k][:, None]
-
-
-def _old_bwd_rev_s(work, k):
-    if work.profile_of is None:
-        return work.bwd_rev
-    return work.bwd_rev[work.profile_of] * work.compute_scale[k][:, None]
-
-
-def _old_compute(self, k, work, prefetch):
-    if k == 0:
-        self.io_start[:, 0] = 0.0
-    elif prefetch:
-        self.io_start[:, k] = self.io_end[:, k - 1]
-    else:
-        self.io_start[:, k] = np.maximum(self.upd_end[:, k - 1], self.io_end[:, k - 1])
-    self.io_end[:, k] = self.io_start[:, k] + work.io_s
-    self.h2d_start[:, k] = self.io_end[:, k] if k == 0 else np.maximum(self.io_end[:, k], self.h2d_end[:, k - 1])
-    self.h2d_end[:, k] = self.h2d_start[:, k] + work.h2d_s
-    self.fwd_start[:, k] = (self.h2d_end[:, k] if k == 0
-                            else np.maximum(self.h2d_end[:, k], self.upd_end[:, k - 1]))
-    s = min(k, self.kept)
-    self.fwd_end[:, s] = old_chain_ends(self.fwd_start[:, k], _old_fwd_s(work, k))
-    self.bwd_end[:, s] = old_chain_ends(self.fwd_end[:, s, -1], _old_bwd_rev_s(work, k))
-    self.bwd_done[:, k] = self.bwd_end[:, s, -1]
+        return times, None
+    return times[work.profile_of] * work.compute_scale[k][:, None], None
 
 
 def _old_communicate(self, k, work, plan, t_c, lag, lowest_at, free, shared, k1):
@@ -95,7 +73,8 @@ def with_old_code(fn):
     """fn() run with the previous fast path patched in."""
     mp = pytest.MonkeyPatch()
     try:
-        mp.setattr(fast._Arrays, "compute", _old_compute)
+        mp.setattr(fast._Work, "scaled", _old_scaled)
+        mp.setattr(fast, "chain_ends", old_chain_ends)
         mp.setattr(fast._Arrays, "communicate", _old_communicate)
         mp.setattr(channel_mod, "chain_ends", old_chain_ends)
         return fn()

@@ -392,17 +392,16 @@ class _Arrays:
     def communicate(self, k, work, plan, t_c, lag, lowest_at, free, shared: bool, k1: np.ndarray):
         """The messages and the update of iteration k; returns when the channel is next free
         (``k1``: each cost's ``1 + comm_slowdown``; a message slows while the backward pass runs)."""
-        backward_done = self.bwd_done[:, k]
+        backward_done, s = self.bwd_done[:, k], min(k, self.kept)  # s: the slot of iteration k's task times
         if t_c.shape[1]:
             # released lag_s after the message's lowest layer (the last of its gradients) is ready
-            ready, busy_until = self.bwd_end[:, min(k, self.kept), lowest_at], backward_done
+            ready, busy_until = self.bwd_end[:, s, lowest_at], backward_done
             if shared:  # every worker's gradients, on one shared channel (slowed while any worker computes):
                 # the latest worker's, then its lag (adding is monotone: the same bits as the latest of the sums)
                 ready, busy_until = ready.max(axis=0, keepdims=True), backward_done.max(keepdims=True)
             ready = ready + lag
             if plan.after_backward:
                 ready = np.maximum(ready, busy_until[:, None])
-            s = min(k, self.kept)
             self.c_start[:, s], self.c_end[:, s] = channel(free, ready, t_c * work.comm_scale(k), busy_until, k1)
             free = self.c_end[:, s].max(axis=1)
             self.upd_start[:, k] = np.maximum(backward_done, free)
