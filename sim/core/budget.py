@@ -23,7 +23,7 @@ CELLS_PER_TASK = 16
 #: Task times a per-worker run may work out per task of the budget, whether it holds them or not (a run that
 #: keeps the per-layer times of its first iterations only: `sim.core.fast.evaluate`'s keep_iterations). At
 #: 128 x 8M, about 5 s on one core of this machine: 8,192 workers x 100 iterations of resnet50 (531 M) took
-#: 2.4 s and 243 MiB keeping one iteration (`python bench/scale.py --only workers`, 2026-11-26).
+#: 2.2 s and 243 MiB keeping one iteration (`python bench/scale.py --only workers`, 2026-11-26).
 WORK_CELLS_PER_TASK = 128
 #: Messages a per-worker run's shared channel may step through (iterations x messages, one by one in Python,
 #: about 0.2 us each) per task of the budget: 2 x 8M. 2 workers x 100,000 messages, one iteration kept (the
